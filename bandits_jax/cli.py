@@ -1,0 +1,98 @@
+"""The `bandits-jax` command: list, run, plot, bench.
+
+Bad input (an unknown experiment or key, a wrong type, a negative lambda, K < 1, a missing
+data file) prints one line naming the problem and exits with status 2 before anything is
+compiled.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .core import ConfigError
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="bandits-jax", description="Multi-agent kernel and neural bandits in JAX.")
+    sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="list the experiments, one per line")
+    run = sub.add_parser("run", help="run (or resume) an experiment")
+    run.add_argument("name")
+    run.add_argument("--size", default="paper", help="smoke or paper (default: paper)")
+    run.add_argument("--seeds", type=int, help="number of seeds S (runs seeds F..F+S-1)")
+    run.add_argument("--first-seed", type=int, help="first seed F")
+    run.add_argument("--horizon", type=int, help="number of steps T")
+    run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a configuration key")
+    run.add_argument("--out", type=Path, help="output folder (default: results/<name>/<size>)")
+    run.add_argument("--chunk", type=int, help="seeds per compiled call (default: estimated from memory)")
+    run.add_argument("--quiet", action="store_true", help="no progress output")
+    run.add_argument("--no-plot", action="store_true", help="skip the plot")
+    plot = sub.add_parser("plot", help="(re)draw plot.png of a results folder")
+    plot.add_argument("dir", type=Path)
+    show = sub.add_parser("show", help="print the configuration keys of an experiment")
+    show.add_argument("name")
+    show.add_argument("--size", default="paper")
+    bench = sub.add_parser("bench", help="run the benchmarks (same as python -m bench)")
+    bench.add_argument("args", nargs=argparse.REMAINDER)
+    return p
+
+
+def _overrides(args) -> dict:
+    out = {}
+    for item in args.set:
+        if "=" not in item:
+            raise ConfigError(f"--set takes KEY=VALUE, got {item!r}")
+        key, value = item.split("=", 1)
+        out[key.strip()] = value.strip()
+    for flag, key in (("seeds", "seeds"), ("first_seed", "first_seed"), ("horizon", "horizon")):
+        value = getattr(args, flag)
+        if value is not None:
+            out[key] = value
+    return out
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "list":
+            from .experiments.registry import experiments
+
+            for name, exp in experiments().items():
+                print(f"{name:28s} {exp.description}")
+            return 0
+        if args.command == "show":
+            from .experiments.registry import get_experiment, resolve_config
+
+            config = resolve_config(get_experiment(args.name), args.size, {})
+            for key, value in config.items():
+                print(f"{key} = {value!r}")
+            return 0
+        if args.command == "run":
+            from .sweep import run_experiment
+
+            run_experiment(args.name, size=args.size, overrides=_overrides(args), out=args.out,
+                           chunk=args.chunk, quiet=args.quiet, plot=not args.no_plot)
+            return 0
+        if args.command == "plot":
+            from .plotting import plot_results
+
+            print(plot_results(args.dir))
+            return 0
+        if args.command == "bench":
+            try:
+                from bench.__main__ import main as bench_main
+            except ImportError:
+                raise ConfigError("the benchmarks live in the source tree: run `python -m bench` from a clone") from None
+            return bench_main(args.args)
+    except ConfigError as err:
+        print(f"bandits-jax: error: {err}", file=sys.stderr)
+        return 2
+    except FileNotFoundError as err:
+        print(f"bandits-jax: error: {err}", file=sys.stderr)
+        return 2
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

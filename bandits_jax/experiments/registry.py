@@ -1,0 +1,105 @@
+"""Named experiments: one per paper figure or table, each with a `smoke` and a `paper` size.
+
+An experiment is a configuration dict with typed defaults, size overrides, and a `build`
+function that turns a resolved configuration into (problem, [algorithms]). Building validates
+everything (names, signs, shapes, data files) and compiles nothing, so bad input fails fast.
+
+Every configuration has the keys `seeds`, `first_seed`, `horizon`, `precision` and
+`base_key`; the CLI maps `--seeds`, `--first-seed` and `--horizon` onto them and `--set
+KEY=VALUE` onto any key.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+from ..core import ConfigError
+
+COMMON_DEFAULTS = {"seeds": 8, "first_seed": 0, "horizon": 1000, "precision": "float64", "base_key": 0}
+RUN_KEYS = ("seeds", "first_seed", "precision")  # keys that may change between resumed runs
+
+
+@dataclasses.dataclass(frozen=True)
+class Experiment:
+    """name: `family/figure`; build(config) -> (problem, [algorithms]).
+
+    agents:  how per-agent regret is reduced in plots and summaries ("mean" or "sum"),
+             following the paper the experiment reproduces.
+    se_ddof: the degrees of freedom of the standard error's std (the FN-UCB plots use 0).
+    notes:   a paragraph copied into every summary (stand-ins, deviations from the paper).
+    """
+
+    name: str
+    description: str
+    defaults: dict
+    sizes: dict
+    build: Callable
+    agents: str = "mean"
+    se_ddof: int = 0
+    notes: str = ""
+
+
+_REGISTRY: dict = {}
+
+
+def register(exp: Experiment) -> Experiment:
+    if exp.name in _REGISTRY:
+        raise ValueError(f"experiment {exp.name} registered twice")
+    for size, overrides in exp.sizes.items():
+        unknown = set(overrides) - set(COMMON_DEFAULTS) - set(exp.defaults)
+        if unknown:
+            raise ValueError(f"{exp.name}: size {size} sets unknown keys {sorted(unknown)}")
+    _REGISTRY[exp.name] = exp
+    return exp
+
+
+def experiments() -> dict:
+    from . import quickstart  # noqa: F401  (registers itself)
+
+    return dict(sorted(_REGISTRY.items()))
+
+
+def get_experiment(name: str) -> Experiment:
+    known = experiments()
+    if name not in known:
+        raise ConfigError(f"unknown experiment {name!r}; `bandits-jax list` shows the {len(known)} known ones")
+    return known[name]
+
+
+def resolve_config(exp: Experiment, size: str, overrides: dict) -> dict:
+    """Defaults, then the size's overrides, then the user's; each user value parsed to the default's type."""
+    if size not in exp.sizes:
+        raise ConfigError(f"{exp.name} has no size {size!r}; choose one of {', '.join(exp.sizes)}")
+    config = {**COMMON_DEFAULTS, **exp.defaults, **exp.sizes[size]}
+    for key, raw in overrides.items():
+        if key not in config:
+            raise ConfigError(f"{exp.name}: unknown key {key!r}; settable keys: {', '.join(sorted(config))}")
+        config[key] = parse_value(key, raw, config[key])
+    for key in ("seeds", "horizon"):
+        if config[key] < 1:
+            raise ConfigError(f"{key} must be at least 1, got {config[key]}")
+    if config["first_seed"] < 0:
+        raise ConfigError(f"first_seed must be >= 0, got {config['first_seed']}")
+    return config
+
+
+def parse_value(key: str, raw, default):
+    """Parse a command-line string into the type of the default value."""
+    if not isinstance(raw, str):
+        return raw
+    kind = type(default)
+    try:
+        if kind is bool:
+            low = raw.lower()
+            if low not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError
+            return low in ("true", "1", "yes")
+        if kind is int:
+            return int(raw)
+        if kind is float:
+            return float(raw)
+        if default is None:
+            return None if raw.lower() == "none" else raw
+        return kind(raw)
+    except ValueError:
+        raise ConfigError(f"{key} must be of type {kind.__name__}, got {raw!r}") from None

@@ -1,0 +1,54 @@
+"""Plots of stored results: cumulative regret with standard-error bands, and communication."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .results import load_results
+
+
+def plot_results(out_dir, filename: str = "plot.png") -> Path:
+    """Write `plot.png` in `out_dir`: cumulative regret (mean +- SE over seeds) against t, and,
+    when any algorithm communicates, cumulative scalars communicated against t on a log axis."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    res = load_results(out_dir)
+    ddof = int(res.metadata.get("se_ddof", 0))
+    comm = {a: res.arrays[a]["comm_up"] + res.arrays[a]["comm_down"] for a in res.algorithms}
+    any_comm = any(float(c.sum()) > 0 for c in comm.values())
+    fig, axes = plt.subplots(1, 2 if any_comm else 1, figsize=(11 if any_comm else 6.5, 4.2), squeeze=False)
+    ax = axes[0, 0]
+    for alg in res.algorithms:
+        cum = res.cumulative(alg)
+        mean = cum.mean(axis=0)
+        n = cum.shape[0]
+        se = cum.std(axis=0, ddof=ddof) / np.sqrt(n) if n > ddof else np.zeros_like(mean)
+        t = np.arange(1, mean.shape[0] + 1)
+        ax.plot(t, mean, label=alg)
+        ax.fill_between(t, mean - se, mean + se, alpha=0.2)
+    agents = res.metadata.get("agents", "mean")
+    ax.set_xlabel("iteration t")
+    ax.set_ylabel("cumulative regret" + (" (mean over agents)" if agents == "mean" else " (sum over agents)"))
+    ax.set_title(res.metadata.get("experiment", ""))
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    if any_comm:
+        ax = axes[0, 1]
+        for alg in res.algorithms:
+            total = np.cumsum(comm[alg].astype(np.float64), axis=1).mean(axis=0)
+            if total[-1] > 0:
+                ax.plot(np.arange(1, total.shape[0] + 1), total, label=alg)
+        ax.set_yscale("log")
+        ax.set_xlabel("iteration t")
+        ax.set_ylabel("cumulative scalars communicated")
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path = Path(out_dir) / filename
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -1,0 +1,130 @@
+"""Results on disk: `results.npz`, `metadata.json`, `summary.md`, and a loader.
+
+results.npz keys, per algorithm name A:
+    A/regret    [S, T, N]  instantaneous pseudo-regret
+    A/comm_up   [S, T]     scalars sent up per step
+    A/comm_down [S, T]     scalars sent down per step
+    A/rounds    [S, T]     communication rounds per step (0/1)
+    seeds       [S]
+Algorithm order is kept in metadata.json ("algorithms").
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from .runner import OUTPUT_KEYS, cumulative_regret
+
+
+class Results(NamedTuple):
+    """Loaded results: arrays[algorithm][key] -> np.ndarray, plus the metadata dict."""
+
+    arrays: dict
+    seeds: np.ndarray
+    metadata: dict
+
+    @property
+    def algorithms(self):
+        return list(self.metadata.get("algorithms", self.arrays))
+
+    def cumulative(self, algorithm: str) -> np.ndarray:
+        """[S, T] cumulative regret, reduced over agents as the experiment's paper plots it."""
+        return cumulative_regret(self.arrays[algorithm]["regret"], self.metadata.get("agents", "mean"))
+
+
+def save_results(out_dir: Path, arrays: dict, seeds, metadata: dict) -> None:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    flat = {"seeds": np.asarray(seeds)}
+    for alg, per in arrays.items():
+        for key in OUTPUT_KEYS:
+            flat[f"{alg}/{key}"] = per[key]
+    atomic_savez(out_dir / "results.npz", flat)
+    atomic_write_text(out_dir / "metadata.json", json.dumps(metadata, indent=2, default=str))
+    results = Results(arrays, np.asarray(seeds), metadata)
+    atomic_write_text(out_dir / "summary.md", summary_markdown(results))
+
+
+def load_results(out_dir) -> Results:
+    """Read back what `bandits-jax run` wrote into `out_dir`."""
+    out_dir = Path(out_dir)
+    path = out_dir / "results.npz"
+    if not path.exists():
+        raise FileNotFoundError(f"no results.npz in {out_dir}: run `bandits-jax run NAME --out {out_dir}` first")
+    metadata = json.loads((out_dir / "metadata.json").read_text()) if (out_dir / "metadata.json").exists() else {}
+    arrays: dict = {}
+    with np.load(path) as data:
+        seeds = data["seeds"]
+        for name in data.files:
+            if "/" not in name:
+                continue
+            alg, key = name.rsplit("/", 1)
+            arrays.setdefault(alg, {})[key] = data[name]
+    return Results(arrays, seeds, metadata)
+
+
+def summary_rows(results: Results):
+    """One dict per algorithm: final cumulative regret mean and standard error, communication totals."""
+    ddof = int(results.metadata.get("se_ddof", 0))
+    rows = []
+    for alg in results.algorithms:
+        per = results.arrays[alg]
+        final = results.cumulative(alg)[:, -1]
+        n = final.shape[0]
+        se = float(np.std(final, ddof=ddof) / np.sqrt(n)) if n > ddof else float("nan")
+        rows.append({
+            "algorithm": alg,
+            "final_regret_mean": float(final.mean()),
+            "final_regret_se": se,
+            "comm_up": float(per["comm_up"].sum(axis=1).mean()),
+            "comm_down": float(per["comm_down"].sum(axis=1).mean()),
+            "rounds": float(per["rounds"].sum(axis=1).mean()),
+            "seeds": int(n),
+        })
+    return rows
+
+
+def summary_markdown(results: Results) -> str:
+    md = results.metadata
+    agents = md.get("agents", "mean")
+    what = "mean over agents" if agents == "mean" else "sum over agents"
+    horizon = next(iter(results.arrays.values()))["regret"].shape[1] if results.arrays else 0
+    lines = [
+        f"# {md.get('experiment', 'results')} ({md.get('size', '')})",
+        "",
+        md.get("description", ""),
+        "",
+        f"Final cumulative regret at T = {horizon} ({what}), mean +- standard error over seeds "
+        f"(std with ddof={md.get('se_ddof', 0)}); communication totals are per run, averaged over seeds.",
+        "",
+        "| algorithm | final cumulative regret | comm. rounds | scalars up | scalars down | seeds |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in summary_rows(results):
+        lines.append(
+            f"| {r['algorithm']} | {r['final_regret_mean']:.3f} +- {r['final_regret_se']:.3f} | "
+            f"{r['rounds']:.1f} | {r['comm_up']:.4g} | {r['comm_down']:.4g} | {r['seeds']} |"
+        )
+    if md.get("notes"):
+        lines += ["", md["notes"]]
+    return "\n".join(lines) + "\n"
+
+
+def atomic_savez(path: Path, arrays: dict) -> None:
+    """np.savez to a temporary name then rename, so an interrupted write never leaves a torn file."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        np.savez(fh, **arrays)
+    os.replace(tmp, path)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)

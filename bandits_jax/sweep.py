@@ -1,0 +1,213 @@
+"""Run a named experiment as a resumable sweep of seed chunks.
+
+Seeds are processed in chunks that fit in memory (estimated from the algorithm's state at its
+final capacity, or set with `chunk=`). Each finished chunk is written at once to
+`OUT/chunks/<algorithm>/seeds_<first>-<last>.npz`; running the same command again with the
+same output folder loads what is stored and computes only the missing seeds, so killing a
+run loses at most the chunk in flight. The assembled results, metadata, summary and plot are
+written at the end.
+"""
+from __future__ import annotations
+
+import json
+import platform
+import re
+import sys
+from pathlib import Path
+from typing import Optional
+
+import jax
+import numpy as np
+
+from .core import ConfigError
+from .experiments.registry import RUN_KEYS, get_experiment, resolve_config
+from .results import atomic_savez, atomic_write_text, save_results, summary_markdown, Results
+from .runner import OUTPUT_KEYS, precision_scope, run_batch
+
+CHUNKS = "chunks"
+
+
+def default_out_dir(name: str, size: str) -> Path:
+    return Path("results") / name.replace("/", "_") / size
+
+
+def run_experiment(
+    name: str,
+    size: str = "paper",
+    overrides: Optional[dict] = None,
+    out: Optional[Path] = None,
+    chunk: Optional[int] = None,
+    quiet: bool = False,
+    plot: bool = True,
+) -> Path:
+    """Run (or resume) experiment `name`; returns the output folder."""
+    exp = get_experiment(name)
+    config = resolve_config(exp, size, overrides or {})
+    if chunk is not None and chunk < 1:
+        raise ConfigError(f"--chunk must be at least 1, got {chunk}")
+    problem, algorithms = exp.build(config)
+    names = [a.name for a in algorithms]
+    if len(set(names)) != len(names):
+        raise ValueError(f"{name}: algorithm names must be unique, got {names}")
+    out = Path(out) if out is not None else default_out_dir(name, size)
+    _claim_out_dir(out, exp.name, size, config)
+    seeds = list(range(config["first_seed"], config["first_seed"] + config["seeds"]))
+    log = (lambda msg: None) if quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
+    timing = {}
+    arrays = {}
+    cache: dict = {}
+    for alg in algorithms:
+        stored = _stored_chunks(out, alg.name)
+        missing = [s for s in seeds if s not in stored]
+        size_chunk = chunk or estimate_chunk(problem, alg, config, len(missing))
+        blocks = [missing[i:i + size_chunk] for i in range(0, len(missing), size_chunk)]
+        if not missing:
+            log(f"[{alg.name}] all {len(seeds)} seeds already stored in {out}")
+        compile_s = run_s = 0.0
+        for b, block in enumerate(blocks):
+            where = f"[{alg.name}] seeds {block[0]}..{block[-1]} (chunk {b + 1}/{len(blocks)})"
+            log(f"{where}: running T = {problem.spec.horizon}")
+            every = max(1, problem.spec.horizon // 5)
+            progress = None if quiet else _progress_printer(where, problem.spec.horizon)
+            res = run_batch(problem, alg, block, base_key=config["base_key"], precision=config["precision"],
+                            progress=progress, progress_every=every, compiled_cache=cache)
+            compile_s += res.compile_seconds
+            run_s += res.run_seconds
+            _write_chunk(out, alg.name, block, res)
+            log(f"{where}: done (compile {res.compile_seconds:.1f} s, run {res.run_seconds:.1f} s)")
+        timing[alg.name] = {"compile_seconds": compile_s, "run_seconds": run_s, "seeds_computed": len(missing)}
+        arrays[alg.name] = _assemble(out, alg.name, seeds)
+    metadata = {
+        "experiment": exp.name,
+        "size": size,
+        "description": exp.description,
+        "problem": problem.name,
+        "problem_description": problem.description,
+        "config": config,
+        "seeds": seeds,
+        "algorithms": names,
+        "algorithm_hparams": {a.name: a.hparams for a in algorithms},
+        "agents": exp.agents,
+        "se_ddof": exp.se_ddof,
+        "notes": exp.notes,
+        "timing": timing,
+        "versions": package_versions(),
+        "devices": [str(d) for d in jax.devices()],
+        "python": platform.python_version(),
+    }
+    save_results(out, arrays, seeds, metadata)
+    if plot:
+        from .plotting import plot_results
+
+        plot_results(out)
+    if not quiet:
+        print(summary_markdown(Results(arrays, np.asarray(seeds), metadata)))
+        print(f"results written to {out}")
+    return out
+
+
+def _progress_printer(where: str, horizon: int):
+    last = [0]
+
+    def report(t):
+        t = int(t)
+        if t > last[0]:  # one report per step even when several devices call back
+            last[0] = t
+            print(f"{where}: t = {t}/{horizon}", file=sys.stderr, flush=True)
+
+    return report
+
+
+def _claim_out_dir(out: Path, name: str, size: str, config: dict) -> None:
+    """Refuse to mix results of different configurations in one folder."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "config.json"
+    fixed = {k: v for k, v in config.items() if k not in RUN_KEYS}
+    record = {"experiment": name, "size": size, "config": fixed}
+    if path.exists():
+        previous = json.loads(path.read_text())
+        if previous != json.loads(json.dumps(record)):
+            raise ConfigError(
+                f"{out} holds results of another configuration ({previous.get('experiment')}, "
+                f"{previous.get('size')}); choose another --out or delete that folder")
+    else:
+        atomic_write_text(path, json.dumps(record, indent=2))
+
+
+def _slug(alg_name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", alg_name)
+
+
+def _stored_chunks(out: Path, alg_name: str) -> dict:
+    """seed -> (file, row) for every seed stored for this algorithm."""
+    folder = out / CHUNKS / _slug(alg_name)
+    found = {}
+    if folder.exists():
+        for path in sorted(folder.glob("seeds_*.npz")):
+            try:
+                with np.load(path) as data:
+                    for row, seed in enumerate(data["seeds"].tolist()):
+                        found[int(seed)] = (path, row)
+            except (OSError, ValueError, KeyError):
+                continue  # a torn file from an interrupted write: recompute its seeds
+    return found
+
+
+def _write_chunk(out: Path, alg_name: str, block, res) -> None:
+    folder = out / CHUNKS / _slug(alg_name)
+    folder.mkdir(parents=True, exist_ok=True)
+    arrays = {"seeds": np.asarray(block), "compile_seconds": res.compile_seconds, "run_seconds": res.run_seconds}
+    arrays["regret"] = res.regret.astype(np.float32)
+    for key in OUTPUT_KEYS[1:]:
+        arrays[key] = getattr(res, key)
+    atomic_savez(folder / f"seeds_{block[0]}-{block[-1]}.npz", arrays)
+
+
+def _assemble(out: Path, alg_name: str, seeds) -> dict:
+    stored = _stored_chunks(out, alg_name)
+    per_file: dict = {}
+    for seed in seeds:
+        path, row = stored[seed]
+        per_file.setdefault(path, []).append((seed, row))
+    rows = {}
+    for path, items in per_file.items():
+        with np.load(path) as data:
+            for seed, row in items:
+                rows[seed] = {k: data[k][row] for k in OUTPUT_KEYS}
+    return {k: np.stack([rows[s][k] for s in seeds]) for k in OUTPUT_KEYS}
+
+
+def estimate_chunk(problem, algorithm, config, n_missing: int, budget_fraction: float = 0.25) -> int:
+    """Seeds per chunk so that the batch's state and outputs fit in a fraction of free memory."""
+    if n_missing <= 0:
+        return 1
+    spec = problem.spec
+    with precision_scope(config["precision"]):
+        cap = algorithm.capacity(spec, spec.horizon) if algorithm.capacity is not None else None
+        shapes = jax.eval_shape(lambda k: algorithm.init(k, spec, algorithm.hparams, cap), jax.random.PRNGKey(0))
+    state_bytes = sum(np.prod(x.shape) * np.dtype(x.dtype).itemsize for x in jax.tree_util.tree_leaves(shapes))
+    out_bytes = spec.horizon * (spec.num_agents + 3) * 8
+    per_run = 4 * state_bytes + 2 * out_bytes + 1
+    return int(max(1, min(n_missing, (budget_fraction * available_memory()) // per_run)))
+
+
+def available_memory() -> int:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 4 << 30
+
+
+def package_versions() -> dict:
+    from importlib import metadata
+
+    out = {}
+    for pkg in ("bandits_jax", "jax", "jaxlib", "flax", "optax", "numpy", "chex"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out

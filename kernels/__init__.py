@@ -1,0 +1,1 @@
+"""Accelerator math with no bandit words in it: kernel functions, NTK features, incremental linear algebra."""

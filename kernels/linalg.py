@@ -1,0 +1,214 @@
+"""Incremental linear algebra on preallocated buffers of static capacity.
+
+Convention for a symmetric positive-definite matrix A_n (n x n) stored with capacity C >= n:
+
+    padded matrix    block-diag(A_n, I_{C-n})
+    padded factor    block-diag(L_n, I_{C-n})       L_n lower-triangular, L_n L_n^T = A_n
+    padded inverse   block-diag(A_n^{-1}, I_{C-n})
+
+Padding with the identity keeps every padded object SPD and invertible, and triangular solves
+with the padded factor leave the live block untouched. Vectors paired with a padded matrix carry
+zeros beyond n; the functions that take a count `n` mask entries >= n themselves, so stale or
+garbage values in a buffer never reach a result. `n` may be traced, capacities are static.
+
+All functions are pure and work under `jit` and `vmap`. The dtype follows the inputs.
+
+Costs: rank-one update/downdate, append and Sherman-Morrison are O(C^2). `posterior_mean_var`
+is O(C^2 m), for m query points.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.scipy.linalg import solve_triangular
+
+
+# ---------------------------------------------------------------------------------------------
+# masks and padding
+
+
+def mask_upto(n, C: int):
+    """Boolean [C]: True at indices < n (n may be traced)."""
+    return jnp.arange(C) < n
+
+
+def pad_rows(buf, C_new: int, value=0):
+    """Pad the leading axis of buf[C, ...] to C_new rows (static) with `value`."""
+    extra = C_new - buf.shape[0]
+    if extra < 0:
+        raise ValueError(f"cannot shrink a buffer from {buf.shape[0]} to {C_new} rows")
+    return jnp.pad(buf, [(0, extra)] + [(0, 0)] * (buf.ndim - 1), constant_values=value)
+
+
+def _pad_identity(M, C_new: int):
+    C = M.shape[-1]
+    if C_new < C:
+        raise ValueError(f"cannot shrink a {C} x {C} matrix to {C_new} x {C_new}")
+    return jnp.eye(C_new, dtype=M.dtype).at[:C, :C].set(M)
+
+
+def pad_chol(L, C_new: int):
+    """Padded factor L[C, C] -> [C_new, C_new], padding with the identity (C_new static)."""
+    return _pad_identity(L, C_new)
+
+
+def pad_inv(Ainv, C_new: int):
+    """Padded inverse Ainv[C, C] -> [C_new, C_new], padding with the identity (C_new static)."""
+    return _pad_identity(Ainv, C_new)
+
+
+# ---------------------------------------------------------------------------------------------
+# Cholesky rank-one update / downdate
+
+
+def _chol_rank_one(L, x, sign):
+    """L'L'^T = L L^T + sign x x^T, one column at a time (sign = +1 or -1). O(p^2).
+
+    Column k is rotated against the running vector x:
+        r = sqrt(L_kk^2 + sign x_k^2),  c = r / L_kk,  s = x_k / L_kk
+        L'_{>k,k} = (L_{>k,k} + sign s x_{>k}) / c,    x_{>k} <- c x_{>k} - s L'_{>k,k}
+    """
+    p = L.shape[-1]
+    x = x.astype(L.dtype)
+    idx = jnp.arange(p)
+
+    def body(k, carry):
+        L, x = carry
+        col = L[:, k]
+        lkk = col[k]
+        xk = x[k]
+        r = jnp.sqrt(lkk * lkk + sign * xk * xk)
+        c = r / lkk
+        s = xk / lkk
+        below = idx > k
+        new_col = jnp.where(below, (col + sign * s * x) / c, col)
+        new_col = jnp.where(idx == k, r, new_col)
+        x = jnp.where(below, c * x - s * new_col, x)
+        return L.at[:, k].set(new_col), x
+
+    L, _ = lax.fori_loop(0, p, body, (L, x))
+    return L
+
+
+def chol_update(L, x):
+    """Rank-one update: L[p, p] lower factor of A, x[p] -> factor of A + x x^T. O(p^2).
+
+    On a padded factor, x must be zero beyond the live block (padded columns are then unchanged).
+    """
+    return _chol_rank_one(L, x, 1.0)
+
+
+def chol_downdate(L, x):
+    """Rank-one downdate: factor of A - x x^T from the factor L[p, p] of A; x[p]. O(p^2).
+
+    Valid only while A - x x^T stays positive definite (otherwise the result has NaNs).
+    """
+    return _chol_rank_one(L, x, -1.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# growing a padded matrix by one row/column
+
+
+def chol_append(L, n, k_col, k_nn):
+    """Append row/column n to a padded factor. O(C^2).
+
+    L[C, C]: padded factor of A_n (n live rows). k_col[C]: the new off-diagonal entries
+    A[n, :n] = k_col[:n]; entries at indices >= n are ignored. k_nn: the new diagonal A[n, n].
+    Returns the padded factor [C, C] of A_{n+1}. Requires n < C (an index n >= C is dropped).
+
+    Row n of the factor is l = L_n^{-1} k_col[:n] followed by sqrt(k_nn - l.l). The Schur
+    complement k_nn - l.l is floored at eps * |k_nn| to avoid a NaN when the new matrix is
+    numerically singular; regularise the matrix (e.g. add lam I) rather than rely on the floor.
+    """
+    C = L.shape[-1]
+    mask = mask_upto(n, C)
+    k = jnp.where(mask, k_col.astype(L.dtype), 0.0)
+    k_nn = jnp.asarray(k_nn, L.dtype)
+    l = solve_triangular(L, k, lower=True)  # zero beyond n: the padded block is the identity
+    schur = k_nn - jnp.dot(l, l)
+    floor = jnp.finfo(L.dtype).eps * jnp.abs(k_nn)
+    d = jnp.sqrt(jnp.maximum(schur, floor))
+    row = jnp.where(jnp.arange(C) == n, d, l)
+    return L.at[n, :].set(row)
+
+
+def inv_append(Ainv, n, k_col, k_nn):
+    """Append row/column n to a padded inverse via the Schur complement. O(C^2).
+
+    Ainv[C, C]: padded inverse of A_n. k_col[C], k_nn as in `chol_append` (entries of k_col at
+    indices >= n are ignored). Returns the padded inverse [C, C] of A_{n+1}:
+
+        a = A_n^{-1} k,  s = k_nn - k.a,
+        A_{n+1}^{-1} = [[A_n^{-1} + a a^T / s, -a / s], [-a^T / s, 1 / s]].
+
+    With u = a - e_n (a is zero at n) this is Ainv + u u^T / s - e_n e_n^T.
+    """
+    C = Ainv.shape[-1]
+    mask = mask_upto(n, C)
+    k = jnp.where(mask, k_col.astype(Ainv.dtype), 0.0)
+    a = jnp.where(mask, Ainv @ k, 0.0)
+    s = jnp.asarray(k_nn, Ainv.dtype) - jnp.dot(k, a)
+    e_n = (jnp.arange(C) == n).astype(Ainv.dtype)
+    u = a - e_n
+    return Ainv + jnp.outer(u, u) / s - jnp.outer(e_n, e_n)
+
+
+# ---------------------------------------------------------------------------------------------
+# inverse updates
+
+
+def sherman_morrison(Vinv, x):
+    """(V + x x^T)^{-1} from the symmetric inverse Vinv[p, p] and x[p]. O(p^2)."""
+    x = x.astype(Vinv.dtype)
+    v = Vinv @ x
+    return Vinv - jnp.outer(v, v) / (1.0 + jnp.dot(x, v))
+
+
+def woodbury(Vinv, X):
+    """(V + X^T X)^{-1} from the symmetric inverse Vinv[p, p] and rows X[k, p]. O(p^2 k + k^3).
+
+    (V + X^T X)^{-1} = Vinv - Vinv X^T (I_k + X Vinv X^T)^{-1} X Vinv. Zero rows of X are no-ops.
+    """
+    X = X.astype(Vinv.dtype)
+    VX = Vinv @ X.T  # [p, k]
+    S = jnp.eye(X.shape[0], dtype=Vinv.dtype) + X @ VX
+    return Vinv - VX @ jnp.linalg.solve(S, VX.T)
+
+
+# ---------------------------------------------------------------------------------------------
+# using a factor
+
+
+def logdet_from_chol(L):
+    """log det(L L^T) = 2 sum log diag(L) for L[C, C]; identity padding contributes 0."""
+    return 2.0 * jnp.sum(jnp.log(jnp.diagonal(L, axis1=-2, axis2=-1)), axis=-1)
+
+
+def chol_solve(L, b):
+    """A^{-1} b for A = L L^T; L[C, C], b[C] or [C, k] -> same shape as b."""
+    b = b.astype(L.dtype)
+    z = solve_triangular(L, b, lower=True)
+    return solve_triangular(L, z, lower=True, trans="T")
+
+
+def posterior_mean_var(L, k_cross, k_diag, y, n):
+    """Kernel-ridge / GP posterior mean and variance from a padded factor.
+
+    L[C, C]: padded factor of A_n = K_n + lam I. k_cross[m, C]: k(query_i, stored_j); columns
+    j >= n are masked to 0. k_diag[m]: k(query_i, query_i). y[C]: targets; entries >= n masked.
+    Returns mean[m] = k^T A_n^{-1} y and var[m] = k_diag - diag(k^T A_n^{-1} k), clipped at 0.
+    Both come from one triangular solve: with V = L^{-1} k^T and w = L^{-1} y,
+    mean = V^T w and var = k_diag - sum(V^2, axis=0).
+    """
+    C = L.shape[-1]
+    mask = mask_upto(n, C)
+    kc = jnp.where(mask[None, :], k_cross.astype(L.dtype), 0.0)
+    ym = jnp.where(mask, y.astype(L.dtype), 0.0)
+    rhs = jnp.concatenate([kc.T, ym[:, None]], axis=1)  # [C, m + 1]
+    sol = solve_triangular(L, rhs, lower=True)
+    V, w = sol[:, :-1], sol[:, -1]
+    mean = V.T @ w
+    var = jnp.maximum(k_diag.astype(L.dtype) - jnp.sum(V * V, axis=0), 0.0)
+    return mean, var
