@@ -1,0 +1,160 @@
+"""The runner: seed invariance, common random numbers, segments, grids, devices, precision."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from bandits_jax.algorithms.uniform import uniform_random
+from bandits_jax.core import ConfigError
+from bandits_jax import runner
+from bandits_jax.runner import cumulative_regret, run_batch, segments
+
+sys.path.insert(0, str(Path(__file__).parent))
+from toy import history_greedy, toy_problem  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_seed_results_do_not_depend_on_batch():
+    prob, alg = toy_problem(horizon=150), history_greedy()
+    full = run_batch(prob, alg, [0, 1, 2, 3, 4])
+    part = run_batch(prob, alg, [3, 1])
+    np.testing.assert_array_equal(full.regret[[3, 1]], part.regret)
+    single = run_batch(prob, alg, [4])
+    np.testing.assert_array_equal(full.regret[4], single.regret[0])
+    # different seeds really differ
+    assert not np.allclose(full.regret[0], full.regret[1])
+
+
+def test_regret_is_pseudo_regret_against_noiseless_means():
+    prob, alg = toy_problem(horizon=50, noise_std=5.0), uniform_random()
+    out = run_batch(prob, alg, [7])
+    assert out.regret.shape == (1, 50, 3)
+    assert np.all(out.regret >= 0)
+    # recompute by hand from the same keys: the chosen arm's mean vs the best mean
+    with jax.enable_x64(True):
+        pk, ak = runner.problem_and_algorithm_keys(runner.seed_key(7))
+        pik, _ = runner.init_keys(pk, ak)
+        inst = prob.init(pik)
+        for t in (0, 13, 49):
+            kc, _, _ = runner.problem_step_keys(pk, t)
+            x = prob.contexts(inst, t, kc)
+            means = np.asarray(prob.mean_reward(inst, x))
+            ks, _ = runner.algorithm_step_keys(ak, t)
+            actions = np.asarray(alg.select(None, x, ks)[0])
+            expect = means.max(1) - means[np.arange(3), actions]
+            np.testing.assert_allclose(out.regret[0, t], expect, rtol=1e-12, atol=1e-12)
+
+
+def test_common_random_numbers_across_algorithms():
+    """Two algorithms on the same seed see the same contexts: the best mean per step agrees."""
+    prob = toy_problem(horizon=40)
+    seen = {}
+    for alg in (uniform_random(), history_greedy()):
+        step = runner.make_step(prob, alg)
+        with jax.enable_x64(True):
+            pk, ak = runner.problem_and_algorithm_keys(runner.seed_key(3))
+            pik, aik = runner.init_keys(pk, ak)
+            inst = prob.init(pik)
+            kc, kr, _ = runner.problem_step_keys(pk, 5)
+            seen[alg.name] = (np.asarray(prob.contexts(inst, 5, kc)),
+                              np.asarray(prob.sample_rewards(inst, prob.mean_reward(inst, prob.contexts(inst, 5, kc)), kr)))
+    a, b = seen.values()
+    np.testing.assert_array_equal(a[0], b[0])
+    np.testing.assert_array_equal(a[1], b[1])
+
+
+def test_segments_double_and_cover_horizon():
+    prob, alg = toy_problem(horizon=1000), history_greedy()
+    segs = segments(alg, prob, first=100)
+    assert segs == [(0, 100, 100), (100, 200, 200), (200, 400, 400), (400, 800, 800), (800, 1000, 1000)]
+    assert segments(uniform_random(), prob) == [(0, 1000, None)]
+
+
+def test_segmenting_does_not_change_results():
+    prob, alg = toy_problem(horizon=300), history_greedy()
+    seg = run_batch(prob, alg, [0, 1], first_segment=32)
+    one = run_batch(prob, alg, [0, 1], first_segment=300)
+    np.testing.assert_allclose(seg.regret, one.regret, rtol=0, atol=1e-12)
+
+
+def test_hyperparameter_grid_and_unknown_names():
+    prob, alg = toy_problem(horizon=60), history_greedy()
+    grid = run_batch(prob, alg, [0, 0, 0], hparams={"eps": np.array([0.0, 0.5, 5.0])})
+    base = run_batch(prob, alg, [0], hparams={"eps": 0.5})
+    np.testing.assert_array_equal(grid.regret[1], base.regret[0])
+    assert not np.array_equal(grid.regret[0], grid.regret[2])
+    with pytest.raises(ConfigError, match="unknown hyper-parameter"):
+        run_batch(prob, alg, [0], hparams={"epsilon": 0.1})
+
+
+def test_arrivals_mask_regret_and_updates():
+    prob, alg = toy_problem(horizon=80, with_arrivals=True), history_greedy()
+    out = run_batch(prob, alg, [2])
+    # exactly one agent is active per step: the others have zero regret
+    nonzero_agents = (out.regret[0] > 0).sum(axis=1)
+    assert nonzero_agents.max() <= 1
+
+
+def test_communication_is_recorded_per_step():
+    prob, alg = toy_problem(horizon=30), history_greedy(comm_per_step=3.0)
+    out = run_batch(prob, alg, [0, 1])
+    np.testing.assert_array_equal(out.comm_up, np.full((2, 30), 3.0))
+    np.testing.assert_array_equal(out.comm_down, np.full((2, 30), 6.0))
+    np.testing.assert_array_equal(out.rounds, np.ones((2, 30)))
+
+
+def test_progress_reports_steps():
+    seen = []
+    run_batch(toy_problem(horizon=100), uniform_random(), [0, 1], progress=seen.append, progress_every=25)
+    assert seen == [25, 50, 75, 100]
+
+
+def test_precision_scope_does_not_leak():
+    before = jnp.zeros(()).dtype
+    out = run_batch(toy_problem(horizon=10), uniform_random(), [0], precision="float64")
+    assert out.regret.dtype == np.float64
+    assert jnp.zeros(()).dtype == before
+    out32 = run_batch(toy_problem(horizon=10), uniform_random(), [0], precision="float32")
+    assert out32.regret.dtype == np.float32
+    with pytest.raises(ConfigError):
+        run_batch(toy_problem(horizon=10), uniform_random(), [0], precision="float16")
+
+
+def test_cumulative_regret_conventions():
+    r = np.arange(12, dtype=float).reshape(1, 3, 4)  # [S, T, N]
+    np.testing.assert_allclose(cumulative_regret(r, "mean")[0], np.cumsum(r[0].mean(1)))
+    np.testing.assert_allclose(cumulative_regret(r, "sum")[0], np.cumsum(r[0].sum(1)))
+
+
+_DEVICE_SCRIPT = """
+import sys, json, numpy as np
+sys.path.insert(0, {tests!r})
+import jax
+from toy import toy_problem, history_greedy
+from bandits_jax.runner import run_batch
+out = run_batch(toy_problem(horizon=120), history_greedy(), list(range(6)), first_segment=40)
+np.save(sys.argv[1], out.regret)
+print(len(jax.devices()))
+"""
+
+
+@pytest.mark.parametrize("devices", [4])
+def test_sharded_over_devices_is_bit_identical(tmp_path, devices):
+    script = tmp_path / "run.py"
+    script.write_text(_DEVICE_SCRIPT.format(tests=str(Path(__file__).parent)))
+    results = {}
+    for n in (1, devices):
+        env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={n}", JAX_PLATFORMS="cpu")
+        proc = subprocess.run([sys.executable, str(script), str(tmp_path / f"r{n}.npy")], env=env,
+                              capture_output=True, text=True, cwd=REPO, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.strip().splitlines()[-1] == str(n)
+        results[n] = np.load(tmp_path / f"r{n}.npy")
+    np.testing.assert_array_equal(results[1], results[devices])
