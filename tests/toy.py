@@ -4,7 +4,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from bandits_jax.algorithms.base import pad_axis0
+from kernels.linalg import pad_rows
 from bandits_jax.core import Algorithm, EnvSpec, Problem, gaussian_rewards, no_comm
 
 
@@ -63,8 +63,8 @@ def history_greedy(comm_per_step: float = 0.0) -> Algorithm:
         return {"X": X, "y": y, "count": state["count"] + active.astype(jnp.int32), "hp": state["hp"]}, info
 
     def resize(state, cap):
-        return {"X": jax.vmap(lambda a: pad_axis0(a, cap))(state["X"]),
-                "y": jax.vmap(lambda a: pad_axis0(a, cap))(state["y"]),
+        return {"X": jax.vmap(lambda a: pad_rows(a, cap))(state["X"]),
+                "y": jax.vmap(lambda a: pad_rows(a, cap))(state["y"]),
                 "count": state["count"], "hp": state["hp"]}
 
     return Algorithm("HistoryGreedy", {"eps": 0.5}, init, select, update, capacity, resize, "test algorithm")

@@ -59,11 +59,3 @@ def masked_select(mask, new, old):
         return jnp.where(m, a, b)
 
     return jax.tree_util.tree_map(pick, new, old)
-
-
-def pad_axis0(x, rows, value=0.0):
-    """Pad the leading axis of an array to `rows` (static) with a constant."""
-    extra = rows - x.shape[0]
-    if extra < 0:
-        raise ValueError(f"cannot shrink a buffer from {x.shape[0]} to {rows} rows")
-    return jnp.pad(x, [(0, extra)] + [(0, 0)] * (x.ndim - 1), constant_values=value)

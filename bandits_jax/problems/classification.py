@@ -1,0 +1,205 @@
+"""K-class classification turned into a K-armed contextual bandit (FN-UCB, Sec. 5.2).
+
+At every step each agent reads the next row x (d_raw features) of its own shuffle of the data.
+Arm k is offered the block one-hot context
+
+    x_k = [0, ..., 0, x, 0, ..., 0]   (x in block k; dimension K * d_raw),
+
+and pays 1 if k is the row's true class, else 0 (no noise: `sample_rewards` returns the means).
+
+Agent i reads row perm[i, t mod n] at global step t; the permutations [N, n] are the instance.
+  shuffle="per_seed": drawn from the instance key, so every seed sees new orders.
+  shuffle="authors":  one fixed permutation per agent index i, the same in every run (the FN-UCB
+                      code shuffles agent i's copy with random_state = i; the orders here are
+                      JAX's, not scikit-learn's).
+
+The dataset is a constant of the closure, not part of the (per-seed) instance.
+
+The contract gives `mean_reward` only the contexts, so the row is recovered from them: x is
+block 0 of arm 0, and a lexicographic binary search over the sorted distinct rows returns the
+row's class (O(d_raw log n) per agent). If several rows share exactly the same features, the mean
+of arm k is the fraction of those rows whose class is k (this never happens in the bundled
+datasets). Contexts that are not rows of the dataset get NaN means.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from .. import core
+from ..core import ConfigError, EnvSpec, Problem
+
+PREPROCESS = ("authors", "none")
+SHUFFLES = ("per_seed", "authors")
+# Root of the fixed per-agent shuffles of shuffle="authors" (agent i uses fold_in(root, i)).
+AUTHORS_SHUFFLE_KEY = 0
+
+
+def authors_preprocess(features: np.ndarray) -> np.ndarray:
+    """The FN-UCB code's preprocessing of raw features [n, d_raw] -> float64 [n, d_raw].
+
+    1. NaN -> -1;  2. each row scaled to unit L2 norm (all-zero rows stay zero);
+    3. each column standardised to mean 0 and (population) std 1 (constant columns: centred only).
+    """
+    x = np.array(features, dtype=np.float64, copy=True)
+    x[np.isnan(x)] = -1.0
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    x = x / np.where(norms > 0, norms, 1.0)
+    mean = x.mean(axis=0)
+    std = x.std(axis=0)
+    return (x - mean) / np.where(std > 0, std, 1.0)
+
+
+def block_one_hot(x, num_arms: int):
+    """Block one-hot contexts: x [..., d_raw] -> [..., K, K * d_raw], arm k holding x in block k."""
+    eye = jnp.eye(num_arms, dtype=x.dtype)
+    blocks = eye[:, :, None] * x[..., None, None, :]  # [..., K, K, d_raw]
+    return blocks.reshape(x.shape[:-1] + (num_arms, num_arms * x.shape[-1]))
+
+
+class _RowTable:
+    """Sorted distinct rows and their class frequencies, built per dtype at trace time."""
+
+    def __init__(self, features: np.ndarray, labels: np.ndarray, num_classes: int):
+        self._features = features
+        self._labels = labels
+        self._num_classes = num_classes
+        self._cache = {}
+
+    def get(self, dtype):
+        key = np.dtype(dtype).name
+        if key not in self._cache:
+            x = self._features.astype(dtype)
+            order = np.lexsort(x.T[::-1])  # lexicographic: column 0 is the primary key
+            xs, ys = x[order], self._labels[order]
+            new = np.ones(len(xs), bool)
+            new[1:] = np.any(xs[1:] != xs[:-1], axis=1)
+            group = np.cumsum(new) - 1
+            counts = np.zeros((int(group[-1]) + 1, self._num_classes))
+            np.add.at(counts, (group, ys), 1.0)
+            self._cache[key] = (xs[new], counts / counts.sum(axis=1, keepdims=True))
+        return self._cache[key]
+
+
+def _lex_less(row, query):
+    """row < query in lexicographic order (both [d])."""
+    differ = row != query
+    first = jnp.argmax(differ)
+    return jnp.any(differ) & (row[first] < query[first])
+
+
+def _find_row(rows, query):
+    """Index of `query` [d] among the lexicographically sorted distinct `rows` [m, d], and whether found."""
+    m = rows.shape[0]
+
+    def body(_, bounds):
+        lo, hi = bounds
+        mid = jnp.minimum((lo + hi) // 2, m - 1)
+        right = (lo < hi) & _lex_less(rows[mid], query)
+        left = (lo < hi) & ~right
+        return jnp.where(right, mid + 1, lo), jnp.where(left, mid, hi)
+
+    lo, _ = lax.fori_loop(0, m.bit_length() + 1, body, (jnp.int32(0), jnp.int32(m)))
+    idx = jnp.minimum(lo, m - 1)
+    return idx, jnp.all(rows[idx] == query)
+
+
+def classification_bandit(
+    features,
+    labels,
+    num_agents: int,
+    horizon: int,
+    *,
+    num_classes: Optional[int] = None,
+    preprocess: str = "authors",
+    shuffle: str = "per_seed",
+    name: str = "classification",
+    description: str = "",
+) -> Problem:
+    """Build the bandit of a classification dataset; see the module docstring.
+
+    features: [n, d_raw] real (NaN allowed only with preprocess="authors").
+    labels:   [n] integers in 0..K-1.
+    num_agents N, horizon T: static sizes (T > n wraps around each agent's shuffle).
+    num_classes: K (default: max label + 1).
+    preprocess: "authors" (NaN -> -1, rows to unit L2 norm, columns standardised; done once
+        in NumPy) or "none".
+    shuffle: "per_seed" or "authors" (fixed per agent index, identical in every run).
+    Returns a core.Problem with spec (N, K, K * d_raw, T): instance {"perm": int32 [N, n]},
+    contexts [N, K, K * d_raw], means [N, K] in {0, 1}; rewards equal the means.
+    """
+    x = np.asarray(features)
+    y = np.asarray(labels)
+    if x.ndim != 2 or x.shape[0] < 1 or x.shape[1] < 1:
+        raise ConfigError(f"{name}: features must be a non-empty 2-D array [n, d_raw], got shape {x.shape}")
+    if y.shape != (x.shape[0],):
+        raise ConfigError(f"{name}: labels must have shape ({x.shape[0]},) to match the features, got {y.shape}")
+    integral = np.issubdtype(y.dtype, np.integer) or (
+        np.issubdtype(y.dtype, np.floating) and bool(np.all(np.isfinite(y))) and bool(np.all(np.mod(y, 1) == 0)))
+    if not integral:
+        raise ConfigError(f"{name}: labels must be integers 0..K-1, got dtype {y.dtype}")
+    y = y.astype(np.int64)
+    k_data = int(y.max()) + 1
+    num_arms = k_data if num_classes is None else num_classes
+    if y.min() < 0 or (isinstance(num_arms, int) and y.max() >= num_arms):
+        raise ConfigError(f"{name}: labels must lie in 0..{num_arms - 1}, got range {y.min()}..{y.max()}")
+    if preprocess not in PREPROCESS:
+        raise ConfigError(f"{name}: unknown preprocess {preprocess!r}; known: {', '.join(PREPROCESS)}")
+    if shuffle not in SHUFFLES:
+        raise ConfigError(f"{name}: unknown shuffle {shuffle!r}; known: {', '.join(SHUFFLES)}")
+    try:
+        x = x.astype(np.float64)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name}: features must be numbers, got dtype {x.dtype}") from None
+    if preprocess == "authors":
+        x = authors_preprocess(x)
+    elif not np.all(np.isfinite(x)):
+        raise ConfigError(f"{name}: features contain NaN or inf; clean them or use preprocess='authors'")
+    n, d_raw = x.shape
+    spec = core.check_spec(EnvSpec(num_agents, num_arms, num_arms * d_raw, horizon))
+    table = _RowTable(x, y, num_arms)
+    by_seed = shuffle == "per_seed"
+
+    def init(key):
+        if not by_seed:
+            key = jax.random.PRNGKey(AUTHORS_SHUFFLE_KEY)
+        keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(num_agents))
+        perm = jax.vmap(lambda k: jax.random.permutation(k, n))(keys)
+        return {"perm": perm.astype(jnp.int32)}
+
+    def contexts(instance, t, key):
+        del key
+        dtype = jnp.zeros(()).dtype
+        rows = instance["perm"][:, jnp.mod(t, n)]  # [N]
+        return block_one_hot(jnp.asarray(x, dtype)[rows], num_arms)
+
+    def mean_reward(instance, ctx):
+        del instance
+        sorted_rows, freq = table.get(ctx.dtype)
+        rows = jnp.asarray(sorted_rows)
+        query = ctx[:, 0, :d_raw]  # arm 0 holds x in block 0
+        idx, found = jax.vmap(lambda q: _find_row(rows, q))(query)
+        means = jnp.asarray(freq, ctx.dtype)[idx]
+        return jnp.where(found[:, None], means, jnp.nan)
+
+    def sample_rewards(instance, means, key):
+        del instance, key
+        return means
+
+    if not description:
+        description = (f"{name}: {n} rows, {num_arms} classes as arms, block one-hot contexts of dimension "
+                       f"{num_arms}x{d_raw}={num_arms * d_raw}, preprocess {preprocess}, shuffle {shuffle}")
+    return Problem(
+        name=name,
+        spec=spec,
+        init=init,
+        contexts=contexts,
+        mean_reward=mean_reward,
+        sample_rewards=sample_rewards,
+        active=None,
+        description=description,
+    )

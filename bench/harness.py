@@ -1,0 +1,79 @@
+"""Measurement helpers: machine ceilings, peak memory of a call, timing of a JAX batch.
+
+Ceilings are measured in the same run as the algorithms, because absolute numbers on shared
+machines drift: a large array copy gives bytes per second (read + write counted), a large
+matrix product gives floating-point operations per second.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def memory_bandwidth(megabytes: int = 256, repeats: int = 5) -> float:
+    """Bytes per second of a large NumPy array copy (read + write), best of `repeats`."""
+    src = np.ones(megabytes * (1 << 20) // 8)
+    dst = np.empty_like(src)
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        np.copyto(dst, src)
+        best = min(best, time.perf_counter() - t)
+    return 2 * src.nbytes / best
+
+
+def matmul_flops(n: int = 2048, dtype=jnp.float64, repeats: int = 5) -> float:
+    """Floating-point operations per second of an n x n matrix product in XLA, best of `repeats`."""
+    with jax.enable_x64(dtype == jnp.float64):
+        a = jnp.ones((n, n), dtype)
+        f = jax.jit(lambda x: x @ x)
+        f(a).block_until_ready()
+        best = float("inf")
+        for _ in range(repeats):
+            t = time.perf_counter()
+            f(a).block_until_ready()
+            best = min(best, time.perf_counter() - t)
+    return 2 * n ** 3 / best
+
+
+def _rss_bytes() -> int:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+class PeakMemory:
+    """Context manager sampling the resident set size; `.peak_delta` is the peak growth in bytes."""
+
+    def __init__(self, interval: float = 0.005):
+        self.interval = interval
+        self.peak_delta = 0
+
+    def __enter__(self):
+        self._base = _rss_bytes()
+        self._peak = self._base
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self):
+        while not self._stop.is_set():
+            self._peak = max(self._peak, _rss_bytes())
+            time.sleep(self.interval)
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self._peak = max(self._peak, _rss_bytes())
+        self.peak_delta = self._peak - self._base
+        return False

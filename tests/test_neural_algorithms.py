@@ -1,0 +1,224 @@
+"""Neural UCB / Neural TS against a plain NumPy loop (hand-written backprop, fresh inverses).
+
+The JAX algorithm's init/select/update are driven one step at a time (jitted) in float64 on
+contexts and rewards drawn by NumPy. The NumPy reference starts from the same initial
+parameters (read from the JAX state) and, for TS, uses the standard-normal draws reproduced from
+the select keys. Actions must agree exactly; predictions, widths, parameters and Z to 1e-7.
+"""
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.flatten_util import ravel_pytree
+
+from bandits_jax.algorithms import neural
+from bandits_jax.core import ConfigError, EnvSpec
+
+sys.path.insert(0, str(Path(__file__).parent))
+from reference import neural_np  # noqa: E402
+
+N, K, T = 2, 4, 25
+TOL = dict(rtol=1e-7, atol=1e-9)
+
+
+def make_data(seed, d, T=T):
+    rng = np.random.default_rng(seed)
+    contexts = rng.standard_normal((T, N, K, d))
+    contexts /= np.linalg.norm(contexts, axis=-1, keepdims=True)
+    direction = rng.standard_normal(d)
+    rewards = np.cos(2.0 * contexts @ direction) + 0.1 * rng.standard_normal((T, N, K))
+    return contexts, rewards
+
+
+def step_keys(t):
+    return jax.random.split(jax.random.fold_in(jax.random.key(11), t))
+
+
+def drive(alg, contexts, rewards, schedule=((0, None),)):
+    """Run alg over the steps of contexts [T, N, K, d]; schedule: (t, capacity) resize points.
+
+    Returns actions [T, N], mean [T, N, K], width [T, N, K], the initial and the final state.
+    """
+    Tn, _, _, d = contexts.shape
+    spec = EnvSpec(N, K, d, Tn)
+    schedule = dict(schedule)
+    state = alg.init(jax.random.key(0), spec, alg.hparams, schedule[0])
+    init_state = state
+    select, update = jax.jit(alg.select), jax.jit(alg.update)
+    actions, means, widths = [], [], []
+    for t in range(Tn):
+        if t in schedule and t > 0:
+            state = alg.resize(state, schedule[t])
+        ks, ku = step_keys(t)
+        a, info = select(state, jnp.asarray(contexts[t]), ks)
+        a = np.asarray(a)
+        assert a.dtype == np.int32
+        r = rewards[t, np.arange(N), a]
+        state, comm = update(state, jnp.asarray(contexts[t]), jnp.asarray(a), jnp.asarray(r), jnp.ones(N, bool), ku)
+        assert float(comm["rounds"]) == 0.0
+        actions.append(a)
+        means.append(np.asarray(info["mean"]))
+        widths.append(np.asarray(info["width"]))
+    return np.stack(actions), np.stack(means), np.stack(widths), init_state, state
+
+
+def normal_draws(Tn):
+    """The z each agent draws: normal(split(select_key, N)[i], (K,), float64)."""
+    out = np.zeros((Tn, N, K))
+    for t in range(Tn):
+        keys = jax.random.split(step_keys(t)[0], N)
+        for i in range(N):
+            out[t, i] = np.asarray(jax.random.normal(keys[i], (K,), jnp.float64))
+    return out
+
+
+def agent(tree, i):
+    return jax.tree_util.tree_map(lambda a: np.asarray(a[i]), tree)
+
+
+def jax_to_numpy_order(params, d, width, biases):
+    """perm with theta_numpy = theta_jax[perm] (the two flattenings order parameters differently)."""
+    flat, unravel = ravel_pytree(params)
+    coded = unravel(jnp.arange(flat.size, dtype=jnp.float64))
+    net = neural_np.TwoLayerNet(d, width, biases)
+    return net.flatten(*neural_np.from_flax(coded)).astype(np.int64)
+
+
+CASES = {
+    # name: (kind, d, width, train_until, options)
+    "ucb-full": ("ucb", 5, 8, 1000, dict(covariance="full")),
+    "ucb-diag-stop": ("ucb", 5, 8, 15, dict(covariance="diag")),
+    "ts-full": ("ts", 5, 10, 1000, dict(covariance="full")),
+    "ts-diag-stop": ("ts", 10, 12, 15, dict(covariance="diag")),
+    "ucb-full-paper": ("ucb", 10, 8, 1000,
+                       dict(covariance="full", parameterization="paper", feature_scale="sqrt_m", loss="paper")),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_matches_numpy_reference(case):
+    kind, d, width, train_until, options = CASES[case]
+    lam, coef, lr, steps = 0.5, 0.3, 0.01, 5
+    contexts, rewards = make_data(len(case), d)
+    with jax.enable_x64(True):
+        make = neural.neural_ucb if kind == "ucb" else neural.neural_ts
+        alg = make(lam, coef, lr, width=width, depth=2, train_steps=steps, train_until=train_until, **options)
+        actions, means, widths, init_state, state = drive(alg, contexts, rewards)
+        z = normal_draws(T) if kind == "ts" else np.zeros((T, N, K))
+    assert state.cov.dtype == jnp.float64
+    biases = options.get("parameterization", "authors") == "authors"
+    for i in range(N):
+        init_params = agent(init_state.params, i)
+        ref = neural_np.run(
+            contexts[:, i], rewards[:, i], neural_np.from_flax(init_params), kind, lam, coef, lr, steps, train_until,
+            covariance=options["covariance"], loss=options.get("loss", "authors"),
+            feature_scale=options.get("feature_scale", "raw"), z=z[:, i],
+        )
+        np.testing.assert_array_equal(actions[:, i], ref["actions"])
+        np.testing.assert_allclose(means[:, i], ref["mean"], **TOL)
+        np.testing.assert_allclose(widths[:, i], ref["width"], **TOL)
+        s = agent(state, i)
+        perm = jax_to_numpy_order(init_params, d, width, biases)
+        np.testing.assert_allclose(np.asarray(ravel_pytree(s.params)[0])[perm], ref["theta"], **TOL)
+        Z = s.cov @ s.cov.T if options["covariance"] == "full" else s.cov
+        Z = Z[np.ix_(perm, perm)] if Z.ndim == 2 else Z[perm]
+        np.testing.assert_allclose(Z, ref["Z"], **TOL)
+        assert int(s.n) == ref["n"] == min(T, train_until)
+        assert int(s.t) == T
+    # a real run: the networks moved and several arms were chosen
+    assert len(np.unique(actions)) > 1
+    moved = ravel_pytree(state.params)[0] - ravel_pytree(init_state.params)[0]
+    assert float(jnp.max(jnp.abs(moved))) > 1e-3
+    if kind == "ts":
+        assert np.any(np.abs(z).max(axis=-1) > 0.5)
+
+
+def test_resize_mid_run_changes_nothing():
+    d = 5
+    contexts, rewards = make_data(3, d, T=14)
+    with jax.enable_x64(True):
+        alg = neural.neural_ts(0.5, 0.3, 0.01, width=8, train_steps=3, train_until=1000, covariance="diag")
+        spec = EnvSpec(N, K, d, 14)
+        assert alg.capacity(spec, 14) == 14 and alg.capacity(spec, 5) == 5
+        fixed = drive(alg, contexts, rewards, schedule=((0, 14),))
+        grown = drive(alg, contexts, rewards, schedule=((0, 5), (5, 14)))
+    np.testing.assert_array_equal(fixed[0], grown[0])
+    np.testing.assert_allclose(fixed[1], grown[1], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(fixed[2], grown[2], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(ravel_pytree(fixed[4].params)[0], ravel_pytree(grown[4].params)[0], rtol=1e-12)
+    assert grown[4].X.shape == (N, 14, d)
+
+
+def test_training_stops_at_train_until():
+    d, Tn, stop = 4, 9, 5
+    contexts, rewards = make_data(4, d, T=Tn)
+    with jax.enable_x64(True):
+        alg = neural.neural_ucb(0.5, 0.3, 0.05, width=6, train_steps=2, train_until=stop, covariance="diag")
+        spec = EnvSpec(N, K, d, Tn)
+        assert alg.capacity(spec, Tn) == stop and alg.capacity(spec, 3) == 3
+        state = alg.init(jax.random.key(1), spec, alg.hparams, alg.capacity(spec, Tn))
+        select, update = jax.jit(alg.select), jax.jit(alg.update)
+        for t in range(Tn):
+            a, _ = select(state, jnp.asarray(contexts[t]), step_keys(t)[0])
+            r = rewards[t, np.arange(N), np.asarray(a)]
+            new, _ = update(state, jnp.asarray(contexts[t]), a, jnp.asarray(r), jnp.ones(N, bool), step_keys(t)[1])
+            change = np.abs(np.asarray(ravel_pytree(new.params)[0] - ravel_pytree(state.params)[0])).max()
+            assert (change > 1e-8) == (t < stop), (t, change)
+            assert np.all(np.asarray(new.cov) > np.asarray(state.cov) - 1e-15)
+            assert np.abs(np.asarray(new.cov - state.cov)).max() > 0  # Z keeps updating
+            state = new
+    np.testing.assert_array_equal(np.asarray(state.n), stop)
+    np.testing.assert_array_equal(np.asarray(state.t), Tn)
+
+
+def test_inactive_agent_does_not_learn():
+    d = 4
+    contexts, rewards = make_data(5, d, T=1)
+    with jax.enable_x64(True):
+        alg = neural.neural_ucb(width=6, train_steps=2, covariance="diag")
+        state = alg.init(jax.random.key(2), EnvSpec(N, K, d, 5), alg.hparams, 5)
+        c = jnp.asarray(contexts[0])
+        a, _ = alg.select(state, c, jax.random.key(3))
+        new, _ = alg.update(state, c, a, jnp.asarray(rewards[0, :, 0]), jnp.array([True, False]), jax.random.key(4))
+    flat_old = [np.asarray(ravel_pytree(agent(state.params, i))[0]) for i in range(N)]
+    flat_new = [np.asarray(ravel_pytree(agent(new.params, i))[0]) for i in range(N)]
+    assert np.abs(flat_new[0] - flat_old[0]).max() > 1e-6
+    np.testing.assert_array_equal(flat_new[1], flat_old[1])
+    np.testing.assert_array_equal(np.asarray(new.n), [1, 0])
+
+
+@pytest.mark.parametrize(
+    "make,kwargs,match",
+    [
+        (neural.neural_ucb, dict(lam=-0.1), "lam"),
+        (neural.neural_ucb, dict(lam=0.0), "lam"),
+        (neural.neural_ts, dict(nu=-1.0), "nu"),
+        (neural.neural_ucb, dict(lr=-0.01), "lr"),
+        (neural.neural_ucb, dict(gamma=1.0), "unknown"),
+        (neural.neural_ts, dict(beta=1.0), "unknown"),
+        (neural.neural_ucb, dict(covariance="dense"), "covariance"),
+        (neural.neural_ts, dict(parameterization="torch"), "parameterization"),
+        (neural.neural_ucb, dict(feature_scale="m"), "feature_scale"),
+        (neural.neural_ucb, dict(loss="mse"), "loss"),
+        (neural.neural_ucb, dict(depth=1), "depth"),
+        (neural.neural_ucb, dict(width=0), "width"),
+        (neural.neural_ucb, dict(train_steps=-1), "train_steps"),
+        (neural.neural_ts, dict(train_until=2.5), "train_until"),
+        (neural.neural_ucb, dict(width=7, parameterization="paper"), "even width"),
+    ],
+)
+def test_bad_configuration_raises(make, kwargs, match):
+    with pytest.raises(ConfigError, match=match):
+        make(**kwargs)
+
+
+def test_paper_parameterization_needs_even_dimension():
+    alg = neural.neural_ucb(width=8, parameterization="paper")
+    with pytest.raises(ConfigError, match="pad_to_even"):
+        alg.init(jax.random.key(0), EnvSpec(2, 3, 7, 10), alg.hparams, 4)
+    state = alg.init(jax.random.key(0), EnvSpec(2, 3, 8, 10), alg.hparams, 4)
+    assert state.X.shape == (2, 4, 8) and state.cov.shape == (2, 8 * 8 + 8, 8 * 8 + 8)
+    assert alg.hparams == {"lam": 0.1, "beta": pytest.approx(np.sqrt(0.1 * 0.01)), "lr": 0.01}

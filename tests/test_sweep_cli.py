@@ -1,0 +1,128 @@
+"""Sweeps (chunks, resume, outputs) and the command line (errors before compiling)."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bandits_jax import sweep
+from bandits_jax.algorithms.uniform import uniform_random
+from bandits_jax.cli import main
+from bandits_jax.core import ConfigError
+from bandits_jax.experiments.registry import Experiment, _REGISTRY, register
+from bandits_jax.results import load_results, summary_rows
+
+sys.path.insert(0, str(Path(__file__).parent))
+from toy import history_greedy, toy_problem  # noqa: E402
+
+
+def _toy_build(config):
+    if config["eps"] < 0:
+        raise ConfigError(f"eps must be >= 0, got {config['eps']}")
+    alg = history_greedy()
+    alg = alg._replace(hparams={"eps": config["eps"]})
+    return toy_problem(horizon=config["horizon"], num_agents=config["num_agents"]), [alg, uniform_random()]
+
+
+if "test/toy" not in _REGISTRY:
+    register(Experiment("test/toy", "toy experiment for tests", {"eps": 0.5, "num_agents": 2},
+                        {"smoke": {"horizon": 60, "seeds": 3}, "paper": {"horizon": 100, "seeds": 5}}, _toy_build))
+
+
+def test_run_writes_results_metadata_summary_plot(tmp_path):
+    out = sweep.run_experiment("test/toy", "smoke", out=tmp_path / "r", quiet=True)
+    res = load_results(out)
+    assert res.algorithms == ["HistoryGreedy", "Random"]
+    assert res.arrays["Random"]["regret"].shape == (3, 60, 2)
+    assert res.arrays["Random"]["comm_up"].shape == (3, 60)
+    np.testing.assert_array_equal(res.seeds, [0, 1, 2])
+    meta = json.loads((out / "metadata.json").read_text())
+    assert meta["config"]["horizon"] == 60 and "jax" in meta["versions"] and meta["devices"]
+    assert "compile_seconds" in meta["timing"]["Random"]
+    summary = (out / "summary.md").read_text()
+    rows = summary_rows(res)
+    final = res.cumulative("Random")[:, -1]
+    assert rows[1]["final_regret_mean"] == pytest.approx(final.mean())
+    assert rows[1]["final_regret_se"] == pytest.approx(final.std() / np.sqrt(3))
+    assert f"{final.mean():.3f}" in summary
+    assert (out / "plot.png").stat().st_size > 1000
+
+
+def test_resume_after_interruption_recomputes_nothing_stored(tmp_path, monkeypatch):
+    out = tmp_path / "r"
+    calls = []
+    real = sweep.run_batch
+
+    def flaky(problem, alg, seeds, **kw):
+        calls.append((alg.name, list(seeds)))
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # killed while the third chunk is in flight
+        return real(problem, alg, seeds, **kw)
+
+    monkeypatch.setattr(sweep, "run_batch", flaky)
+    with pytest.raises(KeyboardInterrupt):
+        sweep.run_experiment("test/toy", "paper", out=out, chunk=2, quiet=True, plot=False)
+    assert calls == [("HistoryGreedy", [0, 1]), ("HistoryGreedy", [2, 3]), ("HistoryGreedy", [4])]
+    calls.clear()
+    monkeypatch.setattr(sweep, "run_batch", lambda *a, **k: (calls.append((a[1].name, list(a[2]))), real(*a, **k))[1])
+    sweep.run_experiment("test/toy", "paper", out=out, chunk=2, quiet=True, plot=False)
+    assert calls == [("HistoryGreedy", [4]), ("Random", [0, 1]), ("Random", [2, 3]), ("Random", [4])]
+    resumed = load_results(out)
+    fresh = load_results(sweep.run_experiment("test/toy", "paper", out=tmp_path / "fresh", chunk=5, quiet=True,
+                                              plot=False))
+    for alg in ("HistoryGreedy", "Random"):
+        np.testing.assert_array_equal(resumed.arrays[alg]["regret"], fresh.arrays[alg]["regret"])
+    # more seeds later: only the new ones are computed
+    calls.clear()
+    sweep.run_experiment("test/toy", "paper", overrides={"seeds": 6}, out=out, chunk=2, quiet=True, plot=False)
+    assert calls == [("HistoryGreedy", [5]), ("Random", [5])]
+
+
+def test_out_dir_of_another_configuration_is_refused(tmp_path):
+    out = tmp_path / "r"
+    sweep.run_experiment("test/toy", "smoke", out=out, quiet=True, plot=False)
+    with pytest.raises(ConfigError, match="another configuration"):
+        sweep.run_experiment("test/toy", "smoke", overrides={"eps": "0.1"}, out=out, quiet=True, plot=False)
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["run", "no/such"], "unknown experiment"),
+    (["run", "test/toy", "--set", "nokey=1"], "unknown key 'nokey'"),
+    (["run", "test/toy", "--set", "eps=abc"], "eps must be of type float"),
+    (["run", "test/toy", "--set", "eps=-1"], "eps must be >= 0"),
+    (["run", "test/toy", "--set", "eps"], "KEY=VALUE"),
+    (["run", "test/toy", "--seeds", "0"], "seeds must be at least 1"),
+    (["run", "test/toy", "--size", "huge"], "no size 'huge'"),
+    (["run", "test/toy", "--chunk", "0"], "--chunk must be at least 1"),
+    (["run", "quickstart", "--set", "lin_lam=-1"], "lam"),
+    (["run", "quickstart", "--set", "num_arms=0"], "num_arms"),
+])
+def test_bad_input_is_one_line_and_exit_2_before_compiling(argv, needle, capsys, monkeypatch, tmp_path):
+    monkeypatch.setattr(sweep, "run_batch", lambda *a, **k: pytest.fail("compiled despite bad input"))
+    code = main(argv + ["--out", str(tmp_path / "o"), "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert len(err.splitlines()) == 1 and needle in err
+
+
+def test_list_and_plot_commands(tmp_path, capsys):
+    assert main(["list"]) == 0
+    listing = capsys.readouterr().out
+    assert "quickstart" in listing and "test/toy" in listing
+    out = sweep.run_experiment("test/toy", "smoke", out=tmp_path / "r", quiet=True, plot=False)
+    (out / "plot.png").unlink(missing_ok=True)
+    assert main(["plot", str(out)]) == 0
+    assert (out / "plot.png").exists()
+    assert main(["plot", str(tmp_path / "empty")]) == 2
+
+
+def test_console_script_runs_quickstart_smoke(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "bandits_jax.cli", "run", "quickstart", "--size", "smoke",
+                           "--out", str(tmp_path / "q")], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "| NeuralUCB |" in proc.stdout and "| Random |" in proc.stdout
+    assert "t = " in proc.stderr  # progress shown without --quiet
+    res = load_results(tmp_path / "q")
+    assert res.arrays["KernelUCB"]["regret"].shape == (2, 40, 1)
