@@ -67,7 +67,7 @@ class Problem(NamedTuple):
 
     init(key) -> instance:                 the per-seed draw (hidden vector, data shuffles, ...).
     contexts(instance, t, key) -> [N, K, d]
-    mean_reward(instance, contexts) -> [N, K]   the noiseless means; regret is measured on them.
+    mean_reward(instance, t, contexts) -> [N, K]   the noiseless means; regret is measured on them.
     sample_rewards(instance, means, key) -> [N, K]  a noisy reward for every arm (CRN).
     active(instance, t, key) -> [N] bool     which agents act at step t (None: all of them).
     description: one line, shown in outputs (e.g. "synthetic stand-in for MovieLens").
@@ -77,7 +77,7 @@ class Problem(NamedTuple):
     spec: EnvSpec
     init: Callable[[Array], PyTree]
     contexts: Callable[[PyTree, Array, Array], Array]
-    mean_reward: Callable[[PyTree, Array], Array]
+    mean_reward: Callable[[PyTree, Array, Array], Array]
     sample_rewards: Callable[[PyTree, Array, Array], Array]
     active: Optional[Callable[[PyTree, Array, Array], Array]] = None
     description: str = ""

@@ -113,7 +113,7 @@ def make_step(problem: Problem, algorithm: Algorithm) -> Callable:
     def step(state, instance, problem_key, algorithm_key, t):
         k_ctx, k_rew, k_act = problem_step_keys(problem_key, t)
         contexts = problem.contexts(instance, t, k_ctx)
-        means = problem.mean_reward(instance, contexts)
+        means = problem.mean_reward(instance, t, contexts)
         all_rewards = problem.sample_rewards(instance, means, k_rew)
         if problem.active is None:
             active = jnp.ones((num_agents,), bool)

@@ -27,7 +27,7 @@ def _draw(problem, seed=0, t=0):
     def draw(key, t):
         instance = problem.init(jax.random.fold_in(key, 0))
         contexts = problem.contexts(instance, t, jax.random.fold_in(key, 1))
-        return instance, contexts, problem.mean_reward(instance, contexts)
+        return instance, contexts, problem.mean_reward(instance, t, contexts)
 
     return draw(jax.random.PRNGKey(seed), jnp.int32(t))
 
@@ -71,7 +71,7 @@ def test_hand_checked_mean_rewards():
     got = {}
     for build in (cosine, square, linear):
         problem = build(num_agents=1, num_arms=3, horizon=1)
-        got[problem.name] = float(problem.mean_reward({"a": jnp.asarray(FNUCB_FIXED_A)}, jnp.asarray(x))[0, 1])
+        got[problem.name] = float(problem.mean_reward({"a": jnp.asarray(FNUCB_FIXED_A)}, 0, jnp.asarray(x))[0, 1])
     assert got["square"] == pytest.approx(10 * 0.51375494 ** 2, rel=1e-6)
     assert got["cosine"] == pytest.approx(np.cos(3 * 0.51375494), abs=1e-6)  # float32 near a zero of cos
     assert got["linear"] == pytest.approx(0.51375494, rel=1e-6)
@@ -102,12 +102,14 @@ def test_fixed_vector_is_unit_and_default_only_for_d10():
 
 def test_same_key_same_contexts_and_new_key_new_contexts():
     p = square(num_agents=2, horizon=4)
-    inst = p.init(jax.random.PRNGKey(0))
-    k = jax.random.PRNGKey(42)
-    c1 = p.contexts(inst, 0, k)
-    c2 = p.contexts(inst, 3, k)  # only the key matters
-    np.testing.assert_array_equal(np.asarray(c1), np.asarray(c2))
-    c3 = p.contexts(inst, 0, jax.random.PRNGKey(43))
+
+    @jax.jit
+    def three(k, k_other):
+        inst = p.init(jax.random.PRNGKey(0))
+        return p.contexts(inst, 0, k), p.contexts(inst, 3, k), p.contexts(inst, 0, k_other)
+
+    c1, c2, c3 = three(jax.random.PRNGKey(42), jax.random.PRNGKey(43))
+    np.testing.assert_array_equal(np.asarray(c1), np.asarray(c2))  # only the key matters
     assert np.abs(np.asarray(c1) - np.asarray(c3)).max() > 0.1
     # every agent and arm gets its own context
     flat = np.asarray(c1).reshape(-1, 10)
@@ -162,6 +164,10 @@ def test_synthetic_bad_input(kwargs, words):
 
 
 # ----------------------------------------------------------------------------------- classification
+def _perm(problem, seed):
+    return np.asarray(jax.jit(problem.init)(jax.random.PRNGKey(seed))["perm"])
+
+
 def _toy(n=12, d=3, k=3, seed=0):
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(n, d))
@@ -189,7 +195,7 @@ def test_classification_contexts_and_rewards():
     assert perm.shape == (4, 12) and inst["perm"].dtype == jnp.int32
     for i in range(4):
         np.testing.assert_array_equal(np.sort(perm[i]), np.arange(12))
-    step = jax.jit(lambda inst, t: (lambda c: (c, p.mean_reward(inst, c)))(p.contexts(inst, t, jax.random.PRNGKey(9))))
+    step = jax.jit(lambda inst, t: (lambda c: (c, p.mean_reward(inst, t, c)))(p.contexts(inst, t, jax.random.PRNGKey(9))))
     for t in [0, 1, 11, 12, 25]:  # t >= n wraps around
         ctx, means = step(inst, jnp.int32(t))
         ctx, means = np.asarray(ctx), np.asarray(means)
@@ -214,7 +220,7 @@ def test_classification_reads_rows_in_perm_order_under_x64():
         p = classification_bandit(x, y, num_agents=2, horizon=20, preprocess="none")
         inst = p.init(jax.random.PRNGKey(5))
         perm = np.asarray(inst["perm"])
-        all_steps = jax.jit(jax.vmap(lambda t: (lambda c: (c, p.mean_reward(inst, c)))(p.contexts(inst, t, None))))
+        all_steps = jax.jit(jax.vmap(lambda t: (lambda c: (c, p.mean_reward(inst, t, c)))(p.contexts(inst, t, None))))
         ctx, means = all_steps(jnp.arange(20))
         assert ctx.dtype == jnp.float64 and ctx.shape == (20, 2, 2, 8)
         for t in range(20):
@@ -222,31 +228,19 @@ def test_classification_reads_rows_in_perm_order_under_x64():
             np.testing.assert_array_equal(np.asarray(means[t]).argmax(1), y[perm[:, t]])
 
 
-def test_duplicate_rows_with_different_labels_get_class_frequencies():
-    x = np.array([[1.0, 2.0], [1.0, 2.0], [1.0, 2.0], [3.0, 4.0]])
-    y = np.array([0, 1, 1, 0])
-    p = classification_bandit(x, y, num_agents=1, horizon=4, preprocess="none")
-    ctx = block_one_hot(jnp.asarray([[1.0, 2.0]]), 2)
-    np.testing.assert_allclose(np.asarray(p.mean_reward(None, ctx)), [[1 / 3, 2 / 3]], rtol=1e-6)
-    stranger = block_one_hot(jnp.asarray([[1.0, 2.5]]), 2)
-    assert np.all(np.isnan(np.asarray(p.mean_reward(None, stranger))))
-
-
 def test_shuffles_per_agent_per_seed_and_authors():
     x, y = _toy(n=50, d=2, k=2)
     per_seed = classification_bandit(x, y, num_agents=3, horizon=5)
-    a = np.asarray(per_seed.init(jax.random.PRNGKey(0))["perm"])
-    b = np.asarray(per_seed.init(jax.random.PRNGKey(1))["perm"])
+    a, b = _perm(per_seed, 0), _perm(per_seed, 1)
     assert not np.array_equal(a[0], a[1]) and not np.array_equal(a[1], a[2])  # agents differ
     assert not np.array_equal(a, b)  # seeds differ
     authors = classification_bandit(x, y, num_agents=3, horizon=5, shuffle="authors")
-    c = np.asarray(authors.init(jax.random.PRNGKey(0))["perm"])
-    d = np.asarray(authors.init(jax.random.PRNGKey(1))["perm"])
+    c, d = _perm(authors, 0), _perm(authors, 1)
     np.testing.assert_array_equal(c, d)  # identical in every run
     assert not np.array_equal(c[0], c[1])
     # agent i's order depends only on i, not on how many agents there are
     more = classification_bandit(x, y, num_agents=5, horizon=5, shuffle="authors")
-    np.testing.assert_array_equal(np.asarray(more.init(jax.random.PRNGKey(7))["perm"])[:3], c)
+    np.testing.assert_array_equal(_perm(more, 7)[:3], c)
 
 
 def test_authors_preprocessing():

@@ -45,7 +45,7 @@ def test_regret_is_pseudo_regret_against_noiseless_means():
         for t in (0, 13, 49):
             kc, _, _ = runner.problem_step_keys(pk, t)
             x = prob.contexts(inst, t, kc)
-            means = np.asarray(prob.mean_reward(inst, x))
+            means = np.asarray(prob.mean_reward(inst, t, x))
             ks, _ = runner.algorithm_step_keys(ak, t)
             actions = np.asarray(alg.select(None, x, ks)[0])
             expect = means.max(1) - means[np.arange(3), actions]
@@ -64,7 +64,7 @@ def test_common_random_numbers_across_algorithms():
             inst = prob.init(pik)
             kc, kr, _ = runner.problem_step_keys(pk, 5)
             seen[alg.name] = (np.asarray(prob.contexts(inst, 5, kc)),
-                              np.asarray(prob.sample_rewards(inst, prob.mean_reward(inst, prob.contexts(inst, 5, kc)), kr)))
+                              np.asarray(prob.sample_rewards(inst, prob.mean_reward(inst, 5, prob.contexts(inst, 5, kc)), kr)))
     a, b = seen.values()
     np.testing.assert_array_equal(a[0], b[0])
     np.testing.assert_array_equal(a[1], b[1])

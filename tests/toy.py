@@ -17,7 +17,7 @@ def toy_problem(num_agents=3, num_arms=4, dim=5, horizon=200, noise_std=0.1, wit
     def contexts(instance, t, key):
         return jax.random.normal(key, (num_agents, num_arms, dim))
 
-    def mean_reward(instance, x):
+    def mean_reward(instance, t, x):
         return x @ instance["theta"]
 
     active = None

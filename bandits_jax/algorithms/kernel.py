@@ -182,7 +182,7 @@ def kernel_ucb(
     beta >= 0, lengthscale > 0 (used by kernels that have one). Other keyword names raise
     ConfigError. max_history: see the module docstring.
     """
-    name = "kernel_ucb"
+    name = "KernelUCB"
     kern, max_history = _common_checks(name, kernel, max_history)
     defaults = {"lam": 1.0, "beta": 1.0, "lengthscale": 1.0}
     hp = check_hparams(
@@ -215,7 +215,7 @@ def kernel_ts(
     hparams: lam > 0, nu >= 0, lengthscale > 0, var_floor >= 0. Draw: z = jax.random.normal(key,
     (K,), dtype) with the agent's select key.
     """
-    name = "kernel_ts"
+    name = "KernelTS"
     kern, max_history = _common_checks(name, kernel, max_history)
     defaults = {"lam": 1.0, "nu": 1.0, "lengthscale": 1.0, "var_floor": 0.0}
     hp = check_hparams(

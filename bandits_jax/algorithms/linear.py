@@ -131,7 +131,7 @@ def linucb(lam=1.0, beta=1.0, *, bonus: str = "norm", max_history: Optional[int]
         return jnp.argmax(ucb_scores(state, contexts, bonus)).astype(jnp.int32)
 
     return independent(
-        "linucb",
+        "LinUCB",
         hp,
         _init1(hp),
         select1,
@@ -155,7 +155,7 @@ def lints(lam=1.0, nu=1.0, *, max_history: Optional[int] = None, **kw) -> Algori
         return jnp.argmax(ts_scores(state, contexts, z)).astype(jnp.int32)
 
     return independent(
-        "lints",
+        "LinTS",
         hp,
         _init1(hp),
         select1,

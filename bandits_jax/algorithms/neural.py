@@ -23,7 +23,8 @@ The action is jnp.argmax of the scores (the first index on ties). After the choi
          loss="paper":   1/2 sum_i (f(x_i) - y_i)^2 + m lam / 2 * ||theta - theta0||^2
        From t = train_until on the network is frozen; Z keeps updating.
 
-Which is which (Federated Neural Bandits spec, section 7.1):
+Which is which ([C]: the official code behind the baselines of Federated Neural Bandits, Dai et
+al. 2023; [S]: the standard definitions):
     defaults = the official code [C]: parameterization="authors" (biases, N(0, 1) init), raw
     gradients, loss="authors", 30 steps of lr 0.01, training until step 2000.
     standard forms [S] (Zhou et al. 2020; Zhang et al. 2021): parameterization="paper",

@@ -15,11 +15,7 @@ Agent i reads row perm[i, t mod n] at global step t; the permutations [N, n] are
 
 The dataset is a constant of the closure, not part of the (per-seed) instance.
 
-The contract gives `mean_reward` only the contexts, so the row is recovered from them: x is
-block 0 of arm 0, and a lexicographic binary search over the sorted distinct rows returns the
-row's class (O(d_raw log n) per agent). If several rows share exactly the same features, the mean
-of arm k is the fraction of those rows whose class is k (this never happens in the bundled
-datasets). Contexts that are not rows of the dataset get NaN means.
+The mean reward of step t reads the true class of the row each agent reads at t.
 """
 from __future__ import annotations
 
@@ -28,7 +24,6 @@ from typing import Optional
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 from .. import core
 from ..core import ConfigError, EnvSpec, Problem
@@ -59,53 +54,6 @@ def block_one_hot(x, num_arms: int):
     eye = jnp.eye(num_arms, dtype=x.dtype)
     blocks = eye[:, :, None] * x[..., None, None, :]  # [..., K, K, d_raw]
     return blocks.reshape(x.shape[:-1] + (num_arms, num_arms * x.shape[-1]))
-
-
-class _RowTable:
-    """Sorted distinct rows and their class frequencies, built per dtype at trace time."""
-
-    def __init__(self, features: np.ndarray, labels: np.ndarray, num_classes: int):
-        self._features = features
-        self._labels = labels
-        self._num_classes = num_classes
-        self._cache = {}
-
-    def get(self, dtype):
-        key = np.dtype(dtype).name
-        if key not in self._cache:
-            x = self._features.astype(dtype)
-            order = np.lexsort(x.T[::-1])  # lexicographic: column 0 is the primary key
-            xs, ys = x[order], self._labels[order]
-            new = np.ones(len(xs), bool)
-            new[1:] = np.any(xs[1:] != xs[:-1], axis=1)
-            group = np.cumsum(new) - 1
-            counts = np.zeros((int(group[-1]) + 1, self._num_classes))
-            np.add.at(counts, (group, ys), 1.0)
-            self._cache[key] = (xs[new], counts / counts.sum(axis=1, keepdims=True))
-        return self._cache[key]
-
-
-def _lex_less(row, query):
-    """row < query in lexicographic order (both [d])."""
-    differ = row != query
-    first = jnp.argmax(differ)
-    return jnp.any(differ) & (row[first] < query[first])
-
-
-def _find_row(rows, query):
-    """Index of `query` [d] among the lexicographically sorted distinct `rows` [m, d], and whether found."""
-    m = rows.shape[0]
-
-    def body(_, bounds):
-        lo, hi = bounds
-        mid = jnp.minimum((lo + hi) // 2, m - 1)
-        right = (lo < hi) & _lex_less(rows[mid], query)
-        left = (lo < hi) & ~right
-        return jnp.where(right, mid + 1, lo), jnp.where(left, mid, hi)
-
-    lo, _ = lax.fori_loop(0, m.bit_length() + 1, body, (jnp.int32(0), jnp.int32(m)))
-    idx = jnp.minimum(lo, m - 1)
-    return idx, jnp.all(rows[idx] == query)
 
 
 def classification_bandit(
@@ -161,7 +109,7 @@ def classification_bandit(
         raise ConfigError(f"{name}: features contain NaN or inf; clean them or use preprocess='authors'")
     n, d_raw = x.shape
     spec = core.check_spec(EnvSpec(num_agents, num_arms, num_arms * d_raw, horizon))
-    table = _RowTable(x, y, num_arms)
+    labels_onehot = np.eye(num_arms)[y]  # [n, K]
     by_seed = shuffle == "per_seed"
 
     def init(key):
@@ -177,14 +125,9 @@ def classification_bandit(
         rows = instance["perm"][:, jnp.mod(t, n)]  # [N]
         return block_one_hot(jnp.asarray(x, dtype)[rows], num_arms)
 
-    def mean_reward(instance, ctx):
-        del instance
-        sorted_rows, freq = table.get(ctx.dtype)
-        rows = jnp.asarray(sorted_rows)
-        query = ctx[:, 0, :d_raw]  # arm 0 holds x in block 0
-        idx, found = jax.vmap(lambda q: _find_row(rows, q))(query)
-        means = jnp.asarray(freq, ctx.dtype)[idx]
-        return jnp.where(found[:, None], means, jnp.nan)
+    def mean_reward(instance, t, ctx):
+        rows = instance["perm"][:, jnp.mod(t, n)]  # [N]
+        return jnp.asarray(labels_onehot, ctx.dtype)[rows]
 
     def sample_rewards(instance, means, key):
         del instance, key

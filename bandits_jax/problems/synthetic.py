@@ -23,7 +23,7 @@ Hidden vector:
 from __future__ import annotations
 
 import math
-from typing import Callable, Optional, Union
+from typing import Callable, Union
 
 import jax
 import jax.numpy as jnp
@@ -137,7 +137,8 @@ def synthetic(
         del t
         return unit_contexts(key, (spec.num_agents, spec.num_arms, dim), law, instance["a"].dtype)
 
-    def mean_reward(instance, ctx):
+    def mean_reward(instance, t, ctx):
+        del t
         return reward_fn(ctx @ instance["a"].astype(ctx.dtype))
 
     if not description:
