@@ -63,32 +63,25 @@ def pad_inv(Ainv, C_new: int):
 
 
 def _chol_rank_one(L, x, sign):
-    """L'L'^T = L L^T + sign x x^T, one column at a time (sign = +1 or -1). O(p^2).
+    """L'L'^T = L L^T + sign x x^T (sign = +1 or -1) without a loop over columns. O(p^2).
 
-    Column k is rotated against the running vector x:
-        r = sqrt(L_kk^2 + sign x_k^2),  c = r / L_kk,  s = x_k / L_kk
-        L'_{>k,k} = (L_{>k,k} + sign s x_{>k}) / c,    x_{>k} <- c x_{>k} - s L'_{>k,k}
+    With w = L^{-1} x, L L^T + sign x x^T = L (I + sign w w^T) L^T, and the Cholesky factor of
+    I + sign w w^T has a closed form: with t_0 = 1 and t_j = 1 + sign sum_{k<=j} w_k^2,
+        M_jj = sqrt(t_j / t_{j-1}),   M_ij = sign w_i w_j / sqrt(t_{j-1} t_j)  (i > j).
+    So L' = L M = L diag(m) + S diag(c) with S_ij = sum_{k>j} L_ik w_k (a reversed cumulative
+    sum along rows) and c_j = sign w_j / sqrt(t_{j-1} t_j): one triangular solve and a few
+    elementwise passes, all vectorised. (A loop over columns costs p sequential steps, each of
+    which XLA may turn into a full copy of L.)
     """
-    p = L.shape[-1]
     x = x.astype(L.dtype)
-    idx = jnp.arange(p)
-
-    def body(k, carry):
-        L, x = carry
-        col = L[:, k]
-        lkk = col[k]
-        xk = x[k]
-        r = jnp.sqrt(lkk * lkk + sign * xk * xk)
-        c = r / lkk
-        s = xk / lkk
-        below = idx > k
-        new_col = jnp.where(below, (col + sign * s * x) / c, col)
-        new_col = jnp.where(idx == k, r, new_col)
-        x = jnp.where(below, c * x - s * new_col, x)
-        return L.at[:, k].set(new_col), x
-
-    L, _ = lax.fori_loop(0, p, body, (L, x))
-    return L
+    w = solve_triangular(L, x, lower=True)
+    t = 1.0 + sign * jnp.cumsum(w * w)
+    t_prev = jnp.concatenate([jnp.ones((1,), L.dtype), t[:-1]])
+    m = jnp.sqrt(t / t_prev)
+    c = sign * w / jnp.sqrt(t_prev * t)
+    lw = L * w[None, :]
+    tail = jnp.flip(jnp.cumsum(jnp.flip(lw, axis=1), axis=1), axis=1) - lw  # sum over k > j
+    return L * m[None, :] + tail * c[None, :]
 
 
 def chol_update(L, x):
