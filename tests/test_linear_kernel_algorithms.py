@@ -5,8 +5,6 @@ contexts and rewards drawn by NumPy. The test reproduces the standard-normal dra
 variants from the select keys and hands them to the NumPy reference. Actions must agree
 exactly; scores and states agree to 1e-8 in float64.
 """
-import sys
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -18,8 +16,7 @@ from bandits_jax.algorithms import linear as lalg
 from bandits_jax.core import ConfigError, EnvSpec
 from kernels.functions import get_kernel
 
-sys.path.insert(0, str(Path(__file__).parent))
-from reference import kernel_np, linear_np  # noqa: E402
+from bench.reference import kernel_np, linear_np
 
 N, K, D, T = 3, 4, 5, 40
 TOL = dict(rtol=1e-8, atol=1e-8)

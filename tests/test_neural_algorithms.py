@@ -5,8 +5,6 @@ contexts and rewards drawn by NumPy. The NumPy reference starts from the same in
 parameters (read from the JAX state) and, for TS, uses the standard-normal draws reproduced from
 the select keys. Actions must agree exactly; predictions, widths, parameters and Z to 1e-7.
 """
-import sys
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -17,8 +15,7 @@ from jax.flatten_util import ravel_pytree
 from bandits_jax.algorithms import neural
 from bandits_jax.core import ConfigError, EnvSpec
 
-sys.path.insert(0, str(Path(__file__).parent))
-from reference import neural_np  # noqa: E402
+from bench.reference import neural_np
 
 N, K, T = 2, 4, 25
 TOL = dict(rtol=1e-7, atol=1e-9)

@@ -274,7 +274,7 @@ def neural_ucb(
     parameterization "authors" | "paper", feature_scale "raw" | "sqrt_m", loss "authors" | "paper"
     (module docstring). Unknown names or bad values raise ConfigError before anything compiles.
     """
-    name = "neural_ucb"
+    name = "NeuralUCB"
     hp = check_hparams(name, {"lam": 0.1, "beta": math.sqrt(0.1 * 0.01), "lr": 0.01},
                        dict(lam=lam, beta=beta, lr=lr, **kw), positive=("lam",), nonnegative=("beta", "lr"))
     cfg = _check_config(name, width, depth, train_steps, train_until, covariance, parameterization, feature_scale, loss)
@@ -303,7 +303,7 @@ def neural_ts(
     z = jax.random.normal(key, (K,), dtype) with the agent's select key. hparams (traced): lam > 0,
     nu >= 0, lr >= 0. Static options as in `neural_ucb`.
     """
-    name = "neural_ts"
+    name = "NeuralTS"
     hp = check_hparams(name, {"lam": 0.1, "nu": math.sqrt(0.1 * 0.01), "lr": 0.01},
                        dict(lam=lam, nu=nu, lr=lr, **kw), positive=("lam",), nonnegative=("nu", "lr"))
     cfg = _check_config(name, width, depth, train_steps, train_until, covariance, parameterization, feature_scale, loss)

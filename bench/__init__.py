@@ -1,0 +1,1 @@
+"""Benchmarks: throughput of the JAX algorithms against plain NumPy reference loops."""

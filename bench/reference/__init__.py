@@ -1,0 +1,1 @@
+"""Plain NumPy reference loops, written straight from the formulas (a fresh inverse per step)."""
