@@ -77,3 +77,14 @@ class PeakMemory:
         self._peak = max(self._peak, _rss_bytes())
         self.peak_delta = self._peak - self._base
         return False
+
+
+def available_memory_bytes() -> int:
+    """MemAvailable of the machine in bytes (0 if unknown)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0

@@ -127,6 +127,27 @@ def chol_append(L, n, k_col, k_nn):
     return L.at[n, :].set(row)
 
 
+def inv_chol_append(M, n, k_col, k_nn):
+    """Append row/column n to the padded INVERSE Cholesky factor M = L^{-1}. O(C^2), no solve.
+
+    M[C, C]: padded block-diag(L_n^{-1}, I). k_col[C]: new off-diagonal entries A[n, :n] (entries
+    at indices >= n are ignored); k_nn: the new diagonal A[n, n]. Returns (M', l, d): the factor
+    of A_{n+1} gains row [l, d] with l = L_n^{-1} k = M k and d = sqrt(k_nn - l.l), so its inverse
+    gains the row [-(l^T M_n) / d, 1 / d]. Every step is a matrix-vector product, which runs at
+    memory bandwidth where a triangular solve would not; only row n of M is written. An index
+    n >= C writes nothing (mode="drop"). The Schur complement is floored as in `chol_append`.
+    """
+    C = M.shape[-1]
+    mask = mask_upto(n, C)
+    k = jnp.where(mask, k_col.astype(M.dtype), 0.0)
+    k_nn = jnp.asarray(k_nn, M.dtype)
+    l = M @ k  # zero beyond n: the padded rows of M are unit rows
+    schur = k_nn - jnp.dot(l, l)
+    d = jnp.sqrt(jnp.maximum(schur, jnp.finfo(M.dtype).eps * jnp.abs(k_nn)))
+    row = jnp.where(jnp.arange(C) == n, 1.0 / d, -(l @ M) / d)
+    return M.at[n, :].set(row, mode="drop"), l, d
+
+
 def inv_append(Ainv, n, k_col, k_nn):
     """Append row/column n to a padded inverse via the Schur complement. O(C^2).
 
@@ -204,4 +225,21 @@ def posterior_mean_var(L, k_cross, k_diag, y, n):
     V, w = sol[:, :-1], sol[:, -1]
     mean = V.T @ w
     var = jnp.maximum(k_diag.astype(L.dtype) - jnp.sum(V * V, axis=0), 0.0)
+    return mean, var
+
+
+def posterior_mean_var_inv(M, k_cross, k_diag, y, n):
+    """`posterior_mean_var` from the padded inverse factor M = L^{-1} (see `inv_chol_append`).
+
+    One matrix product M [k_cross^T, y] gives V = L^{-1} k^T and w = L^{-1} y; then
+    mean = V^T w and var = k_diag - sum(V^2, axis=0), clipped at 0. Shapes as there.
+    """
+    C = M.shape[-1]
+    mask = mask_upto(n, C)
+    kc = jnp.where(mask[None, :], k_cross.astype(M.dtype), 0.0)
+    ym = jnp.where(mask, y.astype(M.dtype), 0.0)
+    sol = M @ jnp.concatenate([kc.T, ym[:, None]], axis=1)  # [C, m + 1]
+    V, w = sol[:, :-1], sol[:, -1]
+    mean = V.T @ w
+    var = jnp.maximum(k_diag.astype(M.dtype) - jnp.sum(V * V, axis=0), 0.0)
     return mean, var

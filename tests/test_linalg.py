@@ -313,3 +313,39 @@ def test_float32_inputs_stay_float32():
     assert la.sherman_morrison(L, x).dtype == jnp.float32
     mean, var = la.posterior_mean_var(L, jnp.ones((2, 3), jnp.float32), jnp.ones(2, jnp.float32), x, 1)
     assert mean.dtype == var.dtype == jnp.float32
+
+
+# ---------------------------------------------------------------------------------------------
+# inverse Cholesky factor growth
+
+
+def test_inv_chol_append_growth_matches_fresh_inverse_factor():
+    rng = np.random.default_rng(11)
+    C, n_end = 60, 45
+    Xn = rng.uniform(-1, 1, (C, 3))
+    sq = ((Xn[:, None, :] - Xn[None, :, :]) ** 2).sum(-1)
+    A = np.exp(-sq / 0.5) + 0.05 * np.eye(C)
+    with jax.enable_x64(True):
+        step = jax.jit(la.inv_chol_append)
+        M = jnp.eye(C)
+        for n in range(n_end):
+            # garbage beyond n must be ignored
+            col = np.where(np.arange(C) < n, A[n], 99.0)
+            M, l, d = step(M, jnp.int32(n), jnp.asarray(col), A[n, n])
+            L_np = np.linalg.cholesky(A[: n + 1, : n + 1])
+            np.testing.assert_allclose(np.asarray(l)[:n], L_np[n, :n], rtol=1e-9, atol=1e-12)
+            assert abs(float(d) - L_np[n, n]) < 1e-10
+        expect = padded(np.linalg.inv(np.linalg.cholesky(A[:n_end, :n_end])), C)
+        assert rel(np.asarray(M), expect) < 1e-9
+        # an index at the capacity writes nothing
+        M2, _, _ = step(M, jnp.int32(C), jnp.asarray(A[0]), 1.0)
+        np.testing.assert_array_equal(np.asarray(M2), np.asarray(M))
+        # posterior from the inverse factor equals the one from the factor
+        Kc = rng.standard_normal((4, C))
+        kd = 3.0 + rng.uniform(size=4)
+        y = rng.standard_normal(C)
+        L = padded(np.linalg.cholesky(A[:n_end, :n_end]), C)
+        m1, v1 = la.posterior_mean_var(jnp.asarray(L), jnp.asarray(Kc), jnp.asarray(kd), jnp.asarray(y), n_end)
+        m2, v2 = la.posterior_mean_var_inv(M, jnp.asarray(Kc), jnp.asarray(kd), jnp.asarray(y), n_end)
+        np.testing.assert_allclose(np.asarray(m2), np.asarray(m1), rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(np.asarray(v2), np.asarray(v1), rtol=1e-8, atol=1e-10)

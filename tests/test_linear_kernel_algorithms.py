@@ -147,8 +147,8 @@ def test_kernel_ucb_matches_numpy(name):
         np.testing.assert_array_equal(s.X[:n], ref["X"])
         np.testing.assert_array_equal(s.y[:n], ref["y"])
         A = kernel_np.kernel_matrix(name, ref["X"], ref["X"], 0.8) + 0.3 * np.eye(n)
-        np.testing.assert_allclose(s.chol[:n, :n], np.linalg.cholesky(A), **TOL)
-        np.testing.assert_array_equal(s.chol[n:, n:], np.eye(T - n))
+        np.testing.assert_allclose(s.chol_inv[:n, :n], np.linalg.inv(np.linalg.cholesky(A)), **TOL)
+        np.testing.assert_array_equal(s.chol_inv[n:, n:], np.eye(T - n))
     assert len(np.unique(actions)) > 1
 
 
@@ -176,9 +176,9 @@ def test_kernel_ucb_resize_mid_run_changes_nothing():
         a_seg, _, s_seg = drive(alg, contexts, rewards, active, schedule=schedule)
         a_full, _, s_full = drive(alg, contexts, rewards, active)
     np.testing.assert_array_equal(a_seg, a_full)
-    assert s_seg.chol.shape == s_full.chol.shape == (N, T, T)
+    assert s_seg.chol_inv.shape == s_full.chol_inv.shape == (N, T, T)
     np.testing.assert_array_equal(np.asarray(s_seg.n), np.asarray(s_full.n))
-    np.testing.assert_allclose(np.asarray(s_seg.chol), np.asarray(s_full.chol), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(np.asarray(s_seg.chol_inv), np.asarray(s_full.chol_inv), rtol=1e-12, atol=1e-14)
     np.testing.assert_array_equal(np.asarray(s_seg.X), np.asarray(s_full.X))
     for i in range(N):
         ref = kernel_np.kernel_ucb(contexts[:, i], rewards[:, i], "rbf", 0.3, 1.0, active=active[:, i])
@@ -230,7 +230,7 @@ def test_hparams_are_traced_a_grid_is_a_vmap():
         grid = {"lam": jnp.array([0.5, 1.0]), "beta": jnp.array([0.0, 2.0]), "lengthscale": jnp.array([0.5, 2.0])}
         states = jax.vmap(lambda hp: alg.init(jax.random.key(0), spec, hp))(grid)
         np.testing.assert_array_equal(np.asarray(states.hp["lengthscale"]), [[0.5] * N, [2.0] * N])
-        np.testing.assert_array_equal(np.asarray(states.chol[1, 0]), np.eye(4))
+        np.testing.assert_array_equal(np.asarray(states.chol_inv[1, 0]), np.eye(4))
         acts = jax.vmap(lambda s: alg.select(s, jnp.asarray(contexts[0]), jax.random.key(1))[0])(states)
         assert acts.shape == (2, N)
 
@@ -239,7 +239,7 @@ def test_float32_mode_keeps_float32_state():
     contexts, rewards, active = make_data(8, T=3)
     alg = kalg.kernel_ucb()
     _, _, state = drive(alg, contexts.astype(np.float32), rewards.astype(np.float32), active)
-    assert state.chol.dtype == state.y.dtype == jnp.float32
+    assert state.chol_inv.dtype == state.y.dtype == jnp.float32
     alg = lalg.linucb()
     _, _, state = drive(alg, contexts, rewards, active)  # float64 inputs are cast to the state dtype
     assert state.chol.dtype == jnp.float32

@@ -3,9 +3,12 @@
 Each agent keeps its own history in buffers of static capacity C:
 
     X[C, d] chosen contexts, y[C] rewards, n = number of live rows,
-    chol[C, C] = padded Cholesky factor of K_n + lam I, K_n = k(X[:n], X[:n]),
+    chol_inv[C, C] = padded INVERSE Cholesky factor of K_n + lam I, K_n = k(X[:n], X[:n]),
 
-grown by one Schur-complement append per observation (`kernels.linalg.chol_append`, O(C^2)).
+grown by one Schur-complement append per observation (`kernels.linalg.inv_chol_append`,
+O(C^2), one new row written). Keeping L^{-1} rather than L turns every per-step triangular
+solve into a matrix-vector product, which XLA runs at memory bandwidth on CPU (its
+triangular solve is several times slower).
 With k_x = k(X[:n], x):
 
     mean(x) = k_x^T (K_n + lam I)^{-1} y
@@ -42,7 +45,7 @@ import jax
 import jax.numpy as jnp
 
 from kernels.functions import Kernel, get_kernel
-from kernels.linalg import chol_append, pad_chol, pad_rows, posterior_mean_var
+from kernels.linalg import inv_chol_append, pad_chol, pad_rows, posterior_mean_var_inv
 
 from ..core import Algorithm, ConfigError, EnvSpec, check_hparams
 from .base import independent
@@ -55,14 +58,14 @@ class KernelState(NamedTuple):
     hp:   dict of float hyper-parameters (scalars).
     X:    [C, d] chosen contexts; rows >= n are zero.
     y:    [C] rewards; entries >= n are zero.
-    chol: [C, C] padded Cholesky factor block-diag(chol(K_n + lam I), I_{C-n}).
+    chol_inv: [C, C] padded inverse factor block-diag(chol(K_n + lam I)^{-1}, I_{C-n}).
     n:    int32 number of live rows.
     """
 
     hp: dict
     X: jax.Array
     y: jax.Array
-    chol: jax.Array
+    chol_inv: jax.Array
     n: jax.Array
 
 
@@ -99,7 +102,7 @@ def posterior(kern: Kernel, state: KernelState, contexts):
     p = kernel_params(kern, state)
     k_cross = kern.fn(contexts, state.X, p)  # [K, C]; columns >= n are masked
     k_diag = kern.diag(contexts, p)  # [K]
-    return posterior_mean_var(state.chol, k_cross, k_diag, state.y, state.n)
+    return posterior_mean_var_inv(state.chol_inv, k_cross, k_diag, state.y, state.n)
 
 
 def ucb_scores(kern: Kernel, state: KernelState, contexts):
@@ -132,7 +135,7 @@ def _make_learner(kern: Kernel, defaults: dict, max_history: Optional[int]):
             hp=hp,
             X=jnp.zeros((C, spec.dim), dtype),
             y=jnp.zeros((C,), dtype),
-            chol=jnp.eye(C, dtype=dtype),
+            chol_inv=jnp.eye(C, dtype=dtype),
             n=jnp.zeros((), jnp.int32),
         )
 
@@ -143,22 +146,23 @@ def _make_learner(kern: Kernel, defaults: dict, max_history: Optional[int]):
         C = state.y.shape[0]
         limit = C if max_history is None else min(C, max_history)
         p = kernel_params(kern, state)
-        k_col = kern.fn(x[None, :], state.X, p)[0]  # [C]; entries >= n are masked in chol_append
+        k_col = kern.fn(x[None, :], state.X, p)[0]  # [C]; entries >= n are masked in the append
         k_nn = kern.diag(x[None, :], p)[0] + state.hp["lam"]
-        new = KernelState(
-            hp=state.hp,
-            X=state.X.at[state.n].set(x),
-            y=state.y.at[state.n].set(jnp.asarray(reward, dtype)),
-            chol=chol_append(state.chol, state.n, k_col, k_nn),
-            n=state.n + 1,
-        )
         keep = state.n < limit
-        return jax.tree_util.tree_map(lambda a, b: jnp.where(keep, a, b), new, state)
+        row = jnp.where(keep, state.n, C)  # an out-of-range row index writes nothing
+        chol_inv, _, _ = inv_chol_append(state.chol_inv, row, k_col, k_nn)
+        return KernelState(
+            hp=state.hp,
+            X=state.X.at[row].set(x, mode="drop"),
+            y=state.y.at[row].set(jnp.asarray(reward, dtype), mode="drop"),
+            chol_inv=chol_inv,
+            n=state.n + keep.astype(jnp.int32),
+        )
 
     def resize1(state: KernelState, rows: int) -> KernelState:
         rows = int(rows)
         return state._replace(
-            X=pad_rows(state.X, rows), y=pad_rows(state.y, rows), chol=pad_chol(state.chol, rows)
+            X=pad_rows(state.X, rows), y=pad_rows(state.y, rows), chol_inv=pad_chol(state.chol_inv, rows)
         )
 
     return init1, update1, capacity1, resize1

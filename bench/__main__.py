@@ -1,0 +1,351 @@
+"""`python -m bench` (= `bandits-jax bench`): throughput of the JAX runner against NumPy loops.
+
+For each algorithm and each seed count S, ONE `run_batch` call over S seeds is timed (compile
+and run seconds apart) with the peak resident-memory growth around it. The same configuration
+through the plain NumPy reference loop (Python loops over seeds and agents, a fresh inverse per
+step) is timed in the same process on a seed or two: its cost per run does not depend on S, so
+its agent-steps per second is the baseline of every row, ratio = JAX rate / NumPy rate.
+
+Machine ceilings (array-copy bytes/s, float64 matmul flop/s) are measured in the same process,
+and each row reports the fraction of its ceiling that the work model of `bench.configs`
+reaches. An S whose run time, extrapolated linearly from the largest S measured, would exceed
+--budget-seconds, or whose memory (extrapolated, or modelled from the state size) would not fit
+in the available memory, is skipped with the reason in the table. For KernelUCB the doubling
+capacity segments are also timed against one fixed T x T buffer (first_segment = T).
+
+Prints a table and writes JSON (default bench/results/bench.json).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from bandits_jax.runner import cumulative_regret, run_batch
+
+from . import configs, harness, numpy_loop
+
+DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "bench.json"
+MEMORY_SAFETY = 0.7  # use at most this fraction of MemAvailable
+MB = float(1 << 20)
+
+
+# ------------------------------------------------------------------------------------------ args
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true",
+                   help=f"tiny run: T = {configs.QUICK_HORIZON}, S in {{{', '.join(map(str, configs.QUICK_SEEDS))}}}")
+    p.add_argument("--only", action="append", default=[], metavar="NAME",
+                   help="benchmark only this algorithm (repeatable or comma-separated; case-insensitive)")
+    p.add_argument("--seeds", default=None, help="comma-separated seed counts S (default 1,10,100,1000)")
+    p.add_argument("--horizon", type=int, default=None, help="T for every algorithm")
+    p.add_argument("--budget-seconds", type=float, default=300.0,
+                   help="skip an S whose extrapolated run time exceeds this (default 300)")
+    p.add_argument("--capacity-seeds", type=int, default=None,
+                   help="S of the KernelUCB fixed-buffer versus doubling-segments comparison (default 10; quick 4)")
+    p.add_argument("--out", default=None, help="JSON path, or a directory for bench.json (default bench/results/bench.json)")
+    args = p.parse_args(argv)
+    try:
+        seeds = args.seeds or ",".join(map(str, configs.QUICK_SEEDS if args.quick else configs.FULL_SEEDS))
+        args.seed_counts = [int(s) for s in seeds.split(",") if s.strip()]
+    except ValueError:
+        p.error(f"--seeds takes comma-separated positive integers, got {args.seeds!r}")
+    if not args.seed_counts or min(args.seed_counts) < 1:
+        p.error(f"--seeds takes comma-separated positive integers, got {args.seeds!r}")
+    if args.horizon is not None and args.horizon < 1:
+        p.error("--horizon must be a positive integer")
+    if args.budget_seconds <= 0:
+        p.error("--budget-seconds must be positive")
+    if args.capacity_seeds is None:
+        args.capacity_seeds = configs.QUICK_SEEDS[-1] if args.quick else 10
+    if args.capacity_seeds < 1:
+        p.error("--capacity-seeds must be a positive integer")
+    known = {c.name.lower(): c.name for c in configs.cases()}
+    only = [n.strip().lower() for item in args.only for n in item.split(",") if n.strip()]
+    unknown = [n for n in only if n not in known]
+    if unknown:
+        p.error(f"unknown algorithm(s) {', '.join(unknown)}; known: {', '.join(known.values())}")
+    args.only_names = {known[n] for n in only}
+    return args
+
+
+def selected_cases(args) -> list:
+    out = []
+    for case in configs.cases():
+        if args.only_names and case.name not in args.only_names:
+            continue
+        if args.quick:
+            case = dataclasses.replace(case, horizon=configs.QUICK_HORIZON, first_segment=configs.QUICK_FIRST_SEGMENT)
+        if args.horizon is not None:
+            case = dataclasses.replace(case, horizon=args.horizon)
+        out.append(case)
+    return out
+
+
+# ------------------------------------------------------------------------------------------ runs
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def jax_run(case, problem, alg, seeds: int, first_segment: int):
+    """One run_batch call over `seeds` seeds with the resident-memory peak around it."""
+    with harness.PeakMemory() as mem:
+        out = run_batch(problem, alg, range(seeds), first_segment=first_segment)
+    final = cumulative_regret(out.regret, agents="mean")[:, -1]
+    return out, mem.peak_delta, float(np.mean(final))
+
+
+def skip_reason(seeds: int, last: dict | None, model_state: float, budget: float, available: float):
+    """Why S = `seeds` is not run (None: run it). `last`: the largest S measured so far."""
+    need_model = 2.0 * model_state * seeds  # the scan's carry in and out
+    need = need_model
+    if last is not None:
+        scale = seeds / last["seeds"]
+        est = last["run_seconds"] * scale
+        if est > budget:
+            return (f"skipped: est. run {est:.0f} s > budget {budget:.0f} s "
+                    f"(x{scale:g} of S={last['seeds']})")
+        need = max(need, last["peak_bytes"] * scale)
+    if available and need > MEMORY_SAFETY * available:
+        return (f"skipped: est. memory {need / MB:.0f} MB > {MEMORY_SAFETY:.0%} of "
+                f"{available / MB:.0f} MB available")
+    return None
+
+
+def bench_case(case, args, ceilings: dict) -> dict:
+    problem = case.problem()
+    alg = case.build()
+    spec = problem.spec
+    segs = case.segments(alg, problem)
+    work_per_run = case.work(alg, problem, case.first_segment)  # per agent-run
+    ceiling = ceilings["memory_bandwidth" if case.ceiling == "bandwidth" else "matmul_flops"]
+    unit = "B/s" if case.ceiling == "bandwidth" else "flop/s"
+
+    log(f"[{case.name}] NumPy loop: {case.numpy_seeds} seed(s) x T = {spec.horizon} ...")
+    loop = numpy_loop.time_loop(case.numpy_agent(), case.problem_name, range(case.numpy_seeds),
+                                spec.num_agents, spec.num_arms, spec.dim, spec.horizon)
+    log(f"[{case.name}] NumPy: {loop.seconds:.2f} s, {loop.rate:.1f} agent-steps/s")
+
+    model_state = configs.state_bytes(case, alg, problem)
+    rows, last = [], None
+    for S in args.seed_counts:
+        row = dict(algorithm=case.name, seeds=S, horizon=spec.horizon, num_agents=spec.num_agents,
+                   numpy_agent_steps_per_second=loop.rate, ceiling=case.ceiling)
+        reason = skip_reason(S, last, model_state, args.budget_seconds, harness.available_memory_bytes())
+        if reason:
+            log(f"[{case.name}] S = {S}: {reason}")
+            row.update(skipped=True, note=reason)
+            rows.append(row)
+            continue
+        log(f"[{case.name}] S = {S}: run_batch ...")
+        out, peak, final = jax_run(case, problem, alg, S, case.first_segment)
+        agent_steps = S * spec.num_agents * spec.horizon
+        rate = agent_steps / out.run_seconds
+        work_rate = work_per_run * S * spec.num_agents / out.run_seconds
+        row.update(
+            skipped=False,
+            compile_seconds=out.compile_seconds,
+            run_seconds=out.run_seconds,
+            agent_steps_per_second=rate,
+            ratio=rate / loop.rate,
+            peak_mb=peak / MB,
+            work_per_second=work_rate,
+            ceiling_fraction=work_rate / ceiling,
+            final_regret_mean=final,
+            note=f"{_si(work_rate)}{unit}" + ("" if np.isfinite(final) else "; NON-FINITE REGRET"),
+        )
+        log(f"[{case.name}] S = {S}: compile {out.compile_seconds:.1f} s, run {out.run_seconds:.2f} s, "
+            f"{rate:.0f} agent-steps/s, x{row['ratio']:.1f} NumPy, {row['ceiling_fraction']:.1%} of ceiling")
+        rows.append(row)
+        last = dict(seeds=S, run_seconds=out.run_seconds, peak_bytes=float(peak))
+
+    result = dict(
+        algorithm=case.name, problem=case.problem_name, settings=case.settings,
+        spec=spec._asdict(), first_segment=case.first_segment,
+        segments=[list(s) for s in segs], ceiling=case.ceiling, model=case.model,
+        work_per_agent_run=work_per_run,
+        numpy=dict(seeds=loop.seeds, agent_steps=loop.agent_steps, seconds=loop.seconds,
+                   agent_steps_per_second=loop.rate),
+        rows=rows,
+    )
+    if case.name == "KernelUCB":
+        result["capacity"] = capacity_comparison(case, problem, alg, args, last)
+    return result
+
+
+def capacity_comparison(case, problem, alg, args, last) -> dict:
+    """Fixed T x T buffer (first_segment = T) against the default doubling segments, same S."""
+    S, T = args.capacity_seeds, problem.spec.horizon
+    model_ratio = case.work(alg, problem, T) / case.work(alg, problem, case.first_segment)
+    info = dict(seeds=S, first_segment_doubling=case.first_segment, first_segment_fixed=T,
+                model_bytes_ratio=model_ratio)
+    if last is not None:
+        est = last["run_seconds"] * S / last["seeds"] * (1 + model_ratio)
+        if est > args.budget_seconds:
+            info.update(skipped=True, note=f"skipped: est. {est:.0f} s > budget {args.budget_seconds:.0f} s")
+            log(f"[{case.name}] capacity comparison {info['note']}")
+            return info
+    log(f"[{case.name}] capacity comparison at S = {S}: doubling, then fixed {T} x {T} ...")
+    doubling, _, _ = jax_run(case, problem, alg, S, case.first_segment)
+    fixed, _, _ = jax_run(case, problem, alg, S, T)
+    info.update(
+        skipped=False,
+        doubling_compile_seconds=doubling.compile_seconds, doubling_run_seconds=doubling.run_seconds,
+        fixed_compile_seconds=fixed.compile_seconds, fixed_run_seconds=fixed.run_seconds,
+        ratio=fixed.run_seconds / doubling.run_seconds,
+    )
+    log(f"[{case.name}] fixed / doubling run time = {info['ratio']:.2f} (model {model_ratio:.2f})")
+    return info
+
+
+# ------------------------------------------------------------------------------------------ report
+def _si(x: float) -> str:
+    for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= factor:
+            return f"{x / factor:.3g} {prefix}"
+    return f"{x:.3g} "
+
+
+def _fmt(value, spec):
+    return "-" if value is None else format(value, spec)
+
+
+def table(results: list) -> str:
+    head = ("algorithm", "S", "compile s", "run s", "agent-steps/s", "NumPy a-s/s", "ratio", "peak MB",
+            "ceiling frac", "note")
+    lines = []
+    for res in results:
+        for r in res["rows"]:
+            lines.append((
+                r["algorithm"], str(r["seeds"]), _fmt(r.get("compile_seconds"), ".1f"),
+                _fmt(r.get("run_seconds"), ".2f"), _fmt(r.get("agent_steps_per_second"), ".4g"),
+                _fmt(r["numpy_agent_steps_per_second"], ".4g"), _fmt(r.get("ratio"), ".1f"),
+                _fmt(r.get("peak_mb"), ".0f"),
+                "-" if r.get("ceiling_fraction") is None else f"{r['ceiling_fraction']:.2%}",
+                r.get("note", ""),
+            ))
+    widths = [max(len(h), *(len(line[i]) for line in lines)) if lines else len(h) for i, h in enumerate(head)]
+    fmt_line = lambda cells: "  ".join(c.rjust(w) if 0 < i < len(head) - 1 else c.ljust(w)
+                                       for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+    out = [fmt_line(head), fmt_line(["-" * w for w in widths])]
+    out += [fmt_line(line) for line in lines]
+    return "\n".join(out)
+
+
+def targets(results: list) -> list:
+    """The project's throughput targets, evaluated on the measured rows (reported, not asserted)."""
+    by_name = {res["algorithm"]: res for res in results}
+    measured = lambda name: [r for r in by_name[name]["rows"] if not r["skipped"]] if name in by_name else []
+    at = lambda name, S: next((r for r in measured(name) if r["seeds"] == S), None)
+    best = lambda name, key: max(measured(name), key=lambda r: r[key], default=None)
+    out = []
+
+    r = at("LinUCB", 100)
+    out.append(dict(target="LinUCB at S = 100 >= 50x NumPy", value=r and r["ratio"], met=bool(r and r["ratio"] >= 50),
+                    detail=f"x{r['ratio']:.1f}" if r else "not measured"))
+    r1, r1000 = at("LinUCB", 1), at("LinUCB", 1000)
+    scale = r1000["agent_steps_per_second"] / r1["agent_steps_per_second"] if r1 and r1000 else None
+    out.append(dict(target="LinUCB S = 1000 >= 10x agent-steps/s of S = 1", value=scale,
+                    met=bool(scale and scale >= 10), detail=f"x{scale:.1f}" if scale else "not measured"))
+    r = best("NeuralUCB", "ratio")
+    out.append(dict(target="NeuralUCB >= 10x NumPy (best S)", value=r and r["ratio"], met=bool(r and r["ratio"] >= 10),
+                    detail=f"x{r['ratio']:.1f} at S = {r['seeds']}" if r else "not measured"))
+    r = best("KernelUCB", "ratio")
+    horizon = by_name["KernelUCB"]["spec"]["horizon"] if "KernelUCB" in by_name else None
+    out.append(dict(target=f"KernelUCB (T = {horizon}) >= 30x NumPy (best S)", value=r and r["ratio"],
+                    met=bool(r and r["ratio"] >= 30), detail=f"x{r['ratio']:.1f} at S = {r['seeds']}" if r else "not measured"))
+    r = best("KernelUCB", "ceiling_fraction")
+    out.append(dict(target=f"KernelUCB (T = {horizon}) >= 50% of memory bandwidth (best S)",
+                    value=r and r["ceiling_fraction"], met=bool(r and r["ceiling_fraction"] >= 0.5),
+                    detail=f"{r['ceiling_fraction']:.1%} at S = {r['seeds']}" if r else "not measured"))
+    return out
+
+
+def environment() -> dict:
+    return dict(
+        python=platform.python_version(), jax=jax.__version__, numpy=np.__version__,
+        platform=platform.platform(), cpu_count=os.cpu_count(),
+        devices=[str(d) for d in jax.devices()], time=time.strftime("%Y-%m-%d %H:%M:%S"),
+    )
+
+
+def main(argv=None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else list(argv))
+    cases = selected_cases(args)
+    out_path = Path(args.out) if args.out else DEFAULT_OUT
+    if out_path.suffix != ".json":
+        out_path = out_path / "bench.json"
+
+    log("measuring machine ceilings ...")
+    if args.quick:
+        ceilings = dict(memory_bandwidth=harness.memory_bandwidth(64, 3),
+                        matmul_flops=harness.matmul_flops(512, repeats=3))
+    else:
+        ceilings = dict(memory_bandwidth=harness.memory_bandwidth(), matmul_flops=harness.matmul_flops())
+    log(f"copy bandwidth {_si(ceilings['memory_bandwidth'])}B/s, float64 matmul {_si(ceilings['matmul_flops'])}flop/s")
+
+    t_start = time.perf_counter()
+    results = [bench_case(case, args, ceilings) for case in cases]
+    total = time.perf_counter() - t_start
+    goals = targets(results)
+
+    lines = [
+        f"machine: {os.cpu_count()} CPU(s), {', '.join(str(d) for d in jax.devices())}; "
+        f"copy bandwidth {_si(ceilings['memory_bandwidth'])}B/s (read + write), "
+        f"float64 matmul {_si(ceilings['matmul_flops'])}flop/s",
+        "work models (ceiling fraction = model work per second / ceiling; see bench/configs.py):",
+    ]
+    for res in results:
+        spec = res["spec"]
+        lines.append(f"  {res['algorithm']:<10} N={spec['num_agents']} K={spec['num_arms']} d={spec['dim']} "
+                     f"T={spec['horizon']}, segments {[tuple(s) for s in res['segments']]}; vs "
+                     f"{'memory bandwidth' if res['ceiling'] == 'bandwidth' else 'float64 matmul flop/s'}: {res['model']}")
+        lines.append(f"  {'':<10} NumPy loop: {res['numpy']['seeds']} seed(s) in {res['numpy']['seconds']:.2f} s")
+    lines += ["", table(results), ""]
+    for res in results:
+        cap = res.get("capacity")
+        if cap:
+            if cap.get("skipped"):
+                lines.append(f"{res['algorithm']} fixed T x T buffer vs doubling segments at S = {cap['seeds']}: {cap['note']}")
+            else:
+                lines.append(
+                    f"{res['algorithm']} fixed T x T buffer vs doubling segments at S = {cap['seeds']}: run "
+                    f"{cap['fixed_run_seconds']:.2f} s vs {cap['doubling_run_seconds']:.2f} s = x{cap['ratio']:.2f} "
+                    f"(byte model x{cap['model_bytes_ratio']:.2f}); compile {cap['fixed_compile_seconds']:.1f} s vs "
+                    f"{cap['doubling_compile_seconds']:.1f} s")
+    lines.append("targets (measured, not asserted):")
+    for g in goals:
+        lines.append(f"  [{'met' if g['met'] else 'NOT met'}] {g['target']}: {g['detail']}")
+    lines.append(f"total {total:.0f} s")
+    report = "\n".join(lines)
+    print(report, flush=True)
+
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    payload = dict(quick=args.quick, seed_counts=args.seed_counts, budget_seconds=args.budget_seconds,
+                   ceilings=dict(memory_bandwidth_bytes_per_second=ceilings["memory_bandwidth"],
+                                 matmul_float64_flops_per_second=ceilings["matmul_flops"]),
+                   environment=environment(), results=results, targets=goals, total_seconds=total,
+                   table=report)
+    out_path.write_text(json.dumps(payload, indent=2, default=_json_default) + "\n")
+    log(f"wrote {out_path}")
+    return 0
+
+
+def _json_default(x):
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (np.floating,)):
+        return float(x)
+    raise TypeError(f"not JSON serialisable: {type(x).__name__}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,164 @@
+"""The benchmarked configurations and the work models that relate them to the machine ceilings.
+
+Each case is one algorithm on one synthetic problem (N = 1 agent, K = 4 arms, d = 10) with the
+hyper-parameters its constructor defaults to, and the matching NumPy reference loop.
+
+Work models (per agent-step, float64, 8 bytes a number). The runner splits the horizon into
+segments [t0, t1) of capacity C (`bandits_jax.runner.segments`); a step of a segment works on
+buffers of C rows, so the models charge C, not the live history size n (n is C/2 .. C).
+
+KernelUCB, against memory bandwidth. The step's data is dominated by the padded C x C factor of
+K_n + lam I (8 C^2 bytes; the C x d history is 1 / C of it). Under the algorithm contract the
+step must stream the factor at least KERNEL_FACTOR_PASSES = 2 times:
+    select: one pass to get L^{-1} [k(X, x_1..x_K), y] (a triangular solve or, with an inverse
+            factor, a matrix-vector product) for the K means and variances;
+    update: one pass for the appended row l = L^{-1} k(X, x_a) (select's column is not passed on).
+    bytes per agent-step = KERNEL_FACTOR_PASSES * 8 * C^2.
+The bandwidth ceiling is a large array copy with read + write bytes counted, so the fraction is
+"model bytes per second / copy bytes per second": 100% means the step moves its factor as fast
+as a streaming copy would.
+
+NeuralUCB, against float64 matmul flop/s. Training dominates: each step runs `train_steps`
+full-batch gradient-descent steps on the C (masked) history rows of its segment, forward +
+backward ~ 3 x the forward's 2 x rows x params multiply-adds:
+    flops per agent-step = train_steps * 3 * 2 * C * p   (while t < train_until, else 0),
+    p = d m + m + m + 1 for the authors' two-layer network (241 at d = 10, m = 20).
+The full-covariance bookkeeping (a p x p rank-one Cholesky update and a solve with K right-hand
+sides, ~ (K + 7) p^2 ~ 0.6 Mflop) is left out; at C >= 128 it is under 10% of the training.
+
+LinUCB, against float64 matmul flop/s. Its state (a d x d factor and a d-vector, under 1 KB a
+run) stays in cache even at S = 1000, so bandwidth is not the limit; the step is a chain of
+tiny dependent triangular solves, i.e. latency- and dispatch-bound, and the flop fraction says
+how far from compute-bound it is:
+    flops per agent-step = (9 + K) d^2 + 4 K d
+(mu = V^{-1} b by two triangular solves 2 d^2; widths by one solve with K right-hand sides
+K d^2; scores 4 K d; the rank-one Cholesky update: one solve d^2 and ~6 elementwise d x d passes).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+from bandits_jax.algorithms.kernel import kernel_ucb
+from bandits_jax.algorithms.linear import linucb
+from bandits_jax.algorithms.neural import neural_ucb
+from bandits_jax.core import Algorithm, Problem
+from bandits_jax.problems import make_problem
+from bandits_jax.runner import segments
+
+from . import numpy_loop
+
+KERNEL_FACTOR_PASSES = 2
+BYTES = 8  # float64
+
+FULL_HORIZON = 1000
+QUICK_HORIZON = 50
+FULL_SEEDS = (1, 10, 100, 1000)
+QUICK_SEEDS = (1, 4)
+DEFAULT_FIRST_SEGMENT = 128  # the runner's default
+QUICK_FIRST_SEGMENT = 16     # so that the quick run still has doubling segments
+
+NEURAL = dict(width=20, depth=2, train_steps=30, train_until=2000, covariance="full")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One benchmarked configuration."""
+
+    name: str
+    problem_name: str
+    build: Callable[[], Algorithm]
+    numpy_agent: Callable[[], Callable]
+    numpy_seeds: int
+    ceiling: str  # "bandwidth" (bytes/s) or "flops" (flop/s)
+    model: str    # one line: the work model
+    work: Callable[[Algorithm, Problem, int], float]  # (alg, problem, first_segment) -> units per agent-run
+    horizon: int = FULL_HORIZON
+    num_agents: int = 1
+    num_arms: int = 4
+    dim: int = 10
+    first_segment: int = DEFAULT_FIRST_SEGMENT
+    settings: dict = field(default_factory=dict)
+
+    def problem(self, horizon=None) -> Problem:
+        return make_problem(self.problem_name, num_agents=self.num_agents, num_arms=self.num_arms,
+                            dim=self.dim, horizon=self.horizon if horizon is None else horizon)
+
+    def segments(self, alg: Algorithm, problem: Problem, first=None):
+        return segments(alg, problem, self.first_segment if first is None else first)
+
+
+# ------------------------------------------------------------------------------------ work models
+def kernel_bytes(alg: Algorithm, problem: Problem, first: int) -> float:
+    """Model bytes per agent-run: sum over segments of steps * passes * 8 C^2."""
+    return sum((t1 - t0) * KERNEL_FACTOR_PASSES * BYTES * cap * cap
+               for t0, t1, cap in segments(alg, problem, first))
+
+
+def neural_flops(alg: Algorithm, problem: Problem, first: int) -> float:
+    """Model training flops per agent-run: sum over training steps of steps * 6 * C * p."""
+    d, m = problem.spec.dim, NEURAL["width"]
+    p = d * m + m + m + 1
+    total = 0.0
+    for t0, t1, cap in segments(alg, problem, first):
+        trained = max(0, min(t1, NEURAL["train_until"]) - t0)
+        total += trained * NEURAL["train_steps"] * 3 * 2 * cap * p
+    return total
+
+
+def linear_flops(alg: Algorithm, problem: Problem, first: int) -> float:
+    del alg, first
+    K, d = problem.spec.num_arms, problem.spec.dim
+    return problem.spec.horizon * ((9 + K) * d * d + 4 * K * d)
+
+
+# ------------------------------------------------------------------------------------ the cases
+def cases() -> list:
+    lin = dict(lam=1.0, beta=1.0)
+    ker = dict(kernel="rbf", lam=1.0, beta=1.0, lengthscale=1.0)
+    neu_hp = dict(lam=0.1, beta=math.sqrt(0.1 * 0.01), lr=0.01)
+    return [
+        Case(
+            name="LinUCB", problem_name="linear",
+            build=lambda: linucb(**lin),
+            numpy_agent=lambda: numpy_loop.linucb_agent(**lin),
+            numpy_seeds=2, ceiling="flops",
+            model="flops/agent-step = (9 + K) d^2 + 4 K d (latency-bound; state fits in cache)",
+            work=linear_flops, settings=lin,
+        ),
+        Case(
+            name="KernelUCB", problem_name="cosine",
+            build=lambda: kernel_ucb(**ker),
+            numpy_agent=lambda: numpy_loop.kernel_ucb_agent(**ker),
+            numpy_seeds=1, ceiling="bandwidth",
+            model=f"bytes/agent-step = {KERNEL_FACTOR_PASSES} passes x 8 C^2 (padded C x C factor, C = segment capacity)",
+            work=kernel_bytes, settings=ker,
+        ),
+        Case(
+            name="NeuralUCB", problem_name="cosine",
+            build=lambda: neural_ucb(**neu_hp, **NEURAL),
+            numpy_agent=lambda: numpy_loop.neural_ucb_agent(
+                NEURAL["width"], neu_hp["lam"], neu_hp["beta"], neu_hp["lr"], NEURAL["train_steps"],
+                NEURAL["train_until"], NEURAL["covariance"]),
+            numpy_seeds=1, ceiling="flops",
+            model="flops/agent-step = train_steps x 3 x 2 x C x p (GD on the C buffer rows; p = 241)",
+            work=neural_flops, settings={**neu_hp, **NEURAL},
+        ),
+    ]
+
+
+def state_bytes(case: Case, alg: Algorithm, problem: Problem) -> float:
+    """Model bytes of one run's state at the largest capacity (for the memory check)."""
+    d, K, N, T = problem.spec.dim, problem.spec.num_arms, problem.spec.num_agents, problem.spec.horizon
+    cap = max((c or 0) for _, _, c in case.segments(alg, problem))
+    if case.name == "KernelUCB":
+        per_agent = cap * cap + cap * (d + 1)
+    elif case.name == "NeuralUCB":
+        m = NEURAL["width"]
+        p = d * m + 2 * m + 1
+        per_agent = p * p + cap * (d + 1) + 2 * p
+    else:
+        per_agent = d * d + d
+    outputs = T * (N + 3)
+    return BYTES * (N * per_agent + outputs)
