@@ -70,7 +70,8 @@ def run_experiment(
             every = max(1, problem.spec.horizon // 5)
             progress = None if quiet else _progress_printer(where, problem.spec.horizon)
             res = run_batch(problem, alg, block, base_key=config["base_key"], precision=config["precision"],
-                            progress=progress, progress_every=every, compiled_cache=cache)
+                            first_segment=config["first_segment"], progress=progress, progress_every=every,
+                            compiled_cache=cache)
             compile_s += res.compile_seconds
             run_s += res.run_seconds
             _write_chunk(out, alg.name, block, res)

@@ -4,8 +4,9 @@ An experiment is a configuration dict with typed defaults, size overrides, and a
 function that turns a resolved configuration into (problem, [algorithms]). Building validates
 everything (names, signs, shapes, data files) and compiles nothing, so bad input fails fast.
 
-Every configuration has the keys `seeds`, `first_seed`, `horizon`, `precision` and
-`base_key`; the CLI maps `--seeds`, `--first-seed` and `--horizon` onto them and `--set
+Every configuration has the keys `seeds`, `first_seed`, `horizon`, `precision`, `base_key`
+and `first_segment` (the length of the first capacity segment: fewer, longer segments compile
+less and compute more); the CLI maps `--seeds`, `--first-seed` and `--horizon` onto them and `--set
 KEY=VALUE` onto any key.
 """
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import Callable
 
 from ..core import ConfigError
 
-COMMON_DEFAULTS = {"seeds": 8, "first_seed": 0, "horizon": 1000, "precision": "float64", "base_key": 0}
+COMMON_DEFAULTS = {"seeds": 8, "first_seed": 0, "horizon": 1000, "precision": "float64", "base_key": 0,
+                   "first_segment": 128}
 RUN_KEYS = ("seeds", "first_seed", "precision")  # keys that may change between resumed runs
 
 
@@ -75,7 +77,7 @@ def resolve_config(exp: Experiment, size: str, overrides: dict) -> dict:
         if key not in config:
             raise ConfigError(f"{exp.name}: unknown key {key!r}; settable keys: {', '.join(sorted(config))}")
         config[key] = parse_value(key, raw, config[key])
-    for key in ("seeds", "horizon"):
+    for key in ("seeds", "horizon", "first_segment"):
         if config[key] < 1:
             raise ConfigError(f"{key} must be at least 1, got {config[key]}")
     if config["first_seed"] < 0:
