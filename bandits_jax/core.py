@@ -25,6 +25,9 @@ Algorithms whose state grows with time (a Gram matrix, a training history) decla
 `resize(state, rows) -> state` (pad the buffers to a larger static size, without changing any
 result). The runner then splits the horizon into segments of doubling capacity so a step
 costs in proportion to the data seen so far, not to the final size.
+
+Pure-exploration algorithms, which run in phases rather than steps, are plain functions
+`trial(key) -> outcome` and go through `runner.run_trials`, with the same keys and sharding.
 """
 from __future__ import annotations
 

@@ -271,6 +271,30 @@ def _run_batch(problem, algorithm, seeds, hp, base_key, first_segment, progress,
                      compile_s, run_s)
 
 
+def run_trials(trial: Callable, seeds: Sequence[int], *, base_key: int = 0, precision: str = "float64",
+               compiled_cache: Optional[dict] = None):
+    """Phase-level experiments (pure exploration): `trial(key) -> outcome pytree`, one per seed.
+
+    The same key discipline and device sharding as `run_batch`: seed s gets
+    `seed_key(s, base_key)` whatever the batch, and the batch axis is sharded over all devices.
+    Returns the outcome pytree with a leading axis of len(seeds), as NumPy arrays.
+    """
+    seeds = [int(s) for s in seeds]
+    if not seeds:
+        raise ConfigError("no seeds to run: --seeds must be at least 1")
+    with precision_scope(precision):
+        mesh = _mesh()
+        padded = -(-len(seeds) // mesh.devices.size) * mesh.devices.size
+        arr = np.array(seeds + [seeds[-1]] * (padded - len(seeds)), dtype=np.uint32)
+        arr = jax.device_put(arr, NamedSharding(mesh, PartitionSpec("runs")))
+        cache = compiled_cache if compiled_cache is not None else {}
+        key = ("trials", id(trial), padded, str(jnp.zeros(()).dtype))
+        if key not in cache:
+            cache[key] = jax.jit(jax.vmap(lambda s: trial(seed_key(s, base_key)))).lower(arr).compile()
+        out = jax.device_get(cache[key](arr))
+    return jax.tree_util.tree_map(lambda x: np.asarray(x)[: len(seeds)], out)
+
+
 def _shape_sig(tree):
     return tuple((tuple(x.shape), str(x.dtype)) for x in jax.tree_util.tree_leaves(tree))
 

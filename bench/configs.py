@@ -57,7 +57,7 @@ QUICK_HORIZON = 50
 FULL_SEEDS = (1, 10, 100, 1000)
 QUICK_SEEDS = (1, 4)
 DEFAULT_FIRST_SEGMENT = 128  # the runner's default
-QUICK_FIRST_SEGMENT = 16     # so that the quick run still has doubling segments
+QUICK_FIRST_SEGMENT = 25     # so that the quick run still has (two) doubling segments
 
 NEURAL = dict(width=20, depth=2, train_steps=30, train_until=2000, covariance="full")
 

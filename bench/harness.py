@@ -88,3 +88,56 @@ def available_memory_bytes() -> int:
     except OSError:
         pass
     return 0
+
+
+# ------------------------------------------------------------------------------ BLAS threads
+_SET = ("scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_", "openblas_set_num_threads")
+_GET = ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_", "openblas_get_num_threads")
+
+
+def _openblas():
+    """(get, set) of the OpenBLAS that NumPy loaded, or None (another BLAS, or not found)."""
+    import ctypes
+
+    np.linalg.inv(np.eye(2))  # make sure the library is loaded
+    try:
+        paths = {line.split()[-1] for line in Path("/proc/self/maps").read_text().splitlines()
+                 if "openblas" in line.lower() and line.split()[-1].startswith("/")}
+    except OSError:
+        return None
+    for path in sorted(paths):
+        lib = ctypes.CDLL(path)
+        get = next((getattr(lib, n) for n in _GET if hasattr(lib, n)), None)
+        set_ = next((getattr(lib, n) for n in _SET if hasattr(lib, n)), None)
+        if get is not None and set_ is not None:
+            get.restype = ctypes.c_int
+            set_.argtypes = [ctypes.c_int]
+            return get, set_
+    return None
+
+
+class BlasThreads:
+    """Context manager: NumPy's OpenBLAS runs with `threads` threads inside (None or 0: unchanged).
+
+    `.threads` is the count in effect inside (None if it could not be read).
+    """
+
+    def __init__(self, threads=None):
+        self.requested = threads or None
+        self.threads = None
+
+    def __enter__(self):
+        self._lib = _openblas()
+        self._before = None
+        if self._lib is not None:
+            get, set_ = self._lib
+            self._before = get()
+            if self.requested:
+                set_(int(self.requested))
+            self.threads = get()
+        return self
+
+    def __exit__(self, *exc):
+        if self._lib is not None and self.requested and self._before:
+            self._lib[1](int(self._before))
+        return False
