@@ -284,7 +284,23 @@ def targets(results: list) -> list:
     out.append(dict(target=f"KernelUCB (T = {horizon}) >= 50% of memory bandwidth (best S)",
                     value=r and r["ceiling_fraction"], met=bool(r and r["ceiling_fraction"] >= 0.5),
                     detail=f"{r['ceiling_fraction']:.1%} at S = {r['seeds']}" if r else "not measured"))
-    return out
+    return [g for g in out if g["target"].split()[0] in by_name]
+
+
+def measure_ceilings(quick: bool) -> dict:
+    if quick:
+        return dict(memory_bandwidth=harness.memory_bandwidth(64, 3),
+                    matmul_flops=harness.matmul_flops(512, repeats=3))
+    return dict(memory_bandwidth=harness.memory_bandwidth(), matmul_flops=harness.matmul_flops())
+
+
+def _rescale(results: list, key: str, factor: float) -> None:
+    kind = "bandwidth" if key == "memory_bandwidth" else "flops"
+    for res in results:
+        if res["ceiling"] == kind:
+            for row in res["rows"]:
+                if row.get("ceiling_fraction") is not None:
+                    row["ceiling_fraction"] *= factor
 
 
 def environment() -> dict:
@@ -296,23 +312,29 @@ def environment() -> dict:
 
 
 def main(argv=None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else list(argv))
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["--"]:  # `bandits-jax bench -- --quick ...` passes the separator along
+        argv = argv[1:]
+    args = parse_args(argv)
     cases = selected_cases(args)
     out_path = Path(args.out) if args.out else DEFAULT_OUT
     if out_path.suffix != ".json":
         out_path = out_path / "bench.json"
 
     log("measuring machine ceilings ...")
-    if args.quick:
-        ceilings = dict(memory_bandwidth=harness.memory_bandwidth(64, 3),
-                        matmul_flops=harness.matmul_flops(512, repeats=3))
-    else:
-        ceilings = dict(memory_bandwidth=harness.memory_bandwidth(), matmul_flops=harness.matmul_flops())
+    ceilings = measure_ceilings(args.quick)
     log(f"copy bandwidth {_si(ceilings['memory_bandwidth'])}B/s, float64 matmul {_si(ceilings['matmul_flops'])}flop/s")
 
     t_start = time.perf_counter()
     results = [bench_case(case, args, ceilings) for case in cases]
     total = time.perf_counter() - t_start
+    # a ceiling is the best the machine did: measured again at the end, the larger value counts
+    # (the fractions of the rows are rescaled to it)
+    again = measure_ceilings(args.quick)
+    for key in ceilings:
+        if again[key] > ceilings[key]:
+            _rescale(results, key, ceilings[key] / again[key])
+            ceilings[key] = again[key]
     goals = targets(results)
 
     lines = [

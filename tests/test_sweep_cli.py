@@ -26,6 +26,18 @@ def _toy_build(config):
     return toy_problem(horizon=config["horizon"], num_agents=config["num_agents"]), [alg, uniform_random()]
 
 
+def _data_build(config):
+    from bandits_jax.problems import make_problem
+
+    problem = make_problem("magic", num_agents=1, horizon=config["horizon"], data_dir=config["data_dir"],
+                           download=False)
+    return problem, [uniform_random()]
+
+
+if "test/magic" not in _REGISTRY:
+    register(Experiment("test/magic", "data-backed toy experiment", {"data_dir": "."},
+                        {"smoke": {"horizon": 10, "seeds": 1}}, _data_build))
+
 if "test/toy" not in _REGISTRY:
     register(Experiment("test/toy", "toy experiment for tests", {"eps": 0.5, "num_agents": 2},
                         {"smoke": {"horizon": 60, "seeds": 3}, "paper": {"horizon": 100, "seeds": 5}}, _toy_build))
@@ -98,9 +110,12 @@ def test_out_dir_of_another_configuration_is_refused(tmp_path):
     (["run", "test/toy", "--chunk", "0"], "--chunk must be at least 1"),
     (["run", "quickstart", "--set", "lin_lam=-1"], "lam"),
     (["run", "quickstart", "--set", "num_arms=0"], "num_arms"),
+    (["run", "test/magic", "--size", "smoke", "--set", "data_dir=/nonexistent-folder"], "magic"),
 ])
 def test_bad_input_is_one_line_and_exit_2_before_compiling(argv, needle, capsys, monkeypatch, tmp_path):
     monkeypatch.setattr(sweep, "run_batch", lambda *a, **k: pytest.fail("compiled despite bad input"))
+    monkeypatch.setenv("BANDITS_JAX_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.delenv("BANDITS_JAX_DATA_DIR", raising=False)
     code = main(argv + ["--out", str(tmp_path / "o"), "--quiet"])
     err = capsys.readouterr().err.strip()
     assert code == 2

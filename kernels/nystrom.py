@@ -1,0 +1,179 @@
+"""Nyström dictionaries on fixed-capacity buffers.
+
+A dictionary is a PREFIX buffer: `points[M, d]` with `count` live rows (mask = arange(M) < count);
+rows are only ever appended, so an older dictionary is a prefix of a newer one. M is static,
+`count` may be traced.
+
+Embedding. With K_SS the Gram matrix of the live points, the symmetric pseudo-inverse root
+
+    W_S = U diag(w) U^T,   K_SS = U diag(ev) U^T,   w_j = ev_j^{-1/2} if ev_j > tol * max(ev) else 0,
+
+gives z(x; S) = W_S k_S(x) in R^M. The symmetric root is unique (no sign or order choice of
+eigenvectors), so two parties that hold the same dictionary compute the same embedding.
+
+Padding. The Gram matrix is padded with ZEROS (not the identity): the padded eigenvalues are 0,
+fall below the threshold and get w = 0, so W_S is zero outside the live block, and every
+embedding coordinate >= count is exactly 0 (W is masked once more after the eigendecomposition
+to remove rounding leakage). The threshold uses the largest live eigenvalue, which the zero
+padding does not change; so padding never changes a result.
+
+Ridge regression on the embedding, with A = sum_s z_s z_s^T, b = sum_s z_s y_s:
+
+    mean(x) = z^T (A + lam I)^{-1} b
+    var(x)  = max(k(x, x) - ||z||^2, 0) / lam + max(z^T (A + lam I)^{-1} z, 0)
+
+which, when the dictionary spans the data, is exact kernel ridge regression with the variance
+lam^{-1} (k(x, x) - k_x^T (K + lam I)^{-1} k_x).
+
+Basis change between nested dictionaries S_old (prefix) -> S_new:
+
+    T = W_old K_{S_old, S_new} W_new      [M, M],   A_new = T^T A_old T,   b_new = T^T b_old,
+
+with W_old (not its inverse) as the first factor: T maps z(x; S_old) to z(x; S_new) for x in
+the span of S_old, so Gram matrices z^T z' are preserved.
+
+Sampling. Ridge-leverage (RLS) inclusion: a candidate with variance v is kept with probability
+min(1, q v); uniform inclusion keeps each candidate with a fixed probability. A kept candidate
+that duplicates a live point (or an earlier kept candidate) is dropped. A kept candidate for
+which there is no room sets the returned overflow flag; callers must turn the flag into an error
+naming the capacity to raise (nothing is truncated silently).
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+
+def live_mask(count, capacity: int):
+    """Boolean [capacity]: True at the live rows (index < count)."""
+    return jnp.arange(capacity) < count
+
+
+def masked_gram(kernel_fn, points, count, params):
+    """Gram matrix [M, M] of the live rows of points[M, d]; zero outside the live block."""
+    M = points.shape[0]
+    mask = live_mask(count, M)
+    K = kernel_fn(points, points, params)
+    return jnp.where(mask[:, None] & mask[None, :], K, 0.0)
+
+
+def masked_cross(kernel_fn, queries, points, count, params):
+    """k(queries[m, d], points[M, d]) -> [m, M] with the columns >= count set to 0."""
+    mask = live_mask(count, points.shape[0])
+    return jnp.where(mask[None, :], kernel_fn(queries, points, params), 0.0)
+
+
+def inv_sqrt_root(gram, count, tol=1e-10):
+    """Symmetric pseudo-inverse square root W[M, M] of a zero-padded Gram matrix gram[M, M].
+
+    Eigenvalues <= tol * (largest eigenvalue) get weight 0 (duplicates, rank deficiency).
+    W is zero outside the live block (rows/columns >= count).
+    """
+    M = gram.shape[0]
+    mask = live_mask(count, M)
+    gram = 0.5 * (gram + gram.T)
+    ev, U = jnp.linalg.eigh(gram)
+    top = jnp.max(ev)
+    keep = ev > tol * jnp.maximum(top, jnp.finfo(gram.dtype).tiny)
+    w = jnp.where(keep, 1.0 / jnp.sqrt(jnp.where(keep, ev, 1.0)), 0.0)
+    W = (U * w[None, :]) @ U.T
+    W = 0.5 * (W + W.T)
+    return jnp.where(mask[:, None] & mask[None, :], W, 0.0)
+
+
+def dictionary_root(kernel_fn, points, count, params, tol=1e-10):
+    """(W[M, M], K[M, M]) for the live dictionary: its root and its zero-padded Gram matrix."""
+    K = masked_gram(kernel_fn, points, count, params)
+    return inv_sqrt_root(K, count, tol), K
+
+
+def embed(kernel_fn, queries, points, count, W, params):
+    """Nyström embedding z[m, M] = W k_S(x) of queries[m, d]; coordinates >= count are 0."""
+    return masked_cross(kernel_fn, queries, points, count, params) @ W
+
+
+def embedded_stats(Z, y, row_mask):
+    """A = Z^T Z [M, M] and b = Z^T y [M] over the rows of Z[n, M], y[n] where row_mask[n]."""
+    Zm = jnp.where(row_mask[:, None], Z, 0.0)
+    ym = jnp.where(row_mask, y, 0.0)
+    return Zm.T @ Zm, Zm.T @ ym
+
+
+def ridge_inverse(A, lam):
+    """(A + lam I)^{-1} [M, M] for a symmetric PSD A[M, M] and lam > 0 (Cholesky solve)."""
+    M = A.shape[0]
+    eye = jnp.eye(M, dtype=A.dtype)
+    L = jnp.linalg.cholesky(0.5 * (A + A.T) + lam * eye)
+    Linv = jax.scipy.linalg.solve_triangular(L, eye, lower=True)
+    return Linv.T @ Linv
+
+
+def ridge_mean_var(Z, k_diag, Pinv, coef, lam):
+    """Nyström ridge mean[m] and variance[m] (module docstring) at embeddings Z[m, M].
+
+    k_diag[m] = k(x, x); Pinv[M, M] = (A + lam I)^{-1}; coef[M] = Pinv b. Both variance terms
+    are clipped at 0. An empty dictionary (Z = 0) gives mean 0 and variance k(x, x) / lam.
+    """
+    mean = Z @ coef
+    resid = jnp.maximum(k_diag - jnp.sum(Z * Z, axis=-1), 0.0) / lam
+    quad = jnp.maximum(jnp.einsum("mi,ij,mj->m", Z, Pinv, Z), 0.0)
+    return mean, resid + quad
+
+
+def leverage_probability(var, q):
+    """Ridge-leverage inclusion probability min(1, q var), elementwise."""
+    return jnp.minimum(1.0, q * var)
+
+
+def include_draws(prob, uniforms, valid):
+    """Bernoulli inclusion: valid & (uniforms < prob), all [n]."""
+    return valid & (uniforms < prob)
+
+
+def uniform_inclusion(key, valid, prob):
+    """Uniform sampling: each valid candidate of valid[n] kept with probability prob. -> [n] bool."""
+    u = jax.random.uniform(key, valid.shape)
+    return include_draws(prob, u, valid)
+
+
+def sample_and_append(points, count, candidates, include):
+    """Append the kept, non-duplicate candidates to a prefix dictionary, in order.
+
+    points[M, d], count: the dictionary. candidates[n, d], include[n] bool.
+    Returns (points[M, d], count, appended[n] bool, overflow bool). A candidate equal
+    (coordinate-wise) to a live point or to an earlier appended candidate is skipped. A kept,
+    non-duplicate candidate for which there is no row left is not written and sets overflow.
+    """
+    M = points.shape[0]
+
+    def body(carry, inp):
+        pts, n, over = carry
+        x, keep = inp
+        same = jnp.all(pts == x[None, :], axis=-1) & live_mask(n, M)
+        want = keep & ~jnp.any(same)
+        room = n < M
+        add = want & room
+        row = jnp.where(add, n, M)  # an out-of-range row writes nothing
+        pts = pts.at[row].set(x, mode="drop")
+        return (pts, n + add.astype(n.dtype), over | (want & ~room)), add
+
+    count = jnp.asarray(count, jnp.int32)
+    (points, count, overflow), appended = lax.scan(
+        body, (points, count, jnp.zeros((), bool)), (candidates.astype(points.dtype), include)
+    )
+    return points, count, appended, overflow
+
+
+def basis_change(W_old, gram_new, W_new):
+    """T[M, M] = W_old K_{S_old, S_new} W_new between nested dictionaries.
+
+    gram_new is the zero-padded Gram matrix of the new (larger) dictionary; W_old is zero
+    outside the old live block, so its rows select K_{S_old, S_new} by themselves.
+    """
+    return W_old @ gram_new @ W_new
+
+
+def change_stats(T, A, b):
+    """Re-express statistics in the new basis: (T^T A T [M, M], T^T b [M])."""
+    return T.T @ A @ T, T.T @ b

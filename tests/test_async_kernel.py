@@ -1,0 +1,139 @@
+"""Async-KernelUCB against plain NumPy loops, its exact limit, hand-counted communication, errors."""
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from bandits_jax.algorithms.async_kernel import async_kernel_ucb, check_error, check_run, rollout
+from bandits_jax.core import ConfigError, EnvSpec
+from bench.reference.async_kernel_np import async_kernel_ucb_np, exact_kernel_ucb_np
+
+
+def _env(N, K, d, T, seed):
+    rng = np.random.default_rng(seed)
+    contexts = rng.normal(size=(T, N, K, d)) / np.sqrt(d)
+    theta = rng.normal(size=d)
+    rewards = np.cos(3 * contexts @ theta) + 0.1 * rng.normal(size=(T, N, K))
+    arrivals = rng.integers(0, N, size=T)
+    active = np.arange(N)[None, :] == arrivals[:, None]
+    return contexts, rewards, arrivals, active
+
+
+@functools.lru_cache(maxsize=None)
+def _runner(N, K, d, T, dict_capacity, buffer_capacity):
+    algo = async_kernel_ucb(dict_capacity=dict_capacity, buffer_capacity=buffer_capacity)
+    spec = EnvSpec(N, K, d, T)
+
+    @jax.jit
+    def run(hp, contexts, rewards, active):
+        return rollout(algo, spec, hp, contexts, rewards, active, jax.random.PRNGKey(7))
+
+    return run
+
+
+def _run(contexts, rewards, active, dict_capacity=None, buffer_capacity=None, **hp):
+    T, N, K, d = contexts.shape
+    run = _runner(N, K, d, T, dict_capacity or T, buffer_capacity or T)
+    hp = {k: jnp.asarray(v, jnp.float64) for k, v in
+          dict(dict(lam=1.0, alpha=1.0, q=1.0, threshold=1e-4, lengthscale=1.0), **hp).items()}
+    state, actions, sinfo, uinfo = run(hp, jnp.asarray(contexts), jnp.asarray(rewards), jnp.asarray(active))
+    return jax.device_get((state, actions, sinfo, uinfo))
+
+
+@pytest.mark.parametrize("threshold", [0.3, 1.5])
+def test_matches_numpy_reference(threshold):
+    with jax.enable_x64(True):
+        contexts, rewards, arrivals, active = _env(3, 4, 2, 40, seed=1)
+        hp = dict(lam=1.0, alpha=1.0, q=1.0, threshold=threshold, lengthscale=0.7)
+        state, actions, sinfo, uinfo = _run(contexts, rewards, active, **hp)
+        ref = async_kernel_ucb_np(arrivals, contexts, rewards, sinfo["tie_noise"], uinfo["rls_uniform"], **hp)
+        T = len(arrivals)
+        who = arrivals
+        np.testing.assert_array_equal(actions[np.arange(T), who], ref["actions"])
+        np.testing.assert_allclose(sinfo["mean"][np.arange(T), who], ref["mean"], atol=1e-9)
+        np.testing.assert_allclose(sinfo["var"][np.arange(T), who], ref["var"], atol=1e-9)
+        for key, ref_key in (("comm_up", "up"), ("comm_down", "down"), ("rounds", "rounds"),
+                             ("dict_size", "dict_size"), ("trigger", "trigger")):
+            np.testing.assert_array_equal(uinfo[key], ref[ref_key], err_msg=key)
+        np.testing.assert_allclose(uinfo["acc"], ref["acc"], atol=1e-9)
+        # the run is informative: some events, some quiet steps, a dictionary smaller than the data
+        assert 0 < ref["rounds"].sum() < T and 0 < ref["dict_size"][-1] < T
+        # per-client server statistics (NumPy) == the aggregate form (NumPy) == JAX
+        m = int(state.dict_n)
+        np.testing.assert_allclose(ref["A_agg"], ref["A_fast"], atol=1e-9)
+        np.testing.assert_allclose(state.A[:m, :m], ref["A_agg"], atol=1e-8)
+        np.testing.assert_allclose(state.b[:m], ref["b_agg"], atol=1e-8)
+        np.testing.assert_array_equal(state.dict_X[:m], ref["dictionary"])
+        # trigger invariant: after a quiet step acc <= D; an event resets it to 0
+        quiet = uinfo["trigger"] == 0
+        assert np.all(uinfo["acc"][quiet] <= threshold) and np.all(uinfo["acc"][~quiet] == 0)
+
+
+def test_one_client_tiny_threshold_full_sampling_is_exact_kernel_ucb():
+    with jax.enable_x64(True):
+        contexts, rewards, arrivals, active = _env(1, 4, 2, 30, seed=2)
+        hp = dict(lam=0.5, alpha=0.8, q=1e8, threshold=0.0, lengthscale=0.8)
+        state, actions, sinfo, uinfo = _run(contexts, rewards, active, **hp)
+        ref = exact_kernel_ucb_np(arrivals, contexts, rewards, sinfo["tie_noise"], lam=0.5, alpha=0.8, lengthscale=0.8)
+        np.testing.assert_array_equal(actions[:, 0], ref["actions"])
+        np.testing.assert_allclose(sinfo["mean"][:, 0], ref["mean"], atol=1e-10)
+        np.testing.assert_allclose(sinfo["var"][:, 0], ref["var"], atol=1e-10)
+        np.testing.assert_array_equal(uinfo["rounds"], 1)
+        np.testing.assert_array_equal(uinfo["dict_size"], np.arange(1, 31))
+
+
+def test_communication_hand_trace():
+    with jax.enable_x64(True):
+        a, b = np.array([0.3, -0.2]), np.array([-0.5, 0.4])
+        contexts = np.stack([a, b, a])[:, None, None, :].repeat(2, axis=1)  # [3, N=2, K=1, d=2]
+        rewards = np.ones((3, 2, 1))
+        active = np.array([[1, 0], [0, 1], [1, 0]], bool)
+        _, _, _, uinfo = _run(contexts, rewards, active, q=1e8, threshold=0.0)
+        # step 0: |S| 0 -> 1; step 1: 1 -> 2; step 2: duplicate of a, |S| stays 2
+        # up = d |dS| + |S_k|^2 + |S_k|; down = d |S_{k-1}| + |S_{k-1}|^2 + |S_{k-1}| + |S_k|^2 + |S_k|
+        np.testing.assert_array_equal(uinfo["comm_up"], [2 + 1 + 1, 2 + 4 + 2, 0 + 4 + 2])
+        np.testing.assert_array_equal(uinfo["comm_down"], [0 + 1 + 1, 2 + 1 + 1 + 4 + 2, 4 + 4 + 2 + 4 + 2])
+        np.testing.assert_array_equal(uinfo["dict_size"], [1, 2, 2])
+        # a threshold never reached: no message at all
+        _, _, _, quiet = _run(contexts, rewards, active, threshold=1e9)
+        np.testing.assert_array_equal(quiet["comm_up"], 0)
+        np.testing.assert_array_equal(quiet["rounds"], 0)
+
+
+def test_capacity_overflow_raises_a_clear_error():
+    with jax.enable_x64(True):
+        contexts, rewards, arrivals, active = _env(2, 3, 2, 12, seed=3)
+        state, _, _, uinfo = _run(contexts, rewards, active, dict_capacity=4, q=1e8, threshold=0.0)
+        with pytest.raises(ConfigError, match="raise dict_capacity"):
+            check_error(state.error)
+        with pytest.raises(ConfigError, match="dict_capacity"):
+            check_run(uinfo)
+        assert np.isnan(uinfo["comm_up"][-1]) and not np.isnan(uinfo["comm_up"][0])
+        state, _, _, uinfo = _run(contexts, rewards, active, buffer_capacity=3, threshold=1e9)
+        with pytest.raises(ConfigError, match="raise buffer_capacity"):
+            check_error(state.error)
+        # within capacity: no error
+        state, _, _, uinfo = _run(contexts, rewards, active, q=1e8, threshold=0.0)
+        check_error(state.error)
+        check_run(uinfo)
+
+
+def test_runner_segments_do_not_change_results():
+    import os
+    import sys
+
+    sys.path.insert(0, os.path.dirname(__file__))
+    from bandits_jax.runner import run_batch
+    from toy import toy_problem
+
+    problem = toy_problem(num_agents=3, num_arms=4, dim=3, horizon=24, with_arrivals=True)
+    algo = async_kernel_ucb(threshold=0.5, dict_capacity=32, buffer_capacity=32)
+    grown = run_batch(problem, algo, [0], first_segment=8)
+    whole = run_batch(problem, algo, [0], first_segment=24)
+    check_run(grown)
+    assert grown.rounds.sum() > 0
+    np.testing.assert_allclose(grown.regret, whole.regret, atol=1e-12)
+    np.testing.assert_array_equal(grown.comm_up, whole.comm_up)
+    np.testing.assert_array_equal(grown.comm_down, whole.comm_down)
