@@ -1,0 +1,308 @@
+"""FN-UCB against a plain NumPy loop and the checks of the spec (Sec. 11).
+
+The JAX algorithm's init/select/update are driven one step at a time (jitted, float64) on
+contexts and rewards drawn by NumPy; the NumPy reference starts from the same theta0. Actions
+and the per-step communication trace must agree exactly, the synchronised statistics to ~1e-7.
+"""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.flatten_util import ravel_pytree
+
+from bandits_jax.algorithms import fn_ucb as fn
+from bandits_jax.core import ConfigError, EnvSpec, Problem, gaussian_rewards
+from bandits_jax.runner import cumulative_regret, run_batch
+from bench.reference import fn_ucb_np, neural_np
+from kernels.linalg import chol_update
+from kernels.ntk import init_mlp, mlp_apply
+
+N, K, D_IN, M, T = 2, 3, 4, 6, 40
+HP = dict(lam=0.5, nu_tkn=1.0, nu_tk=1.0, lr=0.05)
+TOL = dict(rtol=1e-7, atol=1e-9)
+
+
+def make_data(seed, T=T, N=N, d=D_IN):
+    rng = np.random.default_rng(seed)
+    contexts = rng.standard_normal((T, N, K, d))
+    contexts /= np.linalg.norm(contexts, axis=-1, keepdims=True)
+    direction = rng.standard_normal(d)
+    rewards = np.cos(3.0 * contexts @ direction) + 0.1 * rng.standard_normal((T, N, K))
+    return contexts, rewards
+
+
+def drive(alg, contexts, rewards, capacities=None):
+    """Run alg over contexts [T, N, K, d]; capacities {t: rows} resizes the history at step t.
+
+    Returns actions [T, N], info arrays stacked over steps, the initial and the final state.
+    """
+    Tn, n_agents, _, d = contexts.shape
+    capacities = capacities or {0: Tn}
+    state = jax.jit(alg.init, static_argnums=(1, 3))(jax.random.key(0), EnvSpec(n_agents, K, d, Tn), alg.hparams,
+                                                     capacities[0])
+    init_state = state
+    select, update = jax.jit(alg.select), jax.jit(alg.update)
+    actions, infos = [], []
+    for t in range(Tn):
+        if t in capacities and t > 0:
+            state = alg.resize(state, capacities[t])
+        a, sel_info = select(state, jnp.asarray(contexts[t]), jax.random.key(t))
+        a = np.asarray(a)
+        r = rewards[t, np.arange(n_agents), a]
+        state, info = update(state, jnp.asarray(contexts[t]), jnp.asarray(a), jnp.asarray(r),
+                             jnp.ones(n_agents, bool), jax.random.key(t))
+        actions.append(a)
+        infos.append({**{k: np.asarray(v) for k, v in info.items()}, "mean_b": np.asarray(sel_info["mean_b"])})
+    stacked = {k: np.stack([i[k] for i in infos]) for k in infos[0]}
+    return np.stack(actions), stacked, init_state, state
+
+
+def numpy_order(theta0, biases):
+    """perm with theta_numpy = theta_jax[perm]."""
+    flat, unravel = ravel_pytree(theta0)
+    coded = unravel(jnp.arange(flat.size, dtype=flat.dtype))
+    d, m = np.asarray(theta0["layer_0"]["kernel"]).shape
+    return neural_np.TwoLayerNet(d, m, biases).flatten(*neural_np.from_flax(coded)).astype(np.int64)
+
+
+def permuted(a, perm, matrix_axes):
+    a = np.asarray(a)
+    if matrix_axes == 2:
+        return a[..., perm[:, None], perm[None, :]]
+    return a[..., perm]
+
+
+ALPHA_X = np.random.default_rng(99).standard_normal((20, D_IN))
+CASES = {
+    # name: (D, options); every case triggers rounds at some but not all steps
+    "less-full-exact-paper": (0.3, dict(alpha_warmup=3, alpha_ramp=15, lr_override=0.005)),
+    "full-diag-adaptive-noavg": (0.5, dict(variant="full", covariance="diag", parameterization="authors",
+                                           feature_scale="raw", loss="authors", trigger="diag", alpha_mode="adaptive",
+                                           aggregate_params=False, alpha_contexts=ALPHA_X)),
+    "authors-code-q1-q2": (0.6, dict(authors_code=True, trigger="diag", parameterization="authors",
+                                     feature_scale="raw", loss="authors", alpha_warmup=3, alpha_ramp=15,
+                                     train_until=30)),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def run_case(case):
+    D, options = CASES[case]
+    options = dict(options)
+    hp = dict(HP, D=D, lr=options.pop("lr_override", HP["lr"]))
+    contexts, rewards = make_data(len(case))
+    capacities = {0: 16, 16: T} if case.startswith("less") else None  # a mid-run resize changes nothing
+    with jax.enable_x64(True):
+        alg = fn.fn_ucb(**hp, width=M, train_steps=3, **options)
+        actions, info, init_state, state = drive(alg, contexts, rewards, capacities)
+        biases = options.get("parameterization", "paper") == "authors"
+        perm = numpy_order(init_state.theta0, biases)
+        flat_sync = np.asarray(ravel_pytree(state.theta_sync)[0])
+        flat_agents = np.asarray(jax.vmap(lambda p: ravel_pytree(p)[0])(state.params))
+        flat0 = np.asarray(ravel_pytree(init_state.theta0)[0])
+    ref_options = {k: v for k, v in options.items() if k != "parameterization"}
+    ref = fn_ucb_np.run(contexts, rewards, neural_np.from_flax(jax.tree_util.tree_map(np.asarray, init_state.theta0)),
+                        **hp, train_steps=3, **ref_options)
+    return dict(actions=actions, info=info, state=state, perm=perm, flat_sync=flat_sync, flat_agents=flat_agents,
+                flat0=flat0, ref=ref, options=options, contexts=contexts)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_matches_numpy_reference(case):
+    out = run_case(case)
+    ref, state, perm, info = out["ref"], out["state"], out["perm"], out["info"]
+    full = out["options"].get("covariance", "full") == "full"
+    mat_axes = 2 if full else 1
+    assert state.b_sync.dtype == jnp.float64
+    np.testing.assert_array_equal(out["actions"], ref["actions"])
+    np.testing.assert_array_equal(info["rounds"], ref["rounds"])
+    np.testing.assert_array_equal(info["comm_up"], ref["comm_up"])
+    np.testing.assert_array_equal(info["comm_down"], ref["comm_down"])
+    np.testing.assert_allclose(info["alpha"], ref["alpha"], **TOL)
+    np.testing.assert_allclose(permuted(state.w_sync, perm, mat_axes), ref["W_sync"], **TOL)
+    np.testing.assert_allclose(permuted(state.b_sync, perm, 1), ref["B_sync"], **TOL)
+    np.testing.assert_allclose(permuted(state.vinv_sync, perm, mat_axes), np.asarray(ref["Vinv_sync"]), **TOL)
+    local = np.asarray(state.local)
+    ref_local = ref["V_local"]
+    if full:  # the JAX state keeps (V_local)^{-1} by Sherman-Morrison; the reference keeps V_local
+        ref_local = np.linalg.inv(ref_local)
+    np.testing.assert_allclose(permuted(local, perm, mat_axes), ref_local, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(out["flat_sync"][perm], ref["theta_sync"], rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(out["flat_agents"][:, perm], ref["theta"], rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(np.asarray(state.n), ref["n"])
+    # a real run: rounds at some steps only, several arms, trained networks, alpha in use
+    assert 0 < info["rounds"].sum() < T - 1 and info["rounds"][0] == 0
+    assert len(np.unique(out["actions"])) > 1
+    assert np.abs(out["flat_agents"] - out["flat0"]).max() > 1e-3
+    assert info["alpha"].max() > 0.2
+    if out["options"].get("authors_code"):  # Q1: one network; Q2: fewer training rows than steps
+        np.testing.assert_array_equal(out["flat_agents"][0], out["flat_agents"][1])
+        assert 0 < ref["n"][0] < 30
+    if out["options"].get("aggregate_params") is False:
+        assert np.abs(out["flat_agents"][0] - out["flat_agents"][1]).max() > 1e-3
+
+
+def test_communication_accounting_by_hand():
+    # paper network d = 4, m = 6: p = 4 * 6 + 6 = 30; full matrices, Less Comm.:
+    # upload 2 p^2 + 2 p + 1 = 1861 per agent (N = 2 -> 3722 up), broadcast once: 1861 down
+    out = run_case("less-full-exact-paper")
+    rounds = out["info"]["rounds"]
+    np.testing.assert_array_equal(out["info"]["comm_up"], 3722.0 * rounds)
+    np.testing.assert_array_equal(out["info"]["comm_down"], 1861.0 * rounds)
+    # the trigger: any agent's (s - t_last) * logdet ratio > D; t_last = the previous round
+    trig, D = out["info"]["trigger"], CASES["less-full-exact-paper"][0]
+    np.testing.assert_array_equal(rounds, np.any(trig > D, axis=1))
+    steps = np.flatnonzero(rounds)
+    assert steps[0] == 1
+    # authors network d = 4, m = 6: p = 37; diagonal, full variant: upload 4p + 1 = 149,
+    # broadcast 3p + 1 + N p = 186
+    out = run_case("full-diag-adaptive-noavg")
+    rounds = out["info"]["rounds"]
+    np.testing.assert_array_equal(out["info"]["comm_up"], 298.0 * rounds)
+    np.testing.assert_array_equal(out["info"]["comm_down"], 186.0 * rounds)
+    assert fn.comm_per_round(30, 2, "full", "full") == (2 * 1861, 3 * 900 + 61)
+    assert fn.comm_per_round(30, 2, "less", "full", triangular=True) == (2 * (2 * 465 + 61), 2 * 465 + 61)
+    assert fn.comm_per_round(37, 5, "less", "diag") == (5 * 149, 149)
+
+
+def test_sanity_inequalities_on_less_comm_bonus():
+    # (1/N) sum_j ||phi||_{V_j^{-1}} <= ||phi||_{mean_j V_j^{-1}} <= (1/sqrt N) sum_j ||phi||_{V_j^{-1}}
+    out = run_case("less-full-exact-paper")
+    state = out["state"]
+    assert out["info"]["rounds"][-1] == 1  # a round at the last step: vinv_sync is the current mean
+    V_local = np.linalg.inv(out["ref"]["V_local"])  # independent: fresh inverses of the reference's V_local
+    sync = permuted(state.vinv_sync, out["perm"], 2)
+    np.testing.assert_allclose(sync, V_local.mean(axis=0), rtol=1e-8, atol=1e-10)
+    rng = np.random.default_rng(5)
+    phi = rng.standard_normal((200, sync.shape[0]))
+    norms = np.sqrt(np.einsum("kp,jpq,kq->jk", phi, V_local, phi))  # [N, 200]
+    middle = np.sqrt(np.einsum("kp,pq,kq->k", phi, sync, phi))
+    assert np.all(norms.mean(axis=0) <= middle + 1e-12)
+    assert np.all(middle <= norms.sum(axis=0) / np.sqrt(N) + 1e-12)
+    assert np.any(norms.mean(axis=0) < middle - 1e-6)  # strict somewhere: the agents' V differ
+
+
+def test_single_agent_alpha_zero_is_linucb_on_ntk_features():
+    n1, Tn, lam, nu, D = 1, 30, 0.5, 1.0, 0.4
+    contexts, rewards = make_data(7, T=Tn, N=n1)
+    with jax.enable_x64(True):
+        alg = fn.fn_ucb(lam=lam, nu_tkn=nu, nu_tk=5.0, D=D, lr=0.01, width=M, train_steps=2, alpha_mode="zero")
+        actions, info, init_state, _ = drive(alg, contexts, rewards)
+        theta0 = init_state.theta0
+        feats = jax.vmap(lambda X: jax.vmap(lambda x: ravel_pytree(jax.grad(lambda p: mlp_apply(p, x))(theta0))[0])(X))
+        phi = np.asarray(feats(jnp.asarray(contexts[:, 0]))) / np.sqrt(M)  # [T, K, p]
+    assert 0 < info["rounds"].sum() < Tn - 1  # rounds happen and change nothing for one agent
+    p = phi.shape[-1]
+    V, b = lam * np.eye(p), np.zeros(p)
+    for t in range(Tn):
+        Vinv = np.linalg.inv(V)
+        score = phi[t] @ (Vinv @ b) + nu * np.sqrt(lam) * np.sqrt(np.einsum("kp,pq,kq->k", phi[t], Vinv, phi[t]))
+        a = int(np.argmax(score))
+        assert actions[t, 0] == a, t
+        V += np.outer(phi[t, a], phi[t, a])
+        b += rewards[t, 0, a] * phi[t, a]
+    assert len(np.unique(actions)) > 1
+
+
+def test_diag_mode_equals_full_solve_on_axis_aligned_features():
+    rng = np.random.default_rng(3)
+    p, lam = 6, 0.7
+    with jax.enable_x64(True):
+        chol = jnp.sqrt(lam) * jnp.eye(p)
+        diag = lam * jnp.ones(p)
+        b = jnp.zeros(p)
+        for _ in range(15):  # observations along coordinate axes: V stays diagonal
+            j = rng.integers(p)
+            g = jnp.zeros(p).at[j].set(rng.uniform(0.5, 2.0))
+            chol, diag, b = chol_update(chol, g), diag + g * g, b + rng.standard_normal() * g
+        phi = jnp.asarray(rng.standard_normal((5, p)))
+        mean_full, width_full = fn.mean_and_width(chol, b, phi)
+        mean_diag, width_diag = fn.mean_and_width(diag, b, phi)
+        theta_diag = np.asarray(b / diag)
+    np.testing.assert_allclose(mean_diag, mean_full, rtol=1e-12)
+    np.testing.assert_allclose(width_diag, width_full, rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(mean_diag), np.asarray(phi) @ theta_diag, rtol=1e-12)
+    # and a non-diagonal V makes them differ (the check can fail)
+    with jax.enable_x64(True):
+        g = jnp.ones(p)
+        mean_full2, _ = fn.mean_and_width(chol_update(chol, g), b + g, phi)
+        mean_diag2, _ = fn.mean_and_width(diag + g * g, b + g, phi)
+    assert np.abs(np.asarray(mean_full2) - np.asarray(mean_diag2)).max() > 1e-3
+
+
+def test_paper_network_is_zero_at_theta0_on_duplicated_inputs():
+    out = run_case("less-full-exact-paper")  # paper parameterisation; UCB_b's mean at theta_sync
+    assert np.abs(out["info"]["mean_b"][0]).max() > 1e-3  # generic inputs: f(x; theta0) != 0
+    rng = np.random.default_rng(4)
+    half = rng.standard_normal((N, K, D_IN // 2))
+    dup = np.concatenate([half, half], axis=-1)
+    dup /= np.linalg.norm(dup, axis=-1, keepdims=True)
+    with jax.enable_x64(True):
+        alg = fn.fn_ucb(**HP, width=M)
+        state = jax.jit(alg.init, static_argnums=(1, 3))(jax.random.key(0), EnvSpec(N, K, D_IN, 10), alg.hparams, 10)
+        _, info = jax.jit(alg.select)(state, jnp.asarray(dup), jax.random.key(1))
+        theta0 = init_mlp(jax.random.key(8), 8, 10, 3, "paper")  # also deeper and wider
+        f3 = jax.jit(mlp_apply)(theta0, jnp.asarray(np.concatenate([dup[0], dup[0]], axis=-1)))
+    assert np.abs(np.asarray(info["mean_b"])).max() < 1e-12
+    assert np.abs(np.asarray(f3)).max() < 1e-6
+
+
+def tiny_problem(num_agents=2, dim=4, horizon=12):
+    spec = EnvSpec(num_agents, K, dim, horizon)
+
+    def contexts(instance, t, key):
+        x = jax.random.normal(key, (num_agents, K, dim))
+        return x / jnp.linalg.norm(x, axis=-1, keepdims=True)
+
+    return Problem("tiny-cos", spec, lambda key: jax.random.normal(key, (dim,)), contexts,
+                   lambda inst, t, x: jnp.cos(3.0 * x @ inst), gaussian_rewards(0.01), None, "test problem")
+
+
+def test_runner_d_zero_communicates_after_the_first_step_and_plotting_convention():
+    Tn = 12
+    problem = tiny_problem(horizon=Tn)
+    alg = fn.fn_ucb(**HP, D=0.0, width=M, covariance="diag", train_steps=2)
+    out = run_batch(problem, alg, [0, 0], hparams={"D": [0.0, 1e9]})
+    # D = 0: every iteration but the first (s - t_last = 0 at s = 0); D huge: never
+    np.testing.assert_array_equal(out.rounds[0], [0.0] + [1.0] * (Tn - 1))
+    np.testing.assert_array_equal(out.rounds[1], np.zeros(Tn))
+    p = D_IN * M + M  # paper network: 30 parameters; diag Less Comm.: 4p + 1 = 121 per agent
+    np.testing.assert_array_equal(out.comm_up[0], 2 * 121.0 * out.rounds[0])
+    np.testing.assert_array_equal(out.comm_down[0], 121.0 * out.rounds[0])
+    assert 4 * p + 1 == 121
+    # plotting convention: mean over agents, then cumulative sum over iterations
+    assert out.regret.shape == (2, Tn, N) and np.all(out.regret >= 0) and out.regret.sum() > 0
+    curve = cumulative_regret(out.regret, agents="mean")
+    manual = np.zeros((2, Tn))
+    for r in range(2):
+        total = 0.0
+        for t in range(Tn):
+            total += sum(out.regret[r, t, i] for i in range(N)) / N
+            manual[r, t] = total
+    np.testing.assert_allclose(curve, manual, rtol=1e-12)
+    assert np.abs(cumulative_regret(out.regret, agents="sum") - N * curve).max() < 1e-9
+    assert np.any(np.abs(out.regret[:, :, 0] - out.regret[:, :, 1]) > 0)  # the mean is not a copy of one agent
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(lam=0.0), "lam"),
+        (dict(D=-1.0), "D"),
+        (dict(variant="most"), "variant"),
+        (dict(covariance="dense"), "covariance"),
+        (dict(trigger="approx"), "trigger"),
+        (dict(alpha_mode="fixed"), "alpha_mode"),
+        (dict(alpha_mode="adaptive"), "alpha_contexts"),
+        (dict(width=7), "even width"),
+        (dict(minmax_mean=True), "diag"),
+        (dict(alpha_ramp=0), "alpha_ramp"),
+        (dict(authors_code=1), "authors_code"),
+    ],
+)
+def test_bad_configuration_raises(kwargs, match):
+    with pytest.raises(ConfigError, match=match):
+        fn.fn_ucb(**kwargs)
