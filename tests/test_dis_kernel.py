@@ -1,0 +1,231 @@
+"""Synchronous and pooled baselines (DisKernelUCB, OneKernelUCB, NKernelUCB, DisLinUCB) against NumPy loops."""
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from bandits_jax.algorithms import dis_kernel as dk
+from bandits_jax.algorithms.async_kernel import rollout
+from bandits_jax.core import ConfigError, EnvSpec
+from bench.reference import dis_kernel_np as ref_np
+
+HP_KERNEL = dict(lam=1.0, alpha=1.0, lengthscale=0.7)
+
+
+def _env(N, K, d, T, seed):
+    rng = np.random.default_rng(seed)
+    contexts = rng.normal(size=(T, N, K, d)) / np.sqrt(d)
+    theta = rng.normal(size=d)
+    rewards = np.cos(3 * contexts @ theta) + 0.1 * rng.normal(size=(T, N, K))
+    arrivals = rng.integers(0, N, size=T)
+    active = np.arange(N)[None, :] == arrivals[:, None]
+    return contexts, rewards, arrivals, active
+
+
+@functools.lru_cache(maxsize=None)
+def _runner(factory, N, K, d, T, capacity, static):
+    algo = factory(**dict(static))
+    spec = EnvSpec(N, K, d, T)
+
+    @jax.jit
+    def run(hp, contexts, rewards, active):
+        return rollout(algo, spec, hp, contexts, rewards, active, jax.random.PRNGKey(7), capacity)
+
+    return run
+
+
+def _run(factory, contexts, rewards, active, capacity=None, static=(), **hp):
+    T, N, K, d = contexts.shape
+    run = _runner(factory, N, K, d, T, capacity, tuple(static))
+    hp = {k: jnp.asarray(v, jnp.float64) for k, v in hp.items()}
+    out = run(hp, jnp.asarray(contexts), jnp.asarray(rewards), jnp.asarray(active))
+    return jax.device_get(out)
+
+
+def _active_rows(a, arrivals):
+    return a[np.arange(len(arrivals)), arrivals]
+
+
+def _check_against(ref, actions, sinfo, arrivals):
+    np.testing.assert_array_equal(_active_rows(actions, arrivals), ref["actions"])
+    np.testing.assert_allclose(_active_rows(sinfo["mean"], arrivals), ref["mean"], atol=1e-9)
+    np.testing.assert_allclose(_active_rows(sinfo["var"], arrivals), ref["var"], atol=1e-9)
+
+
+# ----------------------------------------------------------------------------------- DisKernelUCB
+@pytest.mark.parametrize("threshold,trigger_count", [(2.0, "elapsed"), (0.5, "client")])
+def test_dis_kernel_ucb_matches_numpy(threshold, trigger_count):
+    with jax.enable_x64(True):
+        contexts, rewards, arrivals, active = _env(3, 4, 2, 40, seed=1)
+        state, actions, sinfo, uinfo = _run(dk.dis_kernel_ucb, contexts, rewards, active,
+                                            static=(("trigger_count", trigger_count),),
+                                            threshold=threshold, **HP_KERNEL)
+        ref = ref_np.dis_kernel_ucb_np(arrivals, contexts, rewards, sinfo["tie_noise"], threshold=threshold,
+                                       trigger_count=trigger_count, **HP_KERNEL)
+        _check_against(ref, actions, sinfo, arrivals)
+        np.testing.assert_allclose(uinfo["logdet_ratio"], ref["logdet_ratio"], atol=1e-9)
+        for key, ref_key in (("comm_up", "up"), ("comm_down", "down"), ("rounds", "rounds"),
+                             ("n_global", "n_global")):
+            np.testing.assert_array_equal(uinfo[key], ref[ref_key], err_msg=key)
+        # informative: several syncs, several quiet steps, and clients do use unsynchronised data
+        assert 2 < ref["rounds"].sum() < 30
+        dk.check_error(state.error)
+        # the incrementally grown pooled factor equals a fresh factorisation of K_G + lam I
+        n = int(state.n)
+        X = state.X[:n]
+        K = np.exp(-((X[:, None] - X[None]) ** 2).sum(-1) / (2 * 0.7**2)) + np.eye(n)
+        L_inv = np.linalg.inv(np.linalg.cholesky(K))
+        np.testing.assert_allclose(state.chol_inv[:n, :n], L_inv, atol=1e-9)
+
+
+def test_dis_kernel_ucb_threshold_zero_is_one_kernel_ucb():
+    with jax.enable_x64(True):
+        contexts, rewards, arrivals, active = _env(3, 4, 2, 30, seed=2)
+        _, a_dis, s_dis, u_dis = _run(dk.dis_kernel_ucb, contexts, rewards, active, threshold=0.0, **HP_KERNEL)
+        _, a_one, s_one, u_one = _run(dk.one_kernel_ucb, contexts, rewards, active, **HP_KERNEL)
+        np.testing.assert_array_equal(_active_rows(a_dis, arrivals), _active_rows(a_one, arrivals))
+        np.testing.assert_allclose(s_dis["mean"], s_one["mean"], atol=1e-10)
+        for key in ("comm_up", "comm_down", "rounds"):
+            np.testing.assert_array_equal(u_dis[key], u_one[key], err_msg=key)
+
+
+def test_dis_kernel_ucb_communication_hand_trace():
+    with jax.enable_x64(True):
+        # N = 3, d = 2, K = 1 (no choice); arrivals 0, 1, 0, 2 with a trigger on elapsed steps
+        a, b, c, e = (np.array(v) for v in ([0.3, -0.2], [-0.5, 0.4], [0.1, 0.9], [0.7, 0.7]))
+        pts = [a, b, c, e]
+        who = [0, 1, 0, 2]
+        contexts = np.zeros((4, 3, 1, 2))
+        for t, p in enumerate(pts):
+            contexts[t] = p
+        rewards = np.ones((4, 3, 1))
+        active = np.arange(3)[None, :] == np.array(who)[:, None]
+        # ratio = log det(K_loc + I) - log det(K_G + I) (lam = 1), rbf exp(-|x - y|^2 / 2):
+        # step 0 (client 0: {a}) log 2; step 1 (client 1: {b}) log 2;
+        # step 2 (client 0: {a, c}) log(4 - k(a, c)^2) with |a - c|^2 = 1.25;
+        # elapsed * ratio vs 2.5: 0.69 quiet, 1.39 quiet, 3 * 1.31 = 3.94 sync, step 3: <= 1 * log 2 quiet
+        _, _, _, u = _run(dk.dis_kernel_ucb, contexts, rewards, active, threshold=2.5, lam=1.0, alpha=1.0,
+                          lengthscale=1.0)
+        np.testing.assert_allclose(u["logdet_ratio"][:3], [np.log(2), np.log(2), np.log(4 - np.exp(-1.25))],
+                                   atol=1e-12)
+        assert 0 < u["logdet_ratio"][3] < np.log(2)
+        np.testing.assert_array_equal(u["trigger"], [False, False, True, False])
+        # step 2 syncs client 0's two points (a, c) and client 1's one point (b): 3 raw points
+        # up = (d + 1) * 3 = 9; down = (d + 1) * (N - 1) * 3 = 18
+        np.testing.assert_array_equal(u["comm_up"], [0, 0, 9, 0])
+        np.testing.assert_array_equal(u["comm_down"], [0, 0, 18, 0])
+        np.testing.assert_array_equal(u["rounds"], [0, 0, 1, 0])
+        np.testing.assert_array_equal(u["n_global"], [0, 0, 3, 3])
+
+
+def test_dis_kernel_ucb_buffer_overflow_and_multi_active_are_errors():
+    with jax.enable_x64(True):
+        contexts, rewards, arrivals, active = _env(2, 3, 2, 12, seed=3)
+        state, _, _, u = _run(dk.dis_kernel_ucb, contexts, rewards, active,
+                              static=(("buffer_capacity", 2),), threshold=1e9, **HP_KERNEL)
+        with pytest.raises(ConfigError, match="raise buffer_capacity"):
+            dk.check_error(state.error)
+        assert np.isnan(u["comm_up"][-1]) and not np.isnan(u["comm_up"][0])
+        with pytest.raises(ConfigError, match="buffer_capacity"):
+            dk.check_run(u)
+        both = np.ones_like(active)
+        state, _, _, _ = _run(dk.dis_kernel_ucb, contexts, rewards, both, static=(("buffer_capacity", 2),),
+                              threshold=1.0, **HP_KERNEL)
+        with pytest.raises(ConfigError, match="more than one client"):
+            dk.check_error(state.error)
+
+
+def test_dis_kernel_ucb_resize_changes_nothing():
+    with jax.enable_x64(True):
+        contexts, rewards, arrivals, active = _env(3, 4, 2, 20, seed=4)
+        algo = dk.dis_kernel_ucb(threshold=1.0, lengthscale=0.7)
+        spec = EnvSpec(3, 4, 2, 20)
+        hp = {k: jnp.asarray(v, jnp.float64) for k, v in algo.hparams.items()}
+        key = jax.random.PRNGKey(0)
+        select, update = jax.jit(algo.select), jax.jit(algo.update)
+
+        def steps(state, t0, t1):
+            acts = []
+            for t in range(t0, t1):
+                a, _ = select(state, jnp.asarray(contexts[t]), jax.random.fold_in(key, t))
+                r = jnp.asarray(rewards[t])[jnp.arange(3), a]
+                state, _ = update(state, jnp.asarray(contexts[t]), a, r, jnp.asarray(active[t]), key)
+                acts.append(np.asarray(a))
+            return state, acts
+
+        big, acts_big = steps(algo.init(key, spec, hp, 20), 0, 20)
+        small, acts_small = steps(algo.init(key, spec, hp, 8), 0, 8)
+        small = algo.resize(small, 20)
+        small, acts_rest = steps(small, 8, 20)
+        np.testing.assert_array_equal(np.array(acts_big), np.array(acts_small + acts_rest))
+        np.testing.assert_allclose(big.chol_inv, small.chol_inv, atol=1e-12)
+
+
+# ----------------------------------------------------------------------------------- One / N KernelUCB
+def test_one_kernel_ucb_matches_numpy_and_counts_messages():
+    with jax.enable_x64(True):
+        contexts, rewards, arrivals, active = _env(3, 4, 2, 40, seed=5)
+        state, actions, sinfo, uinfo = _run(dk.one_kernel_ucb, contexts, rewards, active, **HP_KERNEL)
+        ref = ref_np.one_kernel_ucb_np(arrivals, contexts, rewards, sinfo["tie_noise"], **HP_KERNEL)
+        _check_against(ref, actions, sinfo, arrivals)
+        # d = 2, N = 3: up = d + 1 = 3, down = (N - 1)(d + 1) = 6 at every active step
+        np.testing.assert_array_equal(uinfo["comm_up"], 3.0)
+        np.testing.assert_array_equal(uinfo["comm_down"], 6.0)
+        np.testing.assert_array_equal(uinfo["rounds"], 1.0)
+        assert int(state.model.n) == 40
+
+
+def test_n_kernel_ucb_matches_numpy():
+    with jax.enable_x64(True):
+        contexts, rewards, arrivals, active = _env(3, 4, 2, 40, seed=6)
+        T, N, K, _ = contexts.shape
+        _, actions, _, uinfo = _run(dk.n_kernel_ucb, contexts, rewards, active, **HP_KERNEL)
+        # rebuild the per-client tie noise exactly as select does (keys split per client)
+        key = jax.random.PRNGKey(7)
+        noise = np.stack([
+            np.stack([np.asarray(jax.random.uniform(k, (K,), jnp.float64))
+                      for k in jax.random.split(jax.random.split(jax.random.fold_in(key, t))[0], N)])
+            for t in range(T)])
+        ref = ref_np.n_kernel_ucb_np(arrivals, contexts, rewards, noise, **HP_KERNEL)
+        np.testing.assert_array_equal(_active_rows(actions, arrivals), ref["actions"])
+        np.testing.assert_array_equal(uinfo["comm_up"], 0.0)
+        # clients learn only from their own data: differs from the pooled model on this run
+        one = ref_np.one_kernel_ucb_np(arrivals, contexts, rewards, noise, **HP_KERNEL)
+        assert np.any(one["actions"] != ref["actions"])
+
+
+# ----------------------------------------------------------------------------------- linear
+HP_LIN = dict(lam=1.0, alpha=0.5)
+
+
+def test_dis_lin_ucb_matches_numpy():
+    from bandits_jax.algorithms.dis_linear import dis_lin_ucb
+
+    with jax.enable_x64(True):
+        contexts, rewards, arrivals, active = _env(3, 4, 3, 40, seed=7)
+        _, actions, sinfo, uinfo = _run(dis_lin_ucb, contexts, rewards, active, threshold=0.3, **HP_LIN)
+        ref = ref_np.dis_lin_ucb_np(arrivals, contexts, rewards, sinfo["tie_noise"], threshold=0.3, **HP_LIN)
+        _check_against(ref, actions, sinfo, arrivals)
+        np.testing.assert_allclose(_active_rows(uinfo["logdet_ratio"], arrivals), ref["logdet_ratio"], atol=1e-9)
+        # each sync: N (d^2 + d + 1) = 3 * 13 = 39 scalars each way
+        np.testing.assert_array_equal(uinfo["comm_up"], ref["up"])
+        np.testing.assert_array_equal(uinfo["comm_down"], ref["down"])
+        assert set(np.unique(uinfo["comm_up"])) == {0.0, 39.0}
+        assert 2 < ref["rounds"].sum() < 30
+
+
+def test_fed_lin_ucb_matches_numpy():
+    from bandits_jax.algorithms.dis_linear import fed_lin_ucb
+
+    with jax.enable_x64(True):
+        contexts, rewards, arrivals, active = _env(3, 4, 3, 40, seed=8)
+        _, actions, sinfo, uinfo = _run(fed_lin_ucb, contexts, rewards, active, alpha_c=0.3, **HP_LIN)
+        ref = ref_np.fed_lin_ucb_np(arrivals, contexts, rewards, sinfo["tie_noise"], alpha_c=0.3, **HP_LIN)
+        _check_against(ref, actions, sinfo, arrivals)
+        # each communication of the active client: d^2 + d = 12 scalars each way
+        np.testing.assert_array_equal(uinfo["comm_up"], ref["up"])
+        np.testing.assert_array_equal(uinfo["comm_down"], ref["down"])
+        assert set(np.unique(uinfo["comm_up"])) == {0.0, 12.0}
+        assert 2 < ref["rounds"].sum() < 35
