@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 from ..core import ConfigError, Problem
-from . import datasets, synthetic
+from . import async_env, datasets, ratings, synthetic
 from .classification import classification_bandit
 from .datasets import DataNotFoundError, load_dataset
 from .synthetic import cosine, linear, square
@@ -21,6 +21,14 @@ PROBLEMS = {
     "shuttle": "Statlog Shuttle classification as a bandit: K=7 arms, block one-hot contexts d=63",
     "magic": "MAGIC Gamma Telescope classification as a bandit: K=2 arms, block one-hot contexts d=20",
     "mushroom": "Mushroom (one-hot) classification as a bandit: K=2 arms, block one-hot contexts d=196",
+    "async-f1": "asynchronous, f = cos(3 <x, theta*>), 20 fresh arms in the unit ball of d=20, one active client per step",
+    "async-f2": "asynchronous, f = u^3 - 3u^2 - u + 3 with u = <x, theta*>, 20 fresh arms in the d=20 unit ball",
+    "async-magic": "asynchronous MAGIC Telescope: 20 fixed k-means centroid arms (d=10), Bernoulli(P(gamma | cluster))",
+    "async-mushroom": "asynchronous Mushroom: 20 fixed k-means centroid arms (one-hot d), Bernoulli(P(edible | cluster))",
+    "movielens": "asynchronous MovieLens from a local ratings file: SVD user+item contexts d=20, 1 positive + 19 negatives",
+    "yelp": "asynchronous Yelp from a local ratings file: SVD user+item contexts d=20, 1 positive + 19 negatives",
+    "movielens-standin": "synthetic stand-in for MovieLens: low-rank generated ratings, same construction (d=20, K=20)",
+    "yelp-standin": "synthetic stand-in for Yelp: low-rank generated ratings, same construction (d=20, K=20)",
 }
 
 
@@ -52,6 +60,14 @@ BUILDERS = {
     "shuttle": _dataset_problem("shuttle", 7),
     "magic": _dataset_problem("magic", 2),
     "mushroom": _dataset_problem("mushroom", 2),
+    "async-f1": async_env.async_f1,
+    "async-f2": async_env.async_f2,
+    "async-magic": async_env.async_magic,
+    "async-mushroom": async_env.async_mushroom,
+    "movielens": ratings.movielens,
+    "yelp": ratings.yelp,
+    "movielens-standin": ratings.movielens_standin,
+    "yelp-standin": ratings.yelp_standin,
 }
 
 
@@ -73,5 +89,5 @@ def make_problem(name: str, **kwargs) -> Problem:
 
 __all__ = [
     "PROBLEMS", "BUILDERS", "make_problem", "problem_options", "classification_bandit", "cosine", "square",
-    "linear", "load_dataset", "DataNotFoundError", "datasets", "synthetic",
+    "linear", "load_dataset", "DataNotFoundError", "datasets", "synthetic", "async_env", "ratings",
 ]
