@@ -20,7 +20,7 @@ import jax
 import numpy as np
 
 from .core import ConfigError
-from .experiments.registry import RUN_KEYS, get_experiment, resolve_config
+from .experiments.registry import RUN_KEYS, build_runs, get_experiment, resolve_config
 from .results import atomic_savez, atomic_write_text, save_results, summary_markdown, Results
 from .runner import OUTPUT_KEYS, precision_scope, run_batch
 
@@ -45,7 +45,9 @@ def run_experiment(
     config = resolve_config(exp, size, overrides or {})
     if chunk is not None and chunk < 1:
         raise ConfigError(f"--chunk must be at least 1, got {chunk}")
-    problem, algorithms = exp.build(config)
+    runs = build_runs(exp, config)  # (problem, algorithm) pairs
+    algorithms = [alg for _, alg in runs]
+    problems = list({id(p): p for p, _ in runs}.values())
     names = [a.name for a in algorithms]
     if len(set(names)) != len(names):
         raise ValueError(f"{name}: algorithm names must be unique, got {names}")
@@ -56,7 +58,7 @@ def run_experiment(
     timing = {}
     arrays = {}
     cache: dict = {}
-    for alg in algorithms:
+    for problem, alg in runs:
         stored = _stored_chunks(out, alg.name)
         missing = [s for s in seeds if s not in stored]
         size_chunk = chunk or estimate_chunk(problem, alg, config, len(missing))
@@ -82,11 +84,12 @@ def run_experiment(
         "experiment": exp.name,
         "size": size,
         "description": exp.description,
-        "problem": problem.name,
-        "problem_description": problem.description,
+        "problem": ", ".join(dict.fromkeys(p.name for p in problems)),
+        "problem_description": "; ".join(dict.fromkeys(p.description for p in problems)),
         "config": config,
         "seeds": seeds,
         "algorithms": names,
+        "algorithm_problems": {a.name: {"problem": p.name, "num_agents": p.spec.num_agents} for p, a in runs},
         "algorithm_hparams": {a.name: a.hparams for a in algorithms},
         "agents": exp.agents,
         "se_ddof": exp.se_ddof,

@@ -1,7 +1,9 @@
 """Named experiments: one per paper figure or table, each with a `smoke` and a `paper` size.
 
 An experiment is a configuration dict with typed defaults, size overrides, and a `build`
-function that turns a resolved configuration into (problem, [algorithms]). Building validates
+function that turns a resolved configuration into (problem, [algorithms]), or into a list of
+(problem, algorithm) pairs when the algorithms run on different problems (e.g. different numbers
+of agents; `build_runs` gives the pairs in both cases). Building validates
 everything (names, signs, shapes, data files) and compiles nothing, so bad input fails fast.
 
 Every configuration has the keys `seeds`, `first_seed`, `horizon`, `precision`, `base_key`
@@ -23,7 +25,7 @@ RUN_KEYS = ("seeds", "first_seed", "precision")  # keys that may change between 
 
 @dataclasses.dataclass(frozen=True)
 class Experiment:
-    """name: `family/figure`; build(config) -> (problem, [algorithms]).
+    """name: `family/figure`; build(config) -> (problem, [algorithms]) or [(problem, algorithm), ...].
 
     agents:  how per-agent regret is reduced in plots and summaries ("mean" or "sum"),
              following the paper the experiment reproduces.
@@ -57,6 +59,7 @@ def register(exp: Experiment) -> Experiment:
 
 def experiments() -> dict:
     from . import quickstart  # noqa: F401  (registers itself)
+    from . import fnucb  # noqa: F401
 
     return dict(sorted(_REGISTRY.items()))
 
@@ -66,6 +69,15 @@ def get_experiment(name: str) -> Experiment:
     if name not in known:
         raise ConfigError(f"unknown experiment {name!r}; `bandits-jax list` shows the {len(known)} known ones")
     return known[name]
+
+
+def build_runs(exp: Experiment, config: dict) -> list:
+    """The experiment's (problem, algorithm) pairs, whichever form its `build` returns."""
+    built = exp.build(config)
+    if isinstance(built, tuple) and len(built) == 2 and not isinstance(built[1], tuple) and hasattr(built[0], "spec"):
+        problem, algorithms = built
+        return [(problem, alg) for alg in algorithms]
+    return [tuple(pair) for pair in built]
 
 
 def resolve_config(exp: Experiment, size: str, overrides: dict) -> dict:

@@ -1,0 +1,133 @@
+"""The fnucb/* experiments: every one resolves and builds at both sizes (nothing compiles), and
+its smoke size runs end to end through the sweep with the expected algorithms and shapes.
+
+The end-to-end runs compile one program per curve; one mixed-N experiment runs in the fast
+suite and all of them with `pytest -m slow`. Experiments on real data use the offline copies in
+`<repo>/../shared/data` and are skipped when that folder is absent.
+"""
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bandits_jax import sweep
+from bandits_jax.core import ConfigError
+from bandits_jax.experiments.registry import build_runs, experiments, get_experiment, resolve_config
+from bandits_jax.results import load_results
+
+DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+HAVE_DATA = all((DATA_DIR / f).exists() for f in ("shuttle_statlog_5000.npz", "magic.dat"))
+NO_DATA = f"offline data not found in {DATA_DIR} (shuttle_statlog_5000.npz, magic.dat)"
+
+NAMES = ["fnucb/fig1a", "fnucb/fig1b", "fnucb/fig1c", "fnucb/fig1d", "fnucb/fig2a", "fnucb/fig2b",
+         "fnucb/fig2c", "fnucb/fig2d", "fnucb/fig3", "fnucb/fig4", "fnucb/fig6"]
+FAST_RUN = "fnucb/fig6"  # two curves with different N: the pair form of the sweep
+
+# smoke size: the algorithm names and the number of agents of each curve
+SMOKE_EXPECTED = {
+    "fnucb/fig1a": {"FN-UCB (N=1)": 1, "FN-UCB (N=2)": 2, "NeuralUCB": 1, "NeuralTS": 1},
+    "fnucb/fig1b": {"FN-UCB (N=1)": 1, "FN-UCB (N=2)": 2, "NeuralUCB": 1, "NeuralTS": 1},
+    "fnucb/fig1c": {"FN-UCB": 2, "FN-UCB (UCB_a only)": 2, "FN-UCB (UCB_b only)": 2, "FN-UCB (no NN aggregation)": 2},
+    "fnucb/fig1d": {"FN-UCB (D=5)": 2, "FN-UCB (every round)": 2},
+    "fnucb/fig2a": {"FN-UCB (N=1)": 1, "FN-UCB (N=2)": 2, "NeuralUCB": 1, "NeuralTS": 1},
+    "fnucb/fig2b": {"FN-UCB (N=1)": 1, "FN-UCB (N=2)": 2, "NeuralUCB": 1, "NeuralTS": 1},
+    "fnucb/fig2c": {"FN-UCB (N=1)": 1, "FN-UCB (N=2)": 2, "NeuralUCB": 1, "NeuralTS": 1},
+    "fnucb/fig2d": {"FN-UCB (D=0.05)": 2, "FN-UCB (every round)": 2},
+    "fnucb/fig3": {"cosine: FN-UCB (N=2)": 2, "cosine: FN-UCB Less Comm. (N=2)": 2},
+    "fnucb/fig4": {**{f"{p}: {a} (nu=0.1)": 1 for p in ("cosine", "magic")
+                      for a in ("LinUCB", "LinTS", "KernelUCB", "KernelTS")},
+                   **{f"{p}: {a}": 1 for p in ("cosine", "magic") for a in ("NeuralUCB", "NeuralTS")},
+                   "cosine: FN-UCB (N=2)": 2, "magic: FN-UCB (N=2)": 2},
+    "fnucb/fig6": {"cosine: FN-UCB (N=1)": 1, "cosine: FN-UCB (N=2)": 2},
+}
+
+# paper size: number of curves
+PAPER_COUNTS = {"fnucb/fig1a": 6, "fnucb/fig1b": 6, "fnucb/fig1c": 6, "fnucb/fig1d": 4, "fnucb/fig2a": 5,
+                "fnucb/fig2b": 5, "fnucb/fig2c": 5, "fnucb/fig2d": 4, "fnucb/fig3": 8, "fnucb/fig4": 68,
+                "fnucb/fig6": 8}
+
+
+def _overrides(name):
+    if "data_dir" not in get_experiment(name).defaults:
+        return {}
+    if not HAVE_DATA:
+        pytest.skip(NO_DATA)
+    return {"data_dir": str(DATA_DIR)}
+
+
+def test_all_figures_registered():
+    assert sorted(n for n in experiments() if n.startswith("fnucb/")) == sorted(NAMES)
+    for name in NAMES:
+        exp = get_experiment(name)
+        assert set(exp.sizes) == {"smoke", "paper"}
+        assert exp.agents == "mean" and exp.se_ddof == 0 and "mode=authors" in exp.notes
+
+
+@pytest.mark.parametrize("mode", ["authors", "paper"])
+@pytest.mark.parametrize("size", ["smoke", "paper"])
+@pytest.mark.parametrize("name", NAMES)
+def test_builds_without_compiling(name, size, mode):
+    exp = get_experiment(name)
+    config = resolve_config(exp, size, {**_overrides(name), "mode": mode})
+    runs = build_runs(exp, config)
+    names = [alg.name for _, alg in runs]
+    assert len(set(names)) == len(names)
+    horizons = {p.spec.horizon for p, _ in runs}
+    if size == "smoke":
+        assert horizons == {30} and config["seeds"] == 2 and config["width"] == 8
+        assert {a.name: p.spec.num_agents for p, a in runs} == SMOKE_EXPECTED[name]
+    else:
+        # fig1c's "separate networks" reference exists only with the code's shared network
+        count = PAPER_COUNTS[name] - (name == "fnucb/fig1c" and mode == "paper")
+        assert horizons == {5000} and config["seeds"] == 3 and len(runs) == count
+    if mode == "paper":
+        assert all(p.spec.dim % 2 == 0 for p, _ in runs)  # the paper network needs an even d
+
+
+def test_paper_hyperparameters():
+    fig1a = build_runs(get_experiment("fnucb/fig1a"), resolve_config(get_experiment("fnucb/fig1a"), "paper", {}))
+    fn = dict((a.name, (p, a)) for p, a in fig1a)
+    p10, a10 = fn["FN-UCB (N=10)"]
+    assert p10.spec.num_agents == 10 and p10.spec.num_arms == 4 and p10.spec.dim == 10
+    assert a10.hparams == pytest.approx({"lam": 0.1, "nu_tkn": 0.1, "nu_tk": 0.1, "D": 0.0, "lr": 0.01})
+    assert fn["NeuralUCB"][1].hparams["beta"] == pytest.approx(np.sqrt(0.1 * 0.01))
+    fig1d = resolve_config(get_experiment("fnucb/fig1d"), "paper", {})
+    ds = sorted(a.hparams["D"] for _, a in build_runs(get_experiment("fnucb/fig1d"), fig1d))
+    assert ds == pytest.approx([0.0, 2.5, 4.0, 5.0])
+
+
+def test_bad_values_fail_before_compiling():
+    exp = get_experiment("fnucb/fig1a")
+    with pytest.raises(ConfigError):
+        build_runs(exp, resolve_config(exp, "smoke", {"mode": "neither"}))
+    with pytest.raises(ConfigError):
+        build_runs(exp, resolve_config(exp, "smoke", {"n_values": "1,zero"}))
+    with pytest.raises(ConfigError):
+        build_runs(exp, resolve_config(exp, "smoke", {"n_values": "0"}))
+
+
+def _run_and_check(name, tmp_path):
+    overrides = _overrides(name)
+    out = sweep.run_experiment(name, "smoke", overrides=overrides, out=tmp_path / "r", quiet=True, plot=False)
+    res = load_results(out)
+    expected = SMOKE_EXPECTED[name]
+    assert res.algorithms == list(expected)
+    for alg, n in expected.items():
+        arrays = res.arrays[alg]
+        assert arrays["regret"].shape == (2, 30, n)
+        assert arrays["rounds"].shape == (2, 30)
+        assert np.all(np.isfinite(arrays["regret"]))
+    return res
+
+
+def test_smoke_mixed_agents_end_to_end(tmp_path):
+    res = _run_and_check(FAST_RUN, tmp_path)
+    # D = 0: every iteration but the first is a communication round
+    assert res.arrays["cosine: FN-UCB (N=2)"]["rounds"].sum(axis=1).tolist() == [29, 29]
+    assert res.metadata["algorithm_problems"]["cosine: FN-UCB (N=2)"] == {"problem": "cosine", "num_agents": 2}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [n for n in NAMES if n != FAST_RUN])
+def test_smoke_end_to_end(name, tmp_path):
+    _run_and_check(name, tmp_path)
