@@ -53,6 +53,9 @@ def _overrides(args) -> dict:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["bench"]:  # everything after `bench` belongs to the benchmark's own parser
+        return _bench(argv[1:])
     args = _parser().parse_args(argv)
     try:
         if args.command == "list":
@@ -79,12 +82,6 @@ def main(argv=None) -> int:
 
             print(plot_results(args.dir))
             return 0
-        if args.command == "bench":
-            try:
-                from bench.__main__ import main as bench_main
-            except ImportError:
-                raise ConfigError("the benchmarks live in the source tree: run `python -m bench` from a clone") from None
-            return bench_main(args.args)
     except ConfigError as err:
         print(f"bandits-jax: error: {err}", file=sys.stderr)
         return 2
@@ -92,6 +89,16 @@ def main(argv=None) -> int:
         print(f"bandits-jax: error: {err}", file=sys.stderr)
         return 2
     return 1
+
+
+def _bench(argv) -> int:
+    try:
+        from bench.__main__ import main as bench_main
+    except ImportError:
+        print("bandits-jax: error: the benchmarks live in the source tree: run `python -m bench` from a clone",
+              file=sys.stderr)
+        return 2
+    return bench_main(argv)
 
 
 if __name__ == "__main__":

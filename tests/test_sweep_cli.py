@@ -141,3 +141,12 @@ def test_console_script_runs_quickstart_smoke(tmp_path):
     assert "t = " in proc.stderr  # progress shown without --quiet
     res = load_results(tmp_path / "q")
     assert res.arrays["KernelUCB"]["regret"].shape == (2, 40, 1)
+
+
+def test_bench_subcommand_passes_its_options_through(monkeypatch):
+    import bench.__main__ as bench_main
+
+    seen = []
+    monkeypatch.setattr(bench_main, "main", lambda argv: seen.append(list(argv)) or 0)
+    assert main(["bench", "--quick", "--only", "linucb"]) == 0
+    assert seen == [["--quick", "--only", "linucb"]]
