@@ -195,14 +195,20 @@ def estimate_chunk(problem, algorithm, config, n_missing: int, budget_fraction: 
     return int(max(1, min(n_missing, (budget_fraction * available_memory()) // per_run)))
 
 
-def available_memory() -> int:
+def proc_kilobytes(path: str, field: str) -> int:
+    """The `field:` line of a /proc status file in bytes (0 where the file or field is missing)."""
     try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
+        for line in Path(path).read_text().splitlines():
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024
     except OSError:
         pass
-    return 4 << 30
+    return 0
+
+
+def available_memory() -> int:
+    """Memory the machine can still give, in bytes (4 GiB where it cannot be read)."""
+    return proc_kilobytes("/proc/meminfo", "MemAvailable") or (4 << 30)
 
 
 def package_versions() -> dict:

@@ -14,6 +14,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bandits_jax.sweep import proc_kilobytes
+
 
 def memory_bandwidth(megabytes: int = 256, repeats: int = 5) -> float:
     """Bytes per second of a large NumPy array copy (read + write), best of `repeats`."""
@@ -42,13 +44,7 @@ def matmul_flops(n: int = 2048, dtype=jnp.float64, repeats: int = 5) -> float:
 
 
 def _rss_bytes() -> int:
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+    return proc_kilobytes("/proc/self/status", "VmRSS")
 
 
 class PeakMemory:
@@ -81,13 +77,7 @@ class PeakMemory:
 
 def available_memory_bytes() -> int:
     """MemAvailable of the machine in bytes (0 if unknown)."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+    return proc_kilobytes("/proc/meminfo", "MemAvailable")
 
 
 # ------------------------------------------------------------------------------ BLAS threads

@@ -9,16 +9,10 @@ import pytest
 from bandits_jax.algorithms.async_kernel import async_kernel_ucb, check_error, check_run, rollout
 from bandits_jax.core import ConfigError, EnvSpec
 from bench.reference.async_kernel_np import async_kernel_ucb_np, exact_kernel_ucb_np
+from helpers import async_arrays
 
 
-def _env(N, K, d, T, seed):
-    rng = np.random.default_rng(seed)
-    contexts = rng.normal(size=(T, N, K, d)) / np.sqrt(d)
-    theta = rng.normal(size=d)
-    rewards = np.cos(3 * contexts @ theta) + 0.1 * rng.normal(size=(T, N, K))
-    arrivals = rng.integers(0, N, size=T)
-    active = np.arange(N)[None, :] == arrivals[:, None]
-    return contexts, rewards, arrivals, active
+_env = async_arrays
 
 
 @functools.lru_cache(maxsize=None)

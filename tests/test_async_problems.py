@@ -1,6 +1,4 @@
 """Asynchronous environments: arrivals, synthetic f1/f2, k-means arms of UCI data, rating bandits."""
-import os
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -9,15 +7,7 @@ import pytest
 
 from bandits_jax.core import ConfigError
 from bandits_jax.problems import PROBLEMS, async_env, datasets, make_problem, ratings
-
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-REAL_DIR = Path(os.environ.get(datasets.DATA_DIR_ENV) or SHARED_DATA)
-
-
-def _needs(name):
-    return pytest.mark.skipif(not (REAL_DIR / name).is_file(),
-                              reason=f"{name} not found in the shared data folder (../shared/data next to the "
-                                     f"repository) or in ${datasets.DATA_DIR_ENV}")
+from helpers import REAL_DIR, needs_data
 
 
 def arrivals(problem, steps, key=0):
@@ -125,7 +115,7 @@ def test_kmeans_arms_on_toy_data_are_unit_centroids_with_cluster_means():
         np.testing.assert_allclose(arms[o], m / np.linalg.norm(m), atol=1e-10)
 
 
-@_needs("magic.dat")
+@needs_data("magic.dat")
 def test_async_magic_fixed_kmeans_arms_and_bernoulli():
     with jax.enable_x64(True):
         p = make_problem("async-magic", num_agents=7, horizon=50, data_dir=str(REAL_DIR), download=False, n_init=1)
@@ -155,7 +145,7 @@ def test_async_magic_fixed_kmeans_arms_and_bernoulli():
         np.testing.assert_array_equal(np.asarray(again.contexts({}, 0, None)), ctx[0])
 
 
-@_needs("mushroom.dat")
+@needs_data("mushroom.dat")
 def test_async_mushroom_builds():
     p = make_problem("async-mushroom", num_agents=3, horizon=20, data_dir=str(REAL_DIR), download=False, n_init=1)
     assert p.spec == (3, 20, 98, 20)

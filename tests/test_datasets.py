@@ -1,9 +1,7 @@
 """Dataset loaders: the real files (when available), the look-up order, errors and mocked downloads."""
-import os
 import shutil
 import subprocess
 import urllib.error
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,16 +11,9 @@ from bandits_jax.problems import datasets
 from bandits_jax.problems.datasets import (
     DataNotFoundError, load_dataset, load_magic, load_mushroom, load_shuttle, onehot_encode, unlzw,
 )
+from helpers import REAL_DIR, needs_data
 
 REAL_FETCH = datasets._fetch
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-REAL_DIR = Path(os.environ.get(datasets.DATA_DIR_ENV) or SHARED_DATA)
-
-
-def _needs(name):
-    return pytest.mark.skipif(not (REAL_DIR / name).is_file(),
-                              reason=f"{name} not found in the shared data folder (../shared/data next to the "
-                                     f"repository) or in ${datasets.DATA_DIR_ENV}")
 
 
 class FakeNet:
@@ -131,7 +122,7 @@ def test_unlzw_rejects_garbage():
 
 
 # ----------------------------------------------------------------------------------- real files
-@_needs("magic.dat")
+@needs_data("magic.dat")
 def test_real_magic():
     x, y = load_magic(data_dir=REAL_DIR)
     assert x.shape == (19020, 10) and x.dtype == np.float64 and y.dtype == np.int64
@@ -142,7 +133,7 @@ def test_real_magic():
     assert x[-1, 9] == pytest.approx(272.3174)
 
 
-@_needs("mushroom.dat")
+@needs_data("mushroom.dat")
 def test_real_mushroom():
     x, y = load_mushroom(data_dir=REAL_DIR)
     assert x.shape == (5644, 98) and x.dtype == np.float64
@@ -159,7 +150,7 @@ def test_real_mushroom():
     assert "stalk-root=?" not in names and "veil-type=p" in names
 
 
-@_needs("shuttle_statlog_5000.npz")
+@needs_data("shuttle_statlog_5000.npz")
 def test_real_shuttle():
     x, y = load_shuttle(data_dir=REAL_DIR)
     assert x.shape == (5000, 9) and x.dtype == np.float64 and y.dtype == np.int64
@@ -168,7 +159,7 @@ def test_real_shuttle():
     np.testing.assert_allclose(x.mean(axis=0), 0.0, atol=1e-9)
 
 
-@_needs("shuttle_statlog_5000.npz")
+@needs_data("shuttle_statlog_5000.npz")
 def test_real_data_through_env_var_and_path(monkeypatch):
     monkeypatch.setenv(datasets.DATA_DIR_ENV, str(REAL_DIR))
     x1, y1 = load_dataset("shuttle")
@@ -178,7 +169,7 @@ def test_real_data_through_env_var_and_path(monkeypatch):
     assert datasets._fetch.calls == []
 
 
-@_needs("mushroom.dat")
+@needs_data("mushroom.dat")
 def test_uci_mushroom_format_matches_project_file(tmp_path):
     """UCI's layout (class first, '?' for missing) gives the same arrays as mushroom.dat."""
     lines = (REAL_DIR / "mushroom.dat").read_text().split()

@@ -10,18 +10,12 @@ from bandits_jax.algorithms import dis_kernel as dk
 from bandits_jax.algorithms.async_kernel import rollout
 from bandits_jax.core import ConfigError, EnvSpec
 from bench.reference import dis_kernel_np as ref_np
+from helpers import async_arrays
 
 HP_KERNEL = dict(lam=1.0, alpha=1.0, lengthscale=0.7)
 
 
-def _env(N, K, d, T, seed):
-    rng = np.random.default_rng(seed)
-    contexts = rng.normal(size=(T, N, K, d)) / np.sqrt(d)
-    theta = rng.normal(size=d)
-    rewards = np.cos(3 * contexts @ theta) + 0.1 * rng.normal(size=(T, N, K))
-    arrivals = rng.integers(0, N, size=T)
-    active = np.arange(N)[None, :] == arrivals[:, None]
-    return contexts, rewards, arrivals, active
+_env = async_arrays
 
 
 @functools.lru_cache(maxsize=None)

@@ -5,7 +5,6 @@ The end-to-end runs compile one program per curve; one mixed-N experiment runs i
 suite and all of them with `pytest -m slow`. Experiments on real data use the offline copies in
 `<repo>/../shared/data` and are skipped when that folder is absent.
 """
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,8 +13,9 @@ from bandits_jax import sweep
 from bandits_jax.core import ConfigError
 from bandits_jax.experiments.registry import build_runs, experiments, get_experiment, resolve_config
 from bandits_jax.results import load_results
+from helpers import REAL_DIR
 
-DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DATA_DIR = REAL_DIR
 HAVE_DATA = all((DATA_DIR / f).exists() for f in ("shuttle_statlog_5000.npz", "magic.dat"))
 NO_DATA = f"offline data not found in {DATA_DIR} (shuttle_statlog_5000.npz, magic.dat)"
 

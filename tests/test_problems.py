@@ -1,6 +1,4 @@
 """Synthetic and classification problems, and the problem registry."""
-import os
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -11,13 +9,10 @@ from bandits_jax.core import ConfigError, EnvSpec, Problem
 from bandits_jax.problems import PROBLEMS, make_problem, problem_options
 from bandits_jax.problems.classification import authors_preprocess, block_one_hot, classification_bandit
 from bandits_jax.problems.synthetic import FNUCB_FIXED_A, cosine, linear, square, unit_contexts
-
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-
+from helpers import REAL_DIR
 
 def _data_dir():
-    env = os.environ.get("BANDITS_JAX_DATA_DIR")
-    return Path(env) if env else SHARED_DATA
+    return REAL_DIR
 
 
 def _draw(problem, seed=0, t=0):
