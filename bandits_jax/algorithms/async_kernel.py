@@ -59,6 +59,7 @@ from kernels.functions import Kernel
 from kernels.linalg import pad_rows
 
 from ..core import Algorithm, ConfigError, EnvSpec, check_hparams
+from .base import MULTI_ACTIVE_MESSAGE, describe_error_bits, raise_on_error_bits, raise_on_nan_comm
 from .kernel import _kernel_params, _resolve_kernel
 from .linear import _float_dtype
 
@@ -273,25 +274,21 @@ def argmax_random_ties(scores, noise):
     return jnp.argmax(jnp.where(tied, noise, -1.0), axis=-1).astype(jnp.int32)
 
 
+ERROR_MEANINGS = {
+    ERR_DICT: "the dictionary outgrew dict_capacity; raise dict_capacity",
+    ERR_BUFFER: "a client's upload buffer outgrew buffer_capacity; raise buffer_capacity (or lower the threshold)",
+    ERR_MULTI_ACTIVE: MULTI_ACTIVE_MESSAGE,
+}
+
+
 def error_message(code: int, name: str = "Async-KernelUCB") -> str:
     """One line describing the error bits `code` (0: empty string)."""
-    parts = []
-    if code & ERR_DICT:
-        parts.append("the dictionary outgrew dict_capacity; raise dict_capacity")
-    if code & ERR_BUFFER:
-        parts.append("a client's upload buffer outgrew buffer_capacity; raise buffer_capacity "
-                     "(or lower the threshold)")
-    if code & ERR_MULTI_ACTIVE:
-        parts.append("more than one client was active at a step; this algorithm needs exactly one "
-                     "active client per step")
-    return f"{name}: " + "; ".join(parts) if parts else ""
+    return describe_error_bits(code, name, ERROR_MEANINGS)
 
 
-def check_error(error) -> None:
+def check_error(error, name: str = "Async-KernelUCB") -> None:
     """Raise ConfigError if a state's sticky error bits (any shape) are set."""
-    code = int(np.bitwise_or.reduce(np.asarray(error, dtype=np.int64).ravel(), initial=0))
-    if code:
-        raise ConfigError(error_message(code))
+    raise_on_error_bits(error, name, ERROR_MEANINGS)
 
 
 def check_run(output, name: str = "Async-KernelUCB") -> None:
@@ -300,12 +297,8 @@ def check_run(output, name: str = "Async-KernelUCB") -> None:
     output: a runner RunOutput, or a mapping with "comm_up"/"comm_down". The marker does not say
     which capacity overflowed; rerun with `rollout` (or inspect state.error) for the exact bits.
     """
-    get = output.get if isinstance(output, dict) else (lambda k: getattr(output, k))
-    if np.isnan(np.asarray(get("comm_up"))).any() or np.isnan(np.asarray(get("comm_down"))).any():
-        raise ConfigError(
-            f"{name}: a capacity was exceeded (or more than one client was active at a step): "
-            "raise dict_capacity and/or buffer_capacity"
-        )
+    raise_on_nan_comm(output, f"{name}: a capacity was exceeded (or more than one client was active at a step): "
+                              "raise dict_capacity and/or buffer_capacity")
 
 
 def rollout(algorithm: Algorithm, spec: EnvSpec, hparams, contexts, rewards, active, key, capacity=None):

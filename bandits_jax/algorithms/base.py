@@ -15,8 +15,9 @@ from typing import Callable, Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from ..core import Algorithm, no_comm
+from ..core import Algorithm, ConfigError, no_comm
 
 
 def independent(
@@ -59,3 +60,30 @@ def masked_select(mask, new, old):
         return jnp.where(m, a, b)
 
     return jax.tree_util.tree_map(pick, new, old)
+
+
+# Sticky error bits: an algorithm that detects, inside jit, a condition it cannot handle (a full
+# buffer, two active clients) ORs a bit into `state.error` and turns its communication outputs
+# into NaN. These host-side helpers turn the bits or the NaN marker into a ConfigError.
+MULTI_ACTIVE_MESSAGE = ("more than one client was active at a step; this algorithm needs exactly one active "
+                        "client per step")
+
+
+def describe_error_bits(code: int, name: str, meanings: dict) -> str:
+    """One line naming every set bit of `code` by its meaning ({bit: text}); '' when none is set."""
+    parts = [text for bit, text in meanings.items() if code & bit]
+    return f"{name}: " + "; ".join(parts) if parts else ""
+
+
+def raise_on_error_bits(error, name: str, meanings: dict) -> None:
+    """Raise ConfigError if any element of `error` (any shape) has a bit set."""
+    code = int(np.bitwise_or.reduce(np.asarray(error, dtype=np.int64).ravel(), initial=0))
+    if code:
+        raise ConfigError(describe_error_bits(code, name, meanings))
+
+
+def raise_on_nan_comm(output, message: str) -> None:
+    """Raise ConfigError(message) if a run's comm_up / comm_down (RunOutput or mapping) hold NaN."""
+    get = output.get if isinstance(output, dict) else (lambda k: getattr(output, k))
+    if np.isnan(np.asarray(get("comm_up"))).any() or np.isnan(np.asarray(get("comm_down"))).any():
+        raise ConfigError(message)

@@ -60,7 +60,7 @@ from kernels.linalg import inv_chol_append, pad_chol, pad_rows, posterior_mean_v
 
 from ..core import Algorithm, ConfigError, EnvSpec, check_hparams
 from .async_kernel import argmax_random_ties
-from .base import independent
+from .base import MULTI_ACTIVE_MESSAGE, describe_error_bits, independent, raise_on_error_bits, raise_on_nan_comm
 from .kernel import KernelState, _kernel_params, _make_learner, _resolve_kernel, posterior
 from .linear import _float_dtype
 
@@ -407,30 +407,25 @@ def _check_capacity(name, cap_name, cap):
         raise ConfigError(f"{name}: {cap_name} must be a positive integer, got {cap!r}")
 
 
+ERROR_MEANINGS = {
+    ERR_CAPACITY: "the pooled data outgrew its capacity; give init a capacity of at least the horizon",
+    ERR_BUFFER: "a client's unsynchronised data outgrew buffer_capacity; raise buffer_capacity "
+                "(or lower the threshold)",
+    ERR_MULTI_ACTIVE: MULTI_ACTIVE_MESSAGE,
+}
+
+
 def error_message(code: int, name: str = "DisKernelUCB") -> str:
     """One line describing the error bits `code` (0: empty string)."""
-    parts = []
-    if code & ERR_CAPACITY:
-        parts.append("the pooled data outgrew its capacity; give init a capacity of at least the horizon")
-    if code & ERR_BUFFER:
-        parts.append("a client's unsynchronised data outgrew buffer_capacity; raise buffer_capacity "
-                     "(or lower the threshold)")
-    if code & ERR_MULTI_ACTIVE:
-        parts.append("more than one client was active at a step; this algorithm needs exactly one "
-                     "active client per step")
-    return f"{name}: " + "; ".join(parts) if parts else ""
+    return describe_error_bits(code, name, ERROR_MEANINGS)
 
 
 def check_error(error, name: str = "DisKernelUCB") -> None:
     """Raise ConfigError if a state's sticky error bits (any shape) are set."""
-    code = int(np.bitwise_or.reduce(np.asarray(error, dtype=np.int64).ravel(), initial=0))
-    if code:
-        raise ConfigError(error_message(code, name))
+    raise_on_error_bits(error, name, ERROR_MEANINGS)
 
 
 def check_run(output, name: str = "DisKernelUCB") -> None:
     """Raise ConfigError if a run's comm_up / comm_down (RunOutput or mapping) carry the NaN error marker."""
-    get = output.get if isinstance(output, dict) else (lambda k: getattr(output, k))
-    if np.isnan(np.asarray(get("comm_up"))).any() or np.isnan(np.asarray(get("comm_down"))).any():
-        raise ConfigError(f"{name}: a buffer capacity was exceeded (or more than one client was active at a "
-                          "step): raise buffer_capacity / the capacity, or rerun and call check_error(state.error)")
+    raise_on_nan_comm(output, f"{name}: a buffer capacity was exceeded (or more than one client was active at a "
+                              "step): raise buffer_capacity / the capacity, or rerun and call check_error(state.error)")
