@@ -153,7 +153,7 @@ def cases() -> list:
 
 def state_bytes(case: Case, alg: Algorithm, problem: Problem) -> float:
     """Model bytes of one run's state at the largest capacity (for the memory check)."""
-    d, K, N, T = problem.spec.dim, problem.spec.num_arms, problem.spec.num_agents, problem.spec.horizon
+    d, N, T = problem.spec.dim, problem.spec.num_agents, problem.spec.horizon
     cap = max((c or 0) for _, _, c in case.segments(alg, problem))
     if case.name == "KernelUCB":
         per_agent = cap * cap + cap * (d + 1)

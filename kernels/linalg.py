@@ -18,9 +18,7 @@ is O(C^2 m), for m query points.
 """
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
-from jax import lax
 from jax.scipy.linalg import solve_triangular
 
 

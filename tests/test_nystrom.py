@@ -2,7 +2,6 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 
 from kernels import nystrom
 from kernels.functions import get_kernel

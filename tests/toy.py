@@ -20,11 +20,11 @@ def toy_problem(num_agents=3, num_arms=4, dim=5, horizon=200, noise_std=0.1, wit
     def mean_reward(instance, t, x):
         return x @ instance["theta"]
 
-    active = None
-    if with_arrivals:
-        def active(instance, t, key):
-            who = jax.random.randint(key, (), 0, num_agents)
-            return jnp.arange(num_agents) == who
+    def one_arrival(instance, t, key):
+        who = jax.random.randint(key, (), 0, num_agents)
+        return jnp.arange(num_agents) == who
+
+    active = one_arrival if with_arrivals else None
 
     return Problem("toy-linear", spec, init, contexts, mean_reward, gaussian_rewards(noise_std), active,
                    "toy linear problem for tests")

@@ -51,7 +51,6 @@ from typing import NamedTuple, Union
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import lax
 
 from kernels import nystrom
