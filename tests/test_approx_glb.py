@@ -1,0 +1,222 @@
+"""Approx-DisKernelUCB against a plain NumPy loop, and its communication on a hand trace."""
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from bandits_jax.algorithms import approx_dis_kernel as adk
+from bandits_jax.algorithms.async_kernel import rollout
+from bandits_jax.core import ConfigError, EnvSpec
+from bench.reference import approx_glb_np as ref_np
+from helpers import async_arrays
+
+HP = dict(lam=1.0, alpha=1.0, q=1.0, lengthscale=0.7)
+
+
+@functools.lru_cache(maxsize=None)
+def _runner(N, K, d, T, capacity, static):
+    algo = adk.approx_dis_kernel_ucb(**dict(static))
+    spec = EnvSpec(N, K, d, T)
+
+    @jax.jit
+    def run(hp, contexts, rewards, active):
+        return rollout(algo, spec, hp, contexts, rewards, active, jax.random.PRNGKey(3), capacity)
+
+    return run
+
+
+def _run(contexts, rewards, active, capacity=None, static=(), **hp):
+    T, N, K, d = contexts.shape
+    run = _runner(N, K, d, T, capacity, tuple(static))
+    hp = {k: jnp.asarray(v, jnp.float64) for k, v in hp.items()}
+    return jax.device_get(run(hp, jnp.asarray(contexts), jnp.asarray(rewards), jnp.asarray(active)))
+
+
+def _active_rows(a, arrivals):
+    return a[np.arange(len(arrivals)), arrivals]
+
+
+@pytest.mark.parametrize("threshold,trigger_count", [(3.0, "client"), (6.0, "elapsed")])
+def test_approx_dis_kernel_ucb_matches_numpy(threshold, trigger_count):
+    with jax.enable_x64(True):
+        contexts, rewards, arrivals, active = async_arrays(3, 4, 2, 40, seed=11)
+        state, actions, sinfo, uinfo = _run(contexts, rewards, active, static=(("trigger_count", trigger_count),),
+                                            threshold=threshold, **HP)
+        ref = ref_np.approx_dis_kernel_ucb_np(arrivals, contexts, rewards, sinfo["tie_noise"],
+                                              uinfo["rls_uniform"], threshold=threshold,
+                                              trigger_count=trigger_count, **HP)
+        np.testing.assert_array_equal(_active_rows(actions, arrivals), ref["actions"])
+        np.testing.assert_allclose(_active_rows(sinfo["mean"], arrivals), ref["mean"], atol=1e-8)
+        np.testing.assert_allclose(_active_rows(sinfo["var"], arrivals), ref["var"], atol=1e-8)
+        np.testing.assert_allclose(uinfo["var_sum"], ref["var_sum"], atol=1e-8)
+        for key, ref_key in (("comm_up", "up"), ("comm_down", "down"), ("rounds", "rounds"),
+                             ("dict_size", "dict_size")):
+            np.testing.assert_array_equal(uinfo[key], ref[ref_key], err_msg=key)
+        # informative: several syncs, quiet steps between them, and the re-sampling drops points
+        assert 2 < ref["rounds"].sum() < 25
+        assert 0 < ref["dict_size"][-1] < int(state.hist_n)
+        adk.check_error(state.error)
+
+
+def test_approx_dis_kernel_ucb_communication_hand_trace():
+    with jax.enable_x64(True):
+        # N = 3, d = 2, K = 1; arrivals 0, 1, 0, 2 on points a, a, c, e (client 1 repeats a)
+        a, c, e = (np.array(v) for v in ([0.3, -0.2], [0.1, 0.9], [0.7, 0.7]))
+        who = [0, 1, 0, 2]
+        contexts = np.zeros((4, 3, 1, 2))
+        for t, p in enumerate([a, a, c, e]):
+            contexts[t] = p
+        rewards = np.ones((4, 3, 1))
+        active = np.arange(3)[None, :] == np.array(who)[:, None]
+        # empty dictionary: every global variance is k(x, x)/lam = 1, so n_i * V_i is
+        # step 0: 1 * 1; step 1: 1 * 1; step 2 (client 0's second point): 2 * 2 = 4 > 3.5 -> sync.
+        # q = 1e6 keeps all three history points (kept = 3), the server drops the repeat of a: m = 2.
+        # up = d * 3 + N (m^2 + m) = 6 + 18 = 24; down = N d m + N (m^2 + m) = 12 + 18 = 30.
+        # step 3 (client 2, e): 1 * var_g(e) < 1 < 3.5, quiet.
+        _, _, _, u = _run(contexts, rewards, active, threshold=3.5, lam=1.0, alpha=1.0, q=1e6, lengthscale=1.0)
+        np.testing.assert_allclose(u["var_sum"][:3], [1.0, 1.0, 2.0], atol=1e-12)
+        assert 0 < u["var_sum"][3] < 1.0
+        np.testing.assert_array_equal(u["trigger"], [False, False, True, False])
+        np.testing.assert_array_equal(u["kept"][2], [2, 1, 0])
+        np.testing.assert_array_equal(u["comm_up"], [0, 0, 24, 0])
+        np.testing.assert_array_equal(u["comm_down"], [0, 0, 30, 0])
+        np.testing.assert_array_equal(u["rounds"], [0, 0, 1, 0])
+        np.testing.assert_array_equal(u["dict_size"], [0, 0, 2, 2])
+
+
+def test_approx_dis_kernel_ucb_errors_are_loud():
+    with jax.enable_x64(True):
+        contexts, rewards, arrivals, active = async_arrays(2, 3, 2, 12, seed=12)
+        state, _, _, u = _run(contexts, rewards, active, static=(("dict_capacity", 2),), threshold=0.5,
+                              lam=1.0, alpha=1.0, q=1e6, lengthscale=0.7)
+        with pytest.raises(ConfigError, match="raise dict_capacity"):
+            adk.check_error(state.error)
+        assert np.isnan(u["comm_up"][-1])
+        with pytest.raises(ConfigError, match="dict_capacity"):
+            adk.check_run(u)
+        both = np.ones_like(active)
+        state, _, _, _ = _run(contexts, rewards, both, static=(("dict_capacity", 2),), threshold=0.5,
+                              lam=1.0, alpha=1.0, q=1e6, lengthscale=0.7)
+        with pytest.raises(ConfigError, match="more than one client"):
+            adk.check_error(state.error)
+    with pytest.raises(ConfigError, match="trigger_count"):
+        adk.approx_dis_kernel_ucb(trigger_count="sometimes")
+
+
+def test_approx_dis_kernel_ucb_resize_changes_nothing():
+    with jax.enable_x64(True):
+        contexts, rewards, arrivals, active = async_arrays(3, 4, 2, 16, seed=13)
+        algo = adk.approx_dis_kernel_ucb(threshold=2.0, lengthscale=0.7)
+        spec = EnvSpec(3, 4, 2, 16)
+        hp = {k: jnp.asarray(v, jnp.float64) for k, v in algo.hparams.items()}
+        key = jax.random.PRNGKey(0)
+        select, update = jax.jit(algo.select), jax.jit(algo.update)
+
+        def steps(state, t0, t1):
+            acts = []
+            for t in range(t0, t1):
+                a, _ = select(state, jnp.asarray(contexts[t]), jax.random.fold_in(key, t))
+                r = jnp.asarray(rewards[t])[jnp.arange(3), a]
+                state, _ = update(state, jnp.asarray(contexts[t]), a, r, jnp.asarray(active[t]), key)
+                acts.append(np.asarray(a))
+            return state, acts
+
+        big, acts_big = steps(algo.init(key, spec, hp, 16), 0, 16)
+        small, acts_small = steps(algo.init(key, spec, hp, 8), 0, 8)
+        small = algo.resize(small, 16)
+        small, acts_rest = steps(small, 8, 16)
+        np.testing.assert_array_equal(np.array(acts_big), np.array(acts_small + acts_rest))
+        assert int(big.num_syncs) == int(small.num_syncs) > 0
+
+
+# ----------------------------------------------------------------------------------- FedGLB-UCB
+HP_GLB = dict(lam=1.0, alpha=0.5, c_mu=0.25)
+
+
+@functools.lru_cache(maxsize=None)
+def _glb_runner(N, K, d, T):
+    from bandits_jax.algorithms.fed_glb import fed_glb_ucb
+
+    algo, spec = fed_glb_ucb(), EnvSpec(N, K, d, T)
+
+    @jax.jit
+    def run(hp, contexts, rewards, active):
+        return rollout(algo, spec, hp, contexts, rewards, active, jax.random.PRNGKey(5))
+
+    return run
+
+
+def _run_glb(contexts, rewards, active, **hp):
+    T, N, K, d = contexts.shape
+    hp = {k: jnp.asarray(v, jnp.float64) for k, v in hp.items()}
+    return jax.device_get(_glb_runner(N, K, d, T)(hp, jnp.asarray(contexts), jnp.asarray(rewards),
+                                                   jnp.asarray(active)))
+
+
+def test_fed_glb_ucb_matches_numpy():
+    from bandits_jax.algorithms import fed_glb
+
+    with jax.enable_x64(True):
+        contexts, rewards, arrivals, active = async_arrays(3, 4, 3, 40, seed=14)
+        rewards = (rewards > 0).astype(float)
+        state, actions, sinfo, uinfo = _run_glb(contexts, rewards, active, threshold=0.5, **HP_GLB)
+        ref = ref_np.fed_glb_ucb_np(arrivals, contexts, rewards, sinfo["tie_noise"], threshold=0.5, **HP_GLB)
+        np.testing.assert_array_equal(_active_rows(actions, arrivals), ref["actions"])
+        np.testing.assert_allclose(_active_rows(sinfo["mean"], arrivals), ref["mean"], atol=1e-8)
+        np.testing.assert_allclose(_active_rows(sinfo["var"], arrivals), ref["var"], atol=1e-8)
+        np.testing.assert_allclose(uinfo["logdet_ratio"], ref["logdet_ratio"], atol=1e-9)
+        for key, ref_key in (("comm_up", "up"), ("comm_down", "down"), ("rounds", "rounds"),
+                             ("agd_iters", "agd_iters")):
+            np.testing.assert_array_equal(uinfo[key], ref[ref_key], err_msg=key)
+        assert 2 < ref["rounds"].sum() < 25
+        assert np.all(uinfo["agd_converged"])
+        fed_glb.check_error(state.error)
+
+
+def test_fed_glb_ucb_hand_trace_and_mle():
+    from bandits_jax.algorithms import fed_glb
+
+    with jax.enable_x64(True):
+        # N = 3, d = 2, K = 1; arrivals 0, 1, 0, 2 on points a, b, c, e; lam = 1, c_mu = 0.5: V-reg 2
+        a, b, c, e = (np.array(v) for v in ([0.3, -0.2], [-0.5, 0.4], [0.1, 0.9], [0.7, 0.7]))
+        who = [0, 1, 0, 2]
+        contexts = np.zeros((4, 3, 1, 2))
+        for t, p in enumerate([a, b, c, e]):
+            contexts[t] = p
+        rewards = np.array([1.0, 0.0, 1.0, 1.0])[:, None, None] * np.ones((4, 3, 1))
+        active = np.arange(3)[None, :] == np.array(who)[:, None]
+        # log det ratio: step 0: log(1 + |a|^2/2) = 0.063; step 1: log(1 + |b|^2/2) = 0.186;
+        # step 2 (client 0: a, c): log((1 + |a|^2/2)(1 + |c|^2/2) - (a.c)^2/4) = 0.403, n_0 = 2:
+        # 0.806 >= 0.5 -> sync;
+        # step 3 (client 2, e): log(1 + e^T (A_g + 2I)^{-1} e) < log(1 + |e|^2/2) = 0.40, quiet
+        state, _, _, u = _run_glb(contexts, rewards, active, lam=1.0, alpha=1.0, c_mu=0.5, threshold=0.5)
+        expect = [np.log(1.065), np.log(1.205), np.log(1.065 * 1.41 - 0.15**2 / 4)]
+        np.testing.assert_allclose(u["logdet_ratio"][:3], expect, atol=1e-12)
+        np.testing.assert_array_equal(u["trigger"], [False, False, True, False])
+        k = int(u["agd_iters"][2])
+        assert k > 1 and u["agd_converged"][2]
+        # up = N (d^2 + 1) + k N d = 15 + 6k; down = k N d + N (d^2 + d + 1) = 6k + 21
+        np.testing.assert_array_equal(u["comm_up"], [0, 0, 15 + 6 * k, 0])
+        np.testing.assert_array_equal(u["comm_down"], [0, 0, 6 * k + 21, 0])
+        # the synchronised estimate meets the stopping rule |grad F| <= sqrt(2 lam / n^3) = sqrt(2/27), and
+        # so (F is lam-strongly convex) lies within that / lam of the regularised MLE (Newton in NumPy)
+        X, Y = np.array([a, b, c]), np.array([1.0, 0.0, 1.0])
+        tol = np.sqrt(2.0 / 27.0)
+        grad = X.T @ (1 / (1 + np.exp(-X @ state.theta_g)) - Y) + state.theta_g
+        assert np.linalg.norm(grad) <= tol
+        th = np.zeros(2)
+        for _ in range(50):
+            p = 1 / (1 + np.exp(-X @ th))
+            H = X.T @ (X * (p * (1 - p))[:, None]) + np.eye(2)
+            th -= np.linalg.solve(H, X.T @ (p - Y) + th)
+        assert 0 < np.linalg.norm(state.theta_g - th) <= tol
+        np.testing.assert_allclose(state.A_g, X.T @ X, atol=1e-12)
+        fed_glb.check_error(state.error)
+        state, _, _, u = _run_glb(contexts, rewards, np.ones_like(active), lam=1.0, alpha=1.0, c_mu=0.5,
+                                  threshold=0.5)
+        with pytest.raises(ConfigError, match="more than one client"):
+            fed_glb.check_error(state.error)
+        with pytest.raises(ConfigError, match="more than one client"):
+            fed_glb.check_run(u)
