@@ -87,7 +87,14 @@ class Problem(NamedTuple):
 
 
 class Algorithm(NamedTuple):
-    """A (multi-agent) bandit algorithm as pure functions; see the module docstring."""
+    """A (multi-agent) bandit algorithm as pure functions; see the module docstring.
+
+    batching: how the runner spreads a batch of runs over one step. "vmap" (default) vectorises
+    them; "map" loops over them inside the compiled step (`lax.map`). Under `vmap` a `lax.cond`
+    whose predicate differs between runs becomes a select that computes BOTH branches, so an
+    algorithm whose rare event-triggered work (a synchronisation, a retraining) is expensive
+    may be faster with "map", where each run pays only for the branch it takes.
+    """
 
     name: str
     hparams: dict
@@ -97,6 +104,7 @@ class Algorithm(NamedTuple):
     capacity: Optional[Callable[[EnvSpec, int], int]] = None
     resize: Optional[Callable[[PyTree, int], PyTree]] = None
     description: str = ""
+    batching: str = "vmap"
 
 
 def gaussian_rewards(noise_std: float) -> Callable[[PyTree, Array, Array], Array]:

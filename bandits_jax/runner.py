@@ -173,6 +173,8 @@ def run_batch(
     seeds = [int(s) for s in seeds]
     if not seeds:
         raise ConfigError("no seeds to run: --seeds must be at least 1")
+    if algorithm.batching not in ("vmap", "map"):
+        raise ConfigError(f"{algorithm.name}: batching must be 'vmap' or 'map', got {algorithm.batching!r}")
     hp = _batched_hparams(algorithm, hparams, len(seeds))
     with precision_scope(precision):
         return _run_batch(problem, algorithm, seeds, hp, base_key, first_segment, progress,
@@ -251,6 +253,8 @@ def _run_batch(problem, algorithm, seeds, hp, base_key, first_segment, progress,
         def _segment_scan(state, inst, pk, ak, t0_, length):
             def body(st, t):
                 report(t)
+                if algorithm.batching == "map":
+                    return lax.map(lambda xs: step(*xs, t), (st, inst, pk, ak))
                 return jax.vmap(step, in_axes=(0, 0, 0, 0, None))(st, inst, pk, ak, t)
 
             return lax.scan(body, state, t0_ + jnp.arange(length))

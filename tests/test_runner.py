@@ -169,3 +169,13 @@ def test_phase_level_trials_are_seed_invariant():
         expect = int(jnp.argmax((jnp.linspace(0.0, 0.4, 5)[:, None]
                                  + jax.random.normal(runner.seed_key(3), (5, 20))).mean(1)))
     assert out["choice"][3] == expect
+
+
+def test_map_batching_gives_the_same_numbers_as_vmap():
+    prob, alg = toy_problem(horizon=100), history_greedy(comm_per_step=1.0)
+    vm = run_batch(prob, alg, [0, 1, 2], first_segment=50)
+    mp = run_batch(prob, alg._replace(batching="map"), [0, 1, 2], first_segment=50)
+    np.testing.assert_allclose(mp.regret, vm.regret, rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(mp.comm_up, vm.comm_up)
+    with pytest.raises(ConfigError, match="batching"):
+        run_batch(prob, alg._replace(batching="loop"), [0])
