@@ -40,9 +40,16 @@ Communication round at the end of iteration s (every agent takes part):
     5. alpha_mode="adaptive": alpha = min_i sigma_min,i / sigma_max,i with
        sigma_i(x) = sqrt(lam) ||phi(x)||_{(V^local_i)^{-1}} over a fixed sample of contexts [P*].
 
-Covariances. covariance="full": V_i kept as its Cholesky factor (one rank-one `chol_update` a
-step), (V^local_i)^{-1} by one Sherman-Morrison update a step; no p x p inverse is formed per
-step; only at rounds is lam I + W_sync factorised. covariance="diag" [P, Sec. 3.5]: every
+Covariances. covariance="full": everything is kept as an INVERSE so that UCB_a is a matrix
+product (XLA's triangular solves are slow on CPU): V_i^{-1} and (V^local_i)^{-1} by one
+Sherman-Morrison update a step; log det V_i (trigger "exact") by log det V + log(1 + phi' V^{-1}
+phi); V_last^{-1} at a round by rank-N Woodbury updates (`woodbury_logdet`), one per step since
+the previous round, with the features kept in a buffer of R rows (`_row_capacity`: 2N for D = 0,
+a round at every step, up to about p / 4); only a round after more than R rows (a large D with
+rare rounds) refactorises lam I + W_sync afresh, O(p^3). Right after a
+round every V_i equals V_last and the per-agent inverses are not rewritten (`synced`). Nothing
+O(p^3) runs per step; a step costs O(N p^2) plus the round's training. The algorithm declares
+batching="map": under the runner's vmap a lax.cond would run the round's both branches. covariance="diag" [P, Sec. 3.5]: every
 p x p matrix is replaced by its diagonal and all operations are elementwise (theta = B / V,
 ||phi||^2 = sum phi^2 / V, Vinv_sync = mean 1 / V^local); then both triggers coincide.
 Option minmax_mean (diag only, footnote 4 [P], not in the code, default off): the mean term of
@@ -94,7 +101,7 @@ import optax
 from jax import lax
 from jax.scipy.linalg import solve_triangular
 
-from kernels.linalg import chol_solve, chol_update, logdet_from_chol, pad_rows, sherman_morrison
+from kernels.linalg import chol_solve, logdet_from_chol, pad_rows, sherman_morrison
 from kernels.ntk import PARAMETERIZATIONS, init_mlp, mlp_apply, ntk_values_and_features
 
 from ..core import Algorithm, ConfigError, EnvSpec, check_hparams
@@ -106,6 +113,8 @@ FEATURE_SCALES = ("sqrt_m", "raw")
 LOSSES = ("paper", "authors")
 TRIGGERS = ("exact", "diag")
 ALPHA_MODES = ("linear", "adaptive", "zero", "one")
+ROUND_FIELDS = ("params", "theta_sync", "vinv_sync", "w_sync", "b_sync", "w_new", "b_new", "X", "y", "n",
+                "logdet_last", "t_last", "alpha")
 DEFAULT_HPARAMS = {"lam": 0.1, "nu_tkn": 0.1, "nu_tk": 0.1, "D": 0.0, "lr": 0.01}
 
 
@@ -116,9 +125,17 @@ class FNUCBState(NamedTuple):
     t:           int32, iterations absorbed (= index s of the next iteration).
     t_last:      int32, iteration of the last communication round (0 before any).
     params:      [N, ...] each agent's network parameters (flax dict; identical under Q1).
-    chol:        [N, P] Cholesky factor of V_i = lam I + W_sync + W_new_i (full) or diag(V_i).
-    w_new:       [N, P] W_new_i.          b_new: [N, p] B_new_i.
+    cov:         [N, p, p] V_i^{-1}, V_i = lam I + W_sync + W_new_i (full), or [N, p] diag(V_i) (diag).
+    w_new:       [p, p] sum_i W_new_i (full) or [N, p] diag(W_new_i) (diag).   b_new: [N, p] B_new_i.
     local:       [N, P] (V^local_i)^{-1} (full) or diag(V^local_i) (diag).
+    w_new_diag:  [N, p] diag(W_new_i) (full; the diagonal trigger), [N, 0] otherwise.
+    logdet:      [N] log det V_i (full covariance, trigger "exact"), zeros otherwise.
+    vinv_last:   [p, p] V_last^{-1} (full), [1] otherwise.
+    rows, nrows: [R, p] the features phi_i observed since the last round (full; N rows a step,
+                 R = `_row_capacity`, zero beyond nrows) and their count, R + 1 once they no
+                 longer fit.
+    synced:      bool, True right after a round (full): then every V_i = V_last and `cov` is stale
+                 (not rewritten at the round); V_i^{-1} = vinv_last is used instead.
     X, y, n:     [N, C, d], [N, C], [N] int32: training histories (rows >= n are zero).
     theta0:      initial parameters (shared, fixed).
     theta_sync:  FedAvg parameters used by UCB_b.
@@ -133,10 +150,16 @@ class FNUCBState(NamedTuple):
     t: jax.Array
     t_last: jax.Array
     params: Any
-    chol: jax.Array
+    cov: jax.Array
     w_new: jax.Array
     b_new: jax.Array
     local: jax.Array
+    w_new_diag: jax.Array
+    logdet: jax.Array
+    vinv_last: jax.Array
+    rows: jax.Array
+    nrows: jax.Array
+    synced: jax.Array
     X: jax.Array
     y: jax.Array
     n: jax.Array
@@ -247,13 +270,14 @@ def fn_ucb(
             return jnp.ones((), state.b_sync.dtype)
         return state.alpha
 
-    def log_det(chol, w_sync, w_new, lam):
-        """The trigger's log det of V_i (exact from the factor, or the diagonal surrogate)."""
+    def log_det(logdet, w_sync, w_new_diag, lam):
+        """The trigger's log det of V_i [N] (full: the exact one, kept incrementally, or the
+        diagonal surrogate from diag(W_sync) + diag(W_new_i) [N, p]; diag: logdet = diag(V_i))."""
         if not full_cov:
-            return jnp.sum(jnp.log(chol), axis=-1)
+            return jnp.sum(jnp.log(logdet), axis=-1)
         if cfg.trigger == "exact":
-            return logdet_from_chol(chol)
-        diag = lam + jnp.diagonal(w_sync) + jnp.diagonal(w_new, axis1=-2, axis2=-1)
+            return logdet
+        diag = lam + jnp.diagonal(w_sync) + w_new_diag
         return jnp.sum(jnp.log(diag), axis=-1)
 
     # ------------------------------------------------------------------------------- init
@@ -272,12 +296,16 @@ def fn_ucb(
         theta0 = init_mlp(k_net, d, cfg.width, cfg.depth, cfg.parameterization, dtype)
         p = sum(leaf.size for leaf in jax.tree_util.tree_leaves(theta0))
         lam = hp["lam"]
+        logdet0 = (p * jnp.log(lam)).astype(dtype)
+        R = _row_capacity(N, p)
         if full_cov:
-            chol1, zero_p, local1 = jnp.sqrt(lam) * jnp.eye(p, dtype=dtype), jnp.zeros((p, p), dtype), jnp.eye(p, dtype=dtype) / lam
-            logdet0 = p * jnp.log(lam)
+            cov1, zero_p, local1 = jnp.eye(p, dtype=dtype) / lam, jnp.zeros((p, p), dtype), jnp.eye(p, dtype=dtype) / lam
+            w_new0, w_new_diag0 = zero_p, jnp.zeros((N, p), dtype)
+            vinv_last0, rows0 = jnp.eye(p, dtype=dtype) / lam, jnp.zeros((R, p), dtype)
         else:
-            chol1, zero_p, local1 = lam * jnp.ones((p,), dtype), jnp.zeros((p,), dtype), lam * jnp.ones((p,), dtype)
-            logdet0 = p * jnp.log(lam)
+            cov1, zero_p, local1 = lam * jnp.ones((p,), dtype), jnp.zeros((p,), dtype), lam * jnp.ones((p,), dtype)
+            w_new0, w_new_diag0 = jnp.zeros((N, p), dtype), jnp.zeros((N, 0), dtype)
+            vinv_last0, rows0 = jnp.zeros((1,), dtype), jnp.zeros((0, p), dtype)
         vinv1 = jnp.eye(p, dtype=dtype) / lam if full_cov else jnp.ones((p,), dtype) / lam
         per_agent = lambda a: jnp.broadcast_to(a, (N,) + a.shape)
         C = capacity(spec, spec.horizon) if cap is None else int(cap)
@@ -293,10 +321,16 @@ def fn_ucb(
             t=jnp.zeros((), jnp.int32),
             t_last=jnp.zeros((), jnp.int32),
             params=jax.tree_util.tree_map(per_agent, theta0),
-            chol=per_agent(chol1),
-            w_new=per_agent(zero_p),
+            cov=per_agent(cov1),
+            w_new=w_new0,
             b_new=jnp.zeros((N, p), dtype),
             local=per_agent(local1),
+            w_new_diag=w_new_diag0,
+            logdet=jnp.full((N,), logdet0, dtype),
+            vinv_last=vinv_last0,
+            rows=rows0,
+            nrows=jnp.zeros((), jnp.int32),
+            synced=jnp.asarray(True),
             X=jnp.zeros((N, C, d), dtype),
             y=jnp.zeros((N, C), dtype),
             n=jnp.zeros((N,), jnp.int32),
@@ -304,7 +338,7 @@ def fn_ucb(
             theta_sync=theta0,
             w_sync=zero_p,
             b_sync=jnp.zeros((p,), dtype),
-            logdet_last=logdet0.astype(dtype),
+            logdet_last=logdet0,
             vinv_sync=vinv1 if cfg.variant == "less" else per_agent(vinv1),
             alpha=jnp.zeros((), dtype),
             alpha_x=ax,
@@ -320,14 +354,23 @@ def fn_ucb(
         fparams = feature_params(state)
         _, phi = jax.vmap(lambda X: features(fparams, X))(contexts)  # [N, K, p]
 
-        def ucb_a1(chol, b_new, phi_i):
-            mean_a, width_a = mean_and_width(chol, state.b_sync + b_new, phi_i)
+        def ucb_a1(cov, b_new, phi_i):
+            if full_cov:
+                mean_a, width_a = mean_and_width_inv(cov, state.b_sync + b_new, phi_i)
+            else:
+                mean_a, width_a = mean_and_width(cov, state.b_sync + b_new, phi_i)
             if cfg.minmax_mean:
                 lo, hi = jnp.min(mean_a), jnp.max(mean_a)
                 mean_a = jnp.where(hi > lo, (mean_a - lo) / jnp.where(hi > lo, hi - lo, 1.0), 0.0)
             return mean_a + state.hp["nu_tkn"] * root_lam * width_a
 
-        ucb_a = jax.vmap(ucb_a1)(state.chol, state.b_new, phi)
+        if full_cov:  # right after a round every agent uses V_last^{-1}: one product for all agents
+            def shared():
+                return jax.vmap(lambda b_new, phi_i: ucb_a1(state.vinv_last, b_new, phi_i))(state.b_new, phi)
+
+            ucb_a = _maybe(~state.synced, lambda: jax.vmap(ucb_a1)(state.cov, state.b_new, phi), shared())
+        else:
+            ucb_a = jax.vmap(ucb_a1)(state.cov, state.b_new, phi)
 
         if cfg.aggregate_params and not cfg.authors_code:
             mean_b = jax.vmap(lambda X: mlp_apply(state.theta_sync, X))(contexts)
@@ -360,26 +403,53 @@ def fn_ucb(
         y = jnp.asarray(rewards, dtype) * on
 
         if full_cov:
-            chol = jax.vmap(chol_update)(state.chol, phi)
-            w_new = state.w_new + phi[:, :, None] * phi[:, None, :]
+            # V_i^{-1} by Sherman-Morrison: v_i = V_i^{-1} phi_i, q_i = phi_i' v_i; the rank-one
+            # correction is applied below only if no round follows (a round resets V_i anyway)
+            v = _maybe(~state.synced, lambda: jnp.einsum("npq,nq->np", state.cov, phi), phi @ state.vinv_last)
+            q = jnp.sum(phi * v, axis=-1)
+            logdet = state.logdet + jnp.log1p(q) if cfg.trigger == "exact" else state.logdet
+            w_new = state.w_new + phi.T @ phi
+            w_new_diag = state.w_new_diag + phi * phi
             local = jax.vmap(sherman_morrison)(state.local, phi)
+            R = state.rows.shape[0]
+            fits = state.nrows + N <= R
+            rows = jnp.where(fits, lax.dynamic_update_slice(state.rows, phi, (jnp.minimum(state.nrows, R - N), jnp.zeros((), state.nrows.dtype))),
+                             state.rows)
+            nrows = jnp.where(fits, state.nrows + N, R + 1)
+            extra = dict(w_new_diag=w_new_diag, logdet=logdet, rows=rows, nrows=nrows)
+            cov_ld = logdet
         else:
-            chol = state.chol + phi * phi
+            cov = state.cov + phi * phi
             w_new = state.w_new + phi * phi
             local = state.local + phi * phi
+            extra = dict(cov=cov)
+            cov_ld = cov
         b_new = state.b_new + y[:, None] * phi
 
         X, Y, n = state.X, state.y, state.n
         if not cfg.authors_code:  # every observation joins the training set while training goes on
             X, Y, n = _append(X, Y, n, chosen, y, active & (s < cfg.train_until))
 
-        ld = log_det(chol, state.w_sync, w_new, lam)
+        ld = log_det(cov_ld, state.w_sync, extra.get("w_new_diag"), lam)
         crit = (s - state.t_last).astype(dtype) * (ld - state.logdet_last)
         flags = active & (crit > state.hp["D"])
         comm = jnp.any(flags)
 
-        state = state._replace(chol=chol, w_new=w_new, b_new=b_new, local=local, X=X, y=Y, n=n)
-        state = lax.cond(comm, lambda st: round_(st, s, chosen, y, active), lambda st: st, state)
+        state = state._replace(w_new=w_new, b_new=b_new, local=local, X=X, y=Y, n=n, **extra)
+        if full_cov:
+            def no_round(st):
+                base = jnp.where(st.synced, st.vinv_last[None], st.cov)
+                return {"cov": base - (v[:, :, None] * v[:, None, :]) / (1.0 + q)[:, None, None],
+                        "synced": jnp.asarray(False)}
+        else:
+            no_round = lambda st: {}
+        # the round and its alternative as two guarded updates of the disjoint fields they change
+        # (a lax.cond on a predicate batched by the runner's vmap would run both branches)
+        if full_cov:
+            state = state._replace(**_maybe(~comm, lambda: no_round(state), {"cov": state.cov, "synced": state.synced}))
+        keys = ROUND_FIELDS + (("synced", "vinv_last", "logdet", "w_new_diag", "rows", "nrows") if full_cov else ("cov",))
+        state = state._replace(**_maybe(comm, lambda: round_(state, s, chosen, y, active),
+                                        {k: getattr(state, k) for k in keys}))
         state = state._replace(t=s + 1)
 
         up, down = comm_per_round(state.b_sync.shape[0], N, cfg.variant, cfg.covariance, cfg.triangular)
@@ -408,20 +478,37 @@ def fn_ucb(
             inverses = state.local
         else:
             inverses = 1.0 / state.local
-        vinv_new = jnp.mean(inverses, axis=0) if cfg.variant == "less" else inverses
+        vinv_new = _mean0(inverses) if cfg.variant == "less" else inverses
         vinv_sync = jnp.where(gate, vinv_new, state.vinv_sync)
 
-        w_sync = state.w_sync + jnp.sum(state.w_new, axis=0)
         b_sync = state.b_sync + jnp.sum(state.b_new, axis=0)
         N = state.b_new.shape[0]
-        if full_cov:
-            p = b_sync.shape[0]
-            chol1 = jnp.linalg.cholesky(lam * jnp.eye(p, dtype=b_sync.dtype) + w_sync)
-            logdet_last = log_det(chol1, w_sync, jnp.zeros_like(w_sync), lam)
-        else:
-            chol1 = lam + w_sync
-            logdet_last = jnp.sum(jnp.log(chol1))
         per_agent = lambda a: jnp.broadcast_to(a, (N,) + a.shape)
+        if full_cov:
+            # V_last^{-1} of lam I + W_sync: a rank-R Woodbury update of the previous one by the rows
+            # observed since the last round, or (once they no longer fit) a fresh factorisation
+            w_sync = state.w_sync + state.w_new
+            R = state.rows.shape[0]
+            p = b_sync.shape[0]
+
+            def chunk(j, carry):  # the rows come in blocks of N, one block per step since the last round
+                return woodbury_logdet(carry[0], lax.dynamic_slice(state.rows, (j * N, jnp.zeros_like(j)), (N, p)), carry[1])
+
+            n_chunks = jnp.where(state.nrows > R, 0, state.nrows // N)
+            updated = lax.fori_loop(0, n_chunks, chunk, (state.vinv_last, state.logdet_last))
+            vinv_last, ld_exact = _maybe(state.nrows > R, lambda: _fresh_inverse(lam, w_sync), updated)
+            if cfg.trigger == "exact":
+                logdet_last = ld_exact
+            else:
+                logdet_last = log_det(None, w_sync, jnp.zeros_like(b_sync), lam)
+            cov_extra = dict(synced=jnp.asarray(True), vinv_last=vinv_last, logdet=jnp.full((N,), logdet_last),
+                             w_new_diag=jnp.zeros_like(state.w_new_diag), rows=jnp.zeros_like(state.rows),
+                             nrows=jnp.zeros_like(state.nrows))
+        else:
+            w_sync = state.w_sync + jnp.sum(state.w_new, axis=0)
+            cov1 = lam + w_sync
+            logdet_last = jnp.sum(jnp.log(cov1))
+            cov_extra = dict(cov=per_agent(cov1))
 
         alpha = state.alpha
         if cfg.alpha_mode == "adaptive":
@@ -430,10 +517,10 @@ def fn_ucb(
             sig = jax.vmap(lambda A: _norms(phi_x, A))(inverses)  # [N, M]; sqrt(lam) cancels in the ratio
             alpha = jnp.min(jnp.min(sig, axis=1) / jnp.max(sig, axis=1))
 
-        return state._replace(
+        return dict(
             params=params, theta_sync=theta_sync, vinv_sync=vinv_sync, w_sync=w_sync, b_sync=b_sync,
-            w_new=jnp.zeros_like(state.w_new), b_new=jnp.zeros_like(state.b_new), chol=per_agent(chol1),
-            logdet_last=logdet_last, t_last=s, alpha=alpha)
+            w_new=jnp.zeros_like(state.w_new), b_new=jnp.zeros_like(state.b_new), X=state.X, y=state.y, n=state.n,
+            logdet_last=logdet_last, t_last=s, alpha=alpha, **cov_extra)
 
     def next_alpha_positive(s):
         if cfg.alpha_mode == "linear":
@@ -472,7 +559,7 @@ def fn_ucb(
 
     algo = Algorithm(name, dict(hp_defaults), init, select, update, capacity, resize,
                      f"FN-UCB ({variant}, width {width}, {covariance} covariance, alpha {alpha_mode}"
-                     f"{', authors-code quirks' if authors_code else ''})")
+                     f"{', authors-code quirks' if authors_code else ''})", batching="map")
     return algo
 
 
@@ -499,6 +586,59 @@ def mean_and_width(chol, b, phi):
         solved = solve_triangular(chol, phi.T, lower=True)  # [p, K]
         return phi @ theta, jnp.sqrt(jnp.sum(solved * solved, axis=0))
     return phi @ (b / chol), jnp.sqrt(jnp.sum(phi * phi / chol, axis=-1))
+
+
+def mean_and_width_inv(vinv, b, phi):
+    """`mean_and_width` from the inverse V^{-1} [p, p]: one matrix product V^{-1} [b, phi^T], no solve."""
+    sol = vinv @ jnp.concatenate([b[:, None], phi.T], axis=1)  # [p, K + 1]
+    return phi @ sol[:, 0], jnp.sqrt(jnp.maximum(jnp.sum(phi.T * sol[:, 1:], axis=0), 0.0))
+
+
+def woodbury_logdet(vinv, X, logdet):
+    """((V + X^T X)^{-1}, log det(V + X^T X)) from vinv = V^{-1} [p, p], rows X [k, p], logdet = log det V.
+
+    With S = I_k + X V^{-1} X^T = L_S L_S^T and Z = L_S^{-1} X V^{-1}: (V + X^T X)^{-1} = V^{-1} - Z^T Z
+    and log det(V + X^T X) = log det V + log det S. O(p^2 k); zero rows of X change nothing.
+    """
+    VX = vinv @ X.T  # [p, k]
+    S = jnp.eye(X.shape[0], dtype=vinv.dtype) + X @ VX
+    LS = jnp.linalg.cholesky(S)
+    Z = solve_triangular(LS, VX.T, lower=True)  # [k, p], a k x k factor
+    return vinv - Z.T @ Z, logdet + logdet_from_chol(LS)
+
+
+def _fresh_inverse(lam, w_sync):
+    """((lam I + W)^{-1}, log det(lam I + W)) by one Cholesky factorisation. O(p^3)."""
+    p = w_sync.shape[0]
+    L = jnp.linalg.cholesky(lam * jnp.eye(p, dtype=w_sync.dtype) + w_sync)
+    Linv = solve_triangular(L, jnp.eye(p, dtype=w_sync.dtype), lower=True)
+    return Linv.T @ Linv, logdet_from_chol(L)
+
+
+def _maybe(pred, fn, default):
+    """fn() where pred, else default (same structure); fn runs only when pred holds.
+
+    FN-UCB declares batching="map", so pred is never batched by the runner and lax.cond takes one
+    branch (under vmap a batched lax.cond would compute both: the full round, the fallback
+    O(p^3) refactorisation and the per-agent products at every step).
+    """
+    return lax.cond(pred, fn, lambda: default)
+
+
+def _mean0(a):
+    """mean over the leading (agent) axis as a chain of adds (XLA's reduce over a major axis of
+    [N, p, p] is many times slower than memory bandwidth on CPU)."""
+    total = a[0]
+    for i in range(1, a.shape[0]):
+        total = total + a[i]
+    return total / a.shape[0]
+
+
+def _row_capacity(num_agents: int, p: int) -> int:
+    """R, the feature rows kept between rounds (N per step): at least 2N, which covers D = 0 (a
+    round every step from s = 1), and up to about p / 4 rows, where the rank-N Woodbury updates
+    (4 p^2 N flops each) start to cost more than a fresh O(p^3) factorisation and inverse."""
+    return num_agents * max(2, p // (4 * num_agents))
 
 
 def _norms(phi, A):
