@@ -60,6 +60,7 @@ def register(exp: Experiment) -> Experiment:
 def experiments() -> dict:
     from . import quickstart  # noqa: F401  (registers itself)
     from . import fnucb  # noqa: F401
+    from . import async_exps  # noqa: F401
 
     return dict(sorted(_REGISTRY.items()))
 

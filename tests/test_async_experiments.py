@@ -1,0 +1,116 @@
+"""The async/* experiments: every one resolves and builds at both sizes (nothing compiles), and the
+synthetic-f1 smoke size runs end to end through the sweep with the seven algorithms.
+
+The UCI experiments need the offline copies of magic.dat / mushroom.dat and are skipped without them;
+the paper-size builds of the data and stand-in experiments (k-means, rating SVDs) run with `-m slow`.
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+from bandits_jax import sweep
+from bandits_jax.core import ConfigError
+from bandits_jax.experiments import async_exps
+from bandits_jax.experiments.registry import build_runs, experiments, get_experiment, resolve_config
+from bandits_jax.results import load_results
+from helpers import REAL_DIR, needs_data
+
+ALGS = ["Async-KernelUCB", "Approx-DisKernelUCB", "OneKernelUCB", "NKernelUCB", "FedGLB-UCB", "DisLinUCB",
+        "FedLinUCB"]
+SYNTHETIC = ["async/synthetic-f1", "async/synthetic-f2", "async/movielens-standin", "async/yelp-standin"]
+DATA = {"async/magic": "magic.dat", "async/mushroom": "mushroom.dat"}
+NAMES = SYNTHETIC + list(DATA)
+DIMS = {"async/magic": 10}
+
+
+def test_registered():
+    assert sorted(n for n in experiments() if n.startswith("async/")) == sorted(NAMES)
+    for name in NAMES:
+        exp = get_experiment(name)
+        assert set(exp.sizes) == {"smoke", "paper"} and exp.agents == "sum"
+    for name in ("async/movielens-standin", "async/yelp-standin"):
+        assert "SYNTHETIC STAND-IN, NOT" in get_experiment(name).notes
+
+
+def _check_build(name, size, overrides=None):
+    exp = get_experiment(name)
+    config = resolve_config(exp, size, overrides or {})
+    runs = build_runs(exp, config)
+    assert [a.name for _, a in runs] == ALGS
+    assert len({id(p) for p, _ in runs}) == 1  # one problem: common random numbers
+    spec = runs[0][0].spec
+    if size == "smoke":
+        assert (spec.num_agents, spec.horizon, config["seeds"]) == (4, 40, 2)
+    else:
+        assert (spec.num_agents, spec.num_arms, spec.horizon, config["seeds"]) == (100, 20, 10000, 10)
+        hp = {a.name: a.hparams for _, a in runs}
+        assert hp["Async-KernelUCB"]["threshold"] == pytest.approx(1e-4)
+        assert hp["FedLinUCB"]["alpha_c"] == pytest.approx(1e-4)
+        sync = 10000 / (100 * spec.dim * math.log(1e6))
+        for alg in ("Approx-DisKernelUCB", "DisLinUCB", "FedGLB-UCB"):
+            assert hp[alg]["threshold"] == pytest.approx(sync)
+        # Gaussian kernel exp(-gamma |x - y|^2), gamma = 1
+        assert hp["OneKernelUCB"]["lengthscale"] == pytest.approx(1 / math.sqrt(2))
+        if name in DIMS:
+            assert spec.dim == DIMS[name]
+    return runs
+
+
+def _overrides(name):
+    return {"data_dir": str(REAL_DIR)} if name in DATA else {}
+
+
+def _param(name, size):
+    marks = [needs_data(DATA[name])] if name in DATA else []
+    if size == "paper" and name not in ("async/synthetic-f1", "async/synthetic-f2"):
+        marks.append(pytest.mark.slow)  # builds the full rating matrices / k-means (seconds each)
+    return pytest.param(name, size, marks=marks, id=f"{name}-{size}")
+
+
+@pytest.mark.parametrize("name,size", [_param(n, s) for n in NAMES for s in ("smoke", "paper")])
+def test_builds_without_compiling(name, size):
+    _check_build(name, size, _overrides(name))
+
+
+def test_config_keys():
+    exp = get_experiment("async/synthetic-f1")
+    runs = build_runs(exp, resolve_config(exp, "smoke", {"async_D": "0.5", "gamma": "4", "alpha": "0.1"}))
+    hp = {a.name: a.hparams for _, a in runs}
+    assert hp["Async-KernelUCB"]["threshold"] == 0.5
+    assert hp["NKernelUCB"]["lengthscale"] == pytest.approx(1 / math.sqrt(8))
+    assert all(h["alpha"] == pytest.approx(0.1) for h in hp.values())
+    for bad in ({"async_D": "x"}, {"approx_D": "-1"}, {"gamma": "0"}):
+        with pytest.raises(ConfigError):
+            build_runs(exp, resolve_config(exp, "smoke", bad))
+
+
+def test_overflow_is_an_error():
+    ok = {"comm_up": np.zeros((2, 3)), "comm_down": np.zeros((2, 3))}
+    bad = {"comm_up": np.array([[0.0, np.nan]]), "comm_down": np.zeros((1, 2))}
+    for name in ALGS:
+        async_exps.check_run(name, ok)
+        with pytest.raises(ConfigError):
+            async_exps.check_run(name, bad)
+
+
+def test_smoke_end_to_end(tmp_path):
+    out = sweep.run_experiment("async/synthetic-f1", "smoke", out=tmp_path / "r", quiet=True, plot=False)
+    async_exps.check_results(out)
+    res = load_results(out)
+    assert res.algorithms == ALGS
+    for alg in ALGS:
+        arrays = res.arrays[alg]
+        assert arrays["regret"].shape == (2, 40, 4)
+        for key in ("comm_up", "comm_down", "rounds"):
+            assert arrays[key].shape == (2, 40)
+            assert not np.isnan(arrays[key]).any() and (arrays[key] >= 0).all()
+        assert np.all(np.isfinite(arrays["regret"])) and (arrays["regret"] >= -1e-12).all()
+        # one client acts per step: at most one agent has non-zero regret
+        assert ((arrays["regret"] != 0).sum(axis=-1) <= 1).all()
+    assert res.arrays["NKernelUCB"]["comm_up"].sum() == 0
+    assert (res.arrays["OneKernelUCB"]["rounds"] == 1).all()  # communicates at every step
+    assert res.arrays["Async-KernelUCB"]["rounds"].sum() > 0
+    assert res.metadata["agents"] == "sum"
+
