@@ -4,6 +4,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -30,3 +32,27 @@ def async_arrays(N, K, d, T, seed):
     arrivals = rng.integers(0, N, size=T)
     active = np.arange(N)[None, :] == arrivals[:, None]
     return contexts, rewards, arrivals, active
+
+
+def drive_with_and_without_resize(algo, spec, contexts, rewards, active, split: int):
+    """Run an algorithm step by step on given arrays twice: with capacity T from the start, and with
+    capacity `split` resized to T at step `split`. Float64 hparams; call inside jax.enable_x64.
+    Returns (state_full, actions_full [T, N], state_resized, actions_resized [T, N])."""
+    T, N = contexts.shape[0], contexts.shape[1]
+    hp = {k: jnp.asarray(v, jnp.float64) for k, v in algo.hparams.items()}
+    key = jax.random.PRNGKey(0)
+    select, update = jax.jit(algo.select), jax.jit(algo.update)
+
+    def steps(state, t0, t1):
+        acts = []
+        for t in range(t0, t1):
+            a, _ = select(state, jnp.asarray(contexts[t]), jax.random.fold_in(key, t))
+            r = jnp.asarray(rewards[t])[jnp.arange(N), a]
+            state, _ = update(state, jnp.asarray(contexts[t]), a, r, jnp.asarray(active[t]), key)
+            acts.append(np.asarray(a))
+        return state, acts
+
+    full, acts_full = steps(algo.init(key, spec, hp, T), 0, T)
+    small, acts_small = steps(algo.init(key, spec, hp, split), 0, split)
+    small, acts_rest = steps(algo.resize(small, T), split, T)
+    return full, np.array(acts_full), small, np.array(acts_small + acts_rest)

@@ -10,7 +10,7 @@ from bandits_jax.algorithms import approx_dis_kernel as adk
 from bandits_jax.algorithms.async_kernel import rollout
 from bandits_jax.core import ConfigError, EnvSpec
 from bench.reference import approx_glb_np as ref_np
-from helpers import async_arrays
+from helpers import async_arrays, drive_with_and_without_resize
 
 HP = dict(lam=1.0, alpha=1.0, q=1.0, lengthscale=0.7)
 
@@ -109,25 +109,9 @@ def test_approx_dis_kernel_ucb_resize_changes_nothing():
     with jax.enable_x64(True):
         contexts, rewards, arrivals, active = async_arrays(3, 4, 2, 16, seed=13)
         algo = adk.approx_dis_kernel_ucb(threshold=2.0, lengthscale=0.7)
-        spec = EnvSpec(3, 4, 2, 16)
-        hp = {k: jnp.asarray(v, jnp.float64) for k, v in algo.hparams.items()}
-        key = jax.random.PRNGKey(0)
-        select, update = jax.jit(algo.select), jax.jit(algo.update)
-
-        def steps(state, t0, t1):
-            acts = []
-            for t in range(t0, t1):
-                a, _ = select(state, jnp.asarray(contexts[t]), jax.random.fold_in(key, t))
-                r = jnp.asarray(rewards[t])[jnp.arange(3), a]
-                state, _ = update(state, jnp.asarray(contexts[t]), a, r, jnp.asarray(active[t]), key)
-                acts.append(np.asarray(a))
-            return state, acts
-
-        big, acts_big = steps(algo.init(key, spec, hp, 16), 0, 16)
-        small, acts_small = steps(algo.init(key, spec, hp, 8), 0, 8)
-        small = algo.resize(small, 16)
-        small, acts_rest = steps(small, 8, 16)
-        np.testing.assert_array_equal(np.array(acts_big), np.array(acts_small + acts_rest))
+        big, acts_big, small, acts_small = drive_with_and_without_resize(
+            algo, EnvSpec(3, 4, 2, 16), contexts, rewards, active, split=8)
+        np.testing.assert_array_equal(acts_big, acts_small)
         assert int(big.num_syncs) == int(small.num_syncs) > 0
 
 

@@ -10,7 +10,7 @@ from bandits_jax.algorithms import dis_kernel as dk
 from bandits_jax.algorithms.async_kernel import rollout
 from bandits_jax.core import ConfigError, EnvSpec
 from bench.reference import dis_kernel_np as ref_np
-from helpers import async_arrays
+from helpers import async_arrays, drive_with_and_without_resize
 
 HP_KERNEL = dict(lam=1.0, alpha=1.0, lengthscale=0.7)
 
@@ -135,25 +135,9 @@ def test_dis_kernel_ucb_resize_changes_nothing():
     with jax.enable_x64(True):
         contexts, rewards, arrivals, active = _env(3, 4, 2, 20, seed=4)
         algo = dk.dis_kernel_ucb(threshold=1.0, lengthscale=0.7)
-        spec = EnvSpec(3, 4, 2, 20)
-        hp = {k: jnp.asarray(v, jnp.float64) for k, v in algo.hparams.items()}
-        key = jax.random.PRNGKey(0)
-        select, update = jax.jit(algo.select), jax.jit(algo.update)
-
-        def steps(state, t0, t1):
-            acts = []
-            for t in range(t0, t1):
-                a, _ = select(state, jnp.asarray(contexts[t]), jax.random.fold_in(key, t))
-                r = jnp.asarray(rewards[t])[jnp.arange(3), a]
-                state, _ = update(state, jnp.asarray(contexts[t]), a, r, jnp.asarray(active[t]), key)
-                acts.append(np.asarray(a))
-            return state, acts
-
-        big, acts_big = steps(algo.init(key, spec, hp, 20), 0, 20)
-        small, acts_small = steps(algo.init(key, spec, hp, 8), 0, 8)
-        small = algo.resize(small, 20)
-        small, acts_rest = steps(small, 8, 20)
-        np.testing.assert_array_equal(np.array(acts_big), np.array(acts_small + acts_rest))
+        big, acts_big, small, acts_small = drive_with_and_without_resize(
+            algo, EnvSpec(3, 4, 2, 20), contexts, rewards, active, split=8)
+        np.testing.assert_array_equal(acts_big, acts_small)
         np.testing.assert_allclose(big.chol_inv, small.chol_inv, atol=1e-12)
 
 
