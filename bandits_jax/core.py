@@ -153,6 +153,13 @@ def check_hparams(algorithm_name: str, defaults: dict, given: dict, positive=(),
     return out
 
 
+def traced_hparams(defaults: dict, given, dtype) -> dict:
+    """The hyper-parameters an `init` stores in its state: `given` (a dict of scalars or traced
+    values, possibly None) over `defaults`, as arrays of `dtype`."""
+    given = given or {}
+    return {name: jnp.asarray(given.get(name, value), dtype) for name, value in defaults.items()}
+
+
 def check_spec(spec: EnvSpec) -> EnvSpec:
     """Refuse impossible sizes with a message that names the field."""
     for field in EnvSpec._fields:

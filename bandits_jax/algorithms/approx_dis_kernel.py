@@ -53,7 +53,7 @@ from kernels import nystrom
 from kernels.functions import Kernel
 from kernels.linalg import pad_rows
 
-from ..core import Algorithm, ConfigError, EnvSpec, check_hparams
+from ..core import Algorithm, ConfigError, EnvSpec, check_hparams, traced_hparams
 from .async_kernel import argmax_random_ties
 from .base import MULTI_ACTIVE_MESSAGE, describe_error_bits, raise_on_error_bits, raise_on_nan_comm
 from .kernel import _kernel_params, _resolve_kernel
@@ -137,8 +137,7 @@ def approx_dis_kernel_ucb(
     def init(key, spec, hparams, cap=None):
         del key
         dtype = _float_dtype()
-        hparams = hparams or {}
-        hp = {k: jnp.asarray(hparams.get(k, v), dtype) for k, v in hp0.items()}
+        hp = traced_hparams(hp0, hparams, dtype)
         C, M = _rows(capacity(spec, spec.horizon) if cap is None else int(cap))
         N, d = spec.num_agents, spec.dim
         P0 = jnp.eye(M, dtype=dtype) / hp["lam"]

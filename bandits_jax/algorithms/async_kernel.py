@@ -57,7 +57,7 @@ from kernels import nystrom
 from kernels.functions import Kernel
 from kernels.linalg import pad_rows
 
-from ..core import Algorithm, ConfigError, EnvSpec, check_hparams
+from ..core import Algorithm, ConfigError, EnvSpec, check_hparams, traced_hparams
 from .base import MULTI_ACTIVE_MESSAGE, describe_error_bits, raise_on_error_bits, raise_on_nan_comm
 from .kernel import _kernel_params, _resolve_kernel
 from .linear import _float_dtype
@@ -134,8 +134,7 @@ def async_kernel_ucb(
     def init(key, spec, hparams, cap=None):
         del key
         dtype = _float_dtype()
-        hparams = hparams or {}
-        hp = {k: jnp.asarray(hparams.get(k, v), dtype) for k, v in hp0.items()}
+        hp = traced_hparams(hp0, hparams, dtype)
         rows = capacity(spec, spec.horizon) if cap is None else int(cap)
         M, B = _rows(rows)
         N, d = spec.num_agents, spec.dim

@@ -57,7 +57,7 @@ from jax import lax
 from kernels.functions import Kernel
 from kernels.linalg import inv_chol_append, pad_chol, pad_rows, posterior_mean_var_inv
 
-from ..core import Algorithm, ConfigError, EnvSpec, check_hparams
+from ..core import Algorithm, ConfigError, EnvSpec, check_hparams, traced_hparams
 from .async_kernel import argmax_random_ties
 from .base import MULTI_ACTIVE_MESSAGE, describe_error_bits, independent, raise_on_error_bits, raise_on_nan_comm
 from .kernel import KernelState, _kernel_params, _make_learner, _resolve_kernel, posterior
@@ -134,8 +134,7 @@ def dis_kernel_ucb(
     def init(key, spec, hparams, cap=None):
         del key
         dtype = _float_dtype()
-        hparams = hparams or {}
-        hp = {k: jnp.asarray(hparams.get(k, v), dtype) for k, v in hp0.items()}
+        hp = traced_hparams(hp0, hparams, dtype)
         C, B = _rows(capacity(spec, spec.horizon) if cap is None else int(cap))
         N, d = spec.num_agents, spec.dim
         return DisKernelState(

@@ -37,7 +37,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ..core import Algorithm, EnvSpec, check_hparams
+from ..core import Algorithm, EnvSpec, check_hparams, traced_hparams
 from .async_kernel import argmax_random_ties
 from .linear import _float_dtype
 
@@ -112,8 +112,7 @@ def dis_lin_ucb(lam=1.0, alpha=1.0, threshold=1.0, **kw) -> Algorithm:
     def init(key, spec: EnvSpec, hparams, cap=None):
         del key, cap
         dtype = _float_dtype()
-        hparams = hparams or {}
-        hp = {k: jnp.asarray(hparams.get(k, v), dtype) for k, v in hp0.items()}
+        hp = traced_hparams(hp0, hparams, dtype)
         N, d = spec.num_agents, spec.dim
         return DisLinState(hp, jnp.zeros((d, d), dtype), jnp.zeros((d,), dtype), jnp.zeros((N, d, d), dtype),
                            jnp.zeros((N, d), dtype), jnp.zeros((N,), jnp.int32), jnp.zeros((), jnp.int32))
@@ -177,8 +176,7 @@ def fed_lin_ucb(lam=1.0, alpha=1.0, alpha_c=1e-2, **kw) -> Algorithm:
     def init(key, spec: EnvSpec, hparams, cap=None):
         del key, cap
         dtype = _float_dtype()
-        hparams = hparams or {}
-        hp = {k: jnp.asarray(hparams.get(k, v), dtype) for k, v in hp0.items()}
+        hp = traced_hparams(hp0, hparams, dtype)
         N, d = spec.num_agents, spec.dim
         zA, zb = jnp.zeros((N, d, d), dtype), jnp.zeros((N, d), dtype)
         return FedLinState(hp, jnp.zeros((d, d), dtype), jnp.zeros((d,), dtype), zA, zb, zA, zb,

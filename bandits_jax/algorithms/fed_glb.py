@@ -52,7 +52,7 @@ from jax import lax
 
 from kernels.linalg import pad_rows
 
-from ..core import Algorithm, ConfigError, EnvSpec, check_hparams
+from ..core import Algorithm, ConfigError, EnvSpec, check_hparams, traced_hparams
 from .async_kernel import argmax_random_ties
 from .base import MULTI_ACTIVE_MESSAGE, describe_error_bits, raise_on_error_bits, raise_on_nan_comm
 from .dis_linear import ridge_logdet, ridge_scores
@@ -110,8 +110,7 @@ def fed_glb_ucb(lam=1.0, alpha=1.0, c_mu=0.2, threshold=1.0, *, max_iters: int =
     def init(key, spec, hparams, cap=None):
         del key
         dtype = _float_dtype()
-        hparams = hparams or {}
-        hp = {k: jnp.asarray(hparams.get(k, v), dtype) for k, v in hp0.items()}
+        hp = traced_hparams(hp0, hparams, dtype)
         C = capacity(spec, spec.horizon) if cap is None else int(cap)
         N, d = spec.num_agents, spec.dim
         return FedGLBState(

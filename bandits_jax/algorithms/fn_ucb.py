@@ -104,7 +104,7 @@ from jax.scipy.linalg import solve_triangular
 from kernels.linalg import chol_solve, logdet_from_chol, pad_rows, sherman_morrison
 from kernels.ntk import PARAMETERIZATIONS, init_mlp, mlp_apply, ntk_values_and_features
 
-from ..core import Algorithm, ConfigError, EnvSpec, check_hparams
+from ..core import Algorithm, ConfigError, EnvSpec, check_hparams, traced_hparams
 from .neural import NeuralConfig, NeuralState, training_loss
 
 VARIANTS = ("less", "full")
@@ -290,8 +290,7 @@ def fn_ucb(
                               "zero-pad the contexts (kernels.ntk.pad_to_even) or use parameterization='authors'")
         dtype = jnp.result_type(float)
         N, d = spec.num_agents, spec.dim
-        hparams = hparams or {}
-        hp = {k: jnp.asarray(hparams.get(k, v), dtype) for k, v in hp_defaults.items()}
+        hp = traced_hparams(hp_defaults, hparams, dtype)
         k_net, k_alpha = jax.random.split(key)
         theta0 = init_mlp(k_net, d, cfg.width, cfg.depth, cfg.parameterization, dtype)
         p = sum(leaf.size for leaf in jax.tree_util.tree_leaves(theta0))

@@ -47,7 +47,7 @@ import jax.numpy as jnp
 from kernels.functions import Kernel, get_kernel
 from kernels.linalg import inv_chol_append, pad_chol, pad_rows, posterior_mean_var_inv
 
-from ..core import Algorithm, ConfigError, EnvSpec, check_hparams
+from ..core import Algorithm, ConfigError, EnvSpec, check_hparams, traced_hparams
 from .base import independent
 from .linear import _check_max_history, _float_dtype
 
@@ -128,8 +128,7 @@ def _make_learner(kern: Kernel, defaults: dict, max_history: Optional[int]):
     def init1(key, spec, hp, capacity=None):
         del key
         dtype = _float_dtype()
-        hp = hp or {}
-        hp = {k: jnp.asarray(hp.get(k, v), dtype) for k, v in defaults.items()}
+        hp = traced_hparams(defaults, hp, dtype)
         C = capacity1(spec, spec.horizon) if capacity is None else int(capacity)
         return KernelState(
             hp=hp,

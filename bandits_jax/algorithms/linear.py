@@ -31,7 +31,7 @@ from jax.scipy.linalg import solve_triangular
 
 from kernels.linalg import chol_solve, chol_update
 
-from ..core import Algorithm, ConfigError, check_hparams
+from ..core import Algorithm, ConfigError, check_hparams, traced_hparams
 from .base import independent
 
 
@@ -58,8 +58,7 @@ def _init1(defaults):
     def init1(key, spec, hp, capacity=None):
         del key, capacity
         dtype = _float_dtype()
-        hp = hp or {}
-        hp = {name: jnp.asarray(hp.get(name, value), dtype) for name, value in defaults.items()}
+        hp = traced_hparams(defaults, hp, dtype)
         d = spec.dim
         return LinearState(
             hp=hp,

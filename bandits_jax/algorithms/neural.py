@@ -60,7 +60,7 @@ from jax.scipy.linalg import solve_triangular
 from kernels.linalg import chol_update, pad_rows
 from kernels.ntk import PARAMETERIZATIONS, init_mlp, mlp_apply, ntk_values_and_features
 
-from ..core import Algorithm, ConfigError, EnvSpec, check_hparams
+from ..core import Algorithm, ConfigError, EnvSpec, check_hparams, traced_hparams
 from .base import independent
 
 COVARIANCES = ("full", "diag")
@@ -159,8 +159,7 @@ def _make_learner(cfg: NeuralConfig, defaults: dict):
                 "zero-pad the contexts to even d (kernels.ntk.pad_to_even) or use parameterization='authors'"
             )
         dtype = _float_dtype()
-        hp = hp or {}
-        hp = {name: jnp.asarray(hp.get(name, value), dtype) for name, value in defaults.items()}
+        hp = traced_hparams(defaults, hp, dtype)
         params = init_mlp(key, spec.dim, cfg.width, cfg.depth, cfg.parameterization, dtype)
         p = sum(leaf.size for leaf in jax.tree_util.tree_leaves(params))
         if cfg.covariance == "full":
