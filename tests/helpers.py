@@ -56,3 +56,19 @@ def drive_with_and_without_resize(algo, spec, contexts, rewards, active, split: 
     small, acts_small = steps(algo.init(key, spec, hp, split), 0, split)
     small, acts_rest = steps(algo.resize(small, T), split, T)
     return full, np.array(acts_full), small, np.array(acts_small + acts_rest)
+
+
+def agent_slice(tree, i):
+    """Agent i's part of a pytree with a leading agent axis, as NumPy arrays."""
+    return jax.tree_util.tree_map(lambda a: np.asarray(a[i]), tree)
+
+
+def per_agent_normal_draws(step_keys, steps: int, num_agents: int, size: int):
+    """[steps, N, size] standard normals as `independent` hands them out: agent i of step t draws
+    normal(split(select_key_t, N)[i], (size,), float64), select_key_t = step_keys(t)[0]."""
+    out = np.zeros((steps, num_agents, size))
+    for t in range(steps):
+        keys = jax.random.split(step_keys(t)[0], num_agents)
+        for i in range(num_agents):
+            out[t, i] = np.asarray(jax.random.normal(keys[i], (size,), jnp.float64))
+    return out

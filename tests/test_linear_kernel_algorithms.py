@@ -17,6 +17,7 @@ from bandits_jax.core import ConfigError, EnvSpec
 from kernels.functions import get_kernel
 
 from bench.reference import kernel_np, linear_np
+from helpers import agent_slice, per_agent_normal_draws
 
 N, K, D, T = 3, 4, 5, 40
 TOL = dict(rtol=1e-8, atol=1e-8)
@@ -67,17 +68,10 @@ def drive(alg, contexts, rewards, active, score_fn=None, schedule=None):
 
 
 def normal_draws(Tn, size):
-    """The z each agent's select1 draws: normal(split(select_key, N)[i], (size,), float64)."""
-    out = np.zeros((Tn, N, size))
-    for t in range(Tn):
-        keys = jax.random.split(step_keys(t)[0], N)
-        for i in range(N):
-            out[t, i] = np.asarray(jax.random.normal(keys[i], (size,), jnp.float64))
-    return out
+    return per_agent_normal_draws(step_keys, Tn, N, size)
 
 
-def agent(state, i):
-    return jax.tree_util.tree_map(lambda a: np.asarray(a[i]), state)
+agent = agent_slice
 
 
 # ---------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from bandits_jax.algorithms import neural
 from bandits_jax.core import ConfigError, EnvSpec
 
 from bench.reference import neural_np
+from helpers import agent_slice, per_agent_normal_draws
 
 N, K, T = 2, 4, 25
 TOL = dict(rtol=1e-7, atol=1e-9)
@@ -63,17 +64,10 @@ def drive(alg, contexts, rewards, schedule=((0, None),)):
 
 
 def normal_draws(Tn):
-    """The z each agent draws: normal(split(select_key, N)[i], (K,), float64)."""
-    out = np.zeros((Tn, N, K))
-    for t in range(Tn):
-        keys = jax.random.split(step_keys(t)[0], N)
-        for i in range(N):
-            out[t, i] = np.asarray(jax.random.normal(keys[i], (K,), jnp.float64))
-    return out
+    return per_agent_normal_draws(step_keys, Tn, N, K)
 
 
-def agent(tree, i):
-    return jax.tree_util.tree_map(lambda a: np.asarray(a[i]), tree)
+agent = agent_slice
 
 
 def jax_to_numpy_order(params, d, width, options):
