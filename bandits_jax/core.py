@@ -9,6 +9,7 @@ An *algorithm* is a NamedTuple of pure functions in the manner of optax:
 
     init(key, spec, hparams, capacity) -> state
     select(state, contexts[N, K, d], key) -> (actions[N] int32, info)
+        (or select(state, contexts, key, active[N] bool) when `sees_active` is True)
     update(state, contexts[N, K, d], actions[N], rewards[N], active[N] bool, key) -> (state, info)
 
 `hparams` is a dict of float hyper-parameters; `init` stores them in the state as traced
@@ -94,6 +95,10 @@ class Algorithm(NamedTuple):
     whose predicate differs between runs becomes a select that computes BOTH branches, so an
     algorithm whose rare event-triggered work (a synchronisation, a retraining) is expensive
     may be faster with "map", where each run pays only for the branch it takes.
+
+    sees_active: when True the runner passes the step's arrival mask to `select` as a fourth
+    argument, so an algorithm of a one-client-per-step protocol scores only the active client
+    (the actions of inactive agents are never used: their regret is 0 and `update` ignores them).
     """
 
     name: str
@@ -105,6 +110,14 @@ class Algorithm(NamedTuple):
     resize: Optional[Callable[[PyTree, int], PyTree]] = None
     description: str = ""
     batching: str = "vmap"
+    sees_active: bool = False
+
+
+def call_select(algorithm: "Algorithm", state, contexts, key, active):
+    """algorithm.select with the arrival mask passed on when the algorithm asks for it."""
+    if algorithm.sees_active:
+        return algorithm.select(state, contexts, key, active)
+    return algorithm.select(state, contexts, key)
 
 
 def gaussian_rewards(noise_std: float) -> Callable[[PyTree, Array, Array], Array]:

@@ -30,7 +30,7 @@ import numpy as np
 from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from .core import COMM_KEYS, Algorithm, ConfigError, Problem
+from .core import COMM_KEYS, Algorithm, ConfigError, Problem, call_select
 
 OUTPUT_KEYS = ("regret",) + COMM_KEYS
 
@@ -120,7 +120,7 @@ def make_step(problem: Problem, algorithm: Algorithm) -> Callable:
         else:
             active = problem.active(instance, t, k_act)
         k_sel, k_upd = algorithm_step_keys(algorithm_key, t)
-        actions, _ = algorithm.select(state, contexts, k_sel)
+        actions, _ = call_select(algorithm, state, contexts, k_sel, active)
         rewards = jnp.take_along_axis(all_rewards, actions[:, None], axis=1)[:, 0]
         chosen_means = jnp.take_along_axis(means, actions[:, None], axis=1)[:, 0]
         regret = jnp.where(active, jnp.max(means, axis=1) - chosen_means, 0.0)
