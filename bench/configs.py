@@ -29,6 +29,14 @@ backward ~ 3 x the forward's 2 x rows x params multiply-adds:
 The full-covariance bookkeeping (a p x p rank-one Cholesky update and a solve with K right-hand
 sides, ~ (K + 7) p^2 ~ 0.6 Mflop) is left out; at C >= 128 it is under 10% of the training.
 
+FN-UCB (the fnucb/fig1a configuration: N = 10 agents, the official code's option set, D = 0
+so a round at every iteration), against float64 matmul flop/s. Under the code's shared network
+(Q1) each agent trains the one network in turn on its own history in every round (while t <
+train_until): train_steps x 3 x 2 x C x p per agent-step as NeuralUCB; plus the covariance
+bookkeeping of O((K + 6) p^2) per agent-step (Sherman-Morrison on V_i^{-1} and (V^local_i)^{-1},
+UCB_a and the Less Comm. bonus with K right-hand sides):
+    flops per agent-step = train_steps * 6 * C * p + (K + 6) p^2.
+
 LinUCB, against float64 matmul flop/s. Its state (a d x d factor and a d-vector, under 1 KB a
 run) stays in cache even at S = 1000, so bandwidth is not the limit; the step is a chain of
 tiny dependent triangular solves, i.e. latency- and dispatch-bound, and the flop fraction says
@@ -43,6 +51,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable
 
+from bandits_jax.algorithms.fn_ucb import fn_ucb
 from bandits_jax.algorithms.kernel import kernel_ucb
 from bandits_jax.algorithms.linear import linucb
 from bandits_jax.algorithms.neural import neural_ucb
@@ -63,6 +72,10 @@ DEFAULT_FIRST_SEGMENT = 128  # the runner's default
 QUICK_FIRST_SEGMENT = 25     # so that the quick run still has (two) doubling segments
 
 NEURAL = dict(width=20, depth=2, train_steps=30, train_until=2000, covariance="full")
+FN_HORIZON, FN_AGENTS = 5000, 10
+FN_HP = dict(lam=0.1, nu_tkn=0.1, nu_tk=0.1, D=0.0, lr=0.01)
+FN_OPTIONS = dict(covariance="full", train_steps=30, train_until=2000, alpha_warmup=3, alpha_ramp=700,
+                  feature_scale="raw", loss="authors", trigger="diag", authors_code=True)
 
 
 @dataclass(frozen=True)
@@ -83,6 +96,7 @@ class Case:
     dim: int = 10
     first_segment: int = DEFAULT_FIRST_SEGMENT
     settings: dict = field(default_factory=dict)
+    quick: dict = field(default_factory=dict)  # further field overrides of the --quick size
 
     def problem(self, horizon=None) -> Problem:
         return make_problem(self.problem_name, num_agents=self.num_agents, num_arms=self.num_arms,
@@ -108,6 +122,13 @@ def neural_flops(alg: Algorithm, problem: Problem, first: int) -> float:
         trained = max(0, min(t1, NEURAL["train_until"]) - t0)
         total += trained * NEURAL["train_steps"] * 3 * 2 * cap * p
     return total
+
+
+def fn_ucb_flops(alg: Algorithm, problem: Problem, first: int) -> float:
+    """Model flops per agent-run: training (as NeuralUCB's model) plus (K + 6) p^2 a step."""
+    d, m, K = problem.spec.dim, NEURAL["width"], problem.spec.num_arms
+    p = d * m + m + m + 1
+    return neural_flops(alg, problem, first) + problem.spec.horizon * (K + 6) * p * p
 
 
 def linear_flops(alg: Algorithm, problem: Problem, first: int) -> float:
@@ -148,6 +169,16 @@ def cases() -> list:
             model="flops/agent-step = train_steps x 3 x 2 x C x p (GD on the C buffer rows; p = 241)",
             work=neural_flops, settings={**neu_hp, **NEURAL},
         ),
+        Case(
+            name="FN-UCB", problem_name="cosine",
+            build=lambda: fn_ucb(**FN_HP, width=NEURAL["width"], parameterization="authors", **FN_OPTIONS),
+            numpy_agent=lambda: numpy_loop.fn_ucb_agents(NEURAL["width"], **FN_HP, **FN_OPTIONS),
+            numpy_seeds=1, ceiling="flops",
+            model="flops/agent-step = train_steps x 6 x C x p + (K + 6) p^2 (fnucb/fig1a, N = 10, D = 0)",
+            work=fn_ucb_flops, horizon=FN_HORIZON, num_agents=FN_AGENTS,
+            settings={**FN_HP, "width": NEURAL["width"], "parameterization": "authors", **FN_OPTIONS},
+            quick=dict(num_agents=2),
+        ),
     ]
 
 
@@ -157,6 +188,10 @@ def state_bytes(case: Case, alg: Algorithm, problem: Problem) -> float:
     cap = max((c or 0) for _, _, c in case.segments(alg, problem))
     if case.name == "KernelUCB":
         per_agent = cap * cap + cap * (d + 1)
+    elif case.name == "FN-UCB":
+        m = NEURAL["width"]
+        p = d * m + 2 * m + 1
+        per_agent = 2 * p * p + cap * (d + 1) + 3 * p + (5 * p * p + 2 * N * p) / N
     elif case.name == "NeuralUCB":
         m = NEURAL["width"]
         p = d * m + 2 * m + 1

@@ -15,7 +15,7 @@ import numpy as np
 
 from bandits_jax.problems.synthetic import FNUCB_FIXED_A
 
-from .reference import kernel_np, linear_np, neural_np
+from .reference import fn_ucb_np, kernel_np, linear_np, neural_np
 
 REWARDS = {
     "cosine": lambda u: np.cos(3.0 * u),
@@ -80,16 +80,42 @@ def neural_ucb_agent(width: int, lam: float, beta: float, lr: float, train_steps
     return run
 
 
+def fn_ucb_agents(width: int, lam: float, nu_tkn: float, nu_tk: float, D: float, lr: float,
+                  **options) -> Callable:
+    """FN-UCB over all N agents at once (a JOINT loop: contexts [T, N, K, d], rewards [T, N, K]),
+    with the authors' network (biases, N(0, 1) init) and the given `fn_ucb_np.run` options."""
+
+    def run(contexts, rewards, rng):
+        d = contexts.shape[-1]
+        init = (rng.standard_normal((width, d)), rng.standard_normal(width),
+                rng.standard_normal(width), float(rng.standard_normal()))
+        return fn_ucb_np.run(contexts, rewards, init, lam, nu_tkn, nu_tk, D, lr, **options)
+
+    run.joint = True
+    return run
+
+
 def time_loop(agent: Callable, problem: str, seeds, num_agents: int, num_arms: int, dim: int,
               horizon: int) -> LoopTiming:
-    """Wall-clock of the full loop over seeds and agents (context drawing included)."""
+    """Wall-clock of the full loop over seeds and agents (context drawing included).
+
+    An agent function with `joint = True` runs all agents together on stacked arrays
+    (contexts [T, N, K, d]); otherwise it is called once per agent.
+    """
     seeds = list(seeds)
+    joint = getattr(agent, "joint", False)
     t0 = time.perf_counter()
     for seed in seeds:
         rng = np.random.default_rng(seed)
         a = hidden_vector(dim, rng)
+        runs = []
         for _agent in range(num_agents):
             contexts, rewards = draw_run(rng, problem, a, horizon, num_arms)
-            agent(contexts, rewards, rng)
+            if joint:
+                runs.append((contexts, rewards))
+            else:
+                agent(contexts, rewards, rng)
+        if joint:
+            agent(np.stack([c for c, _ in runs], axis=1), np.stack([r for _, r in runs], axis=1), rng)
     seconds = time.perf_counter() - t0
     return LoopTiming(len(seeds), len(seeds) * num_agents * horizon, seconds)

@@ -168,6 +168,24 @@ def test_communication_accounting_by_hand():
     assert fn.comm_per_round(37, 5, "less", "diag") == (5 * 149, 149)
 
 
+@pytest.mark.parametrize("D", [0.0, 0.6])
+def test_theorem1_variant_uses_alpha_only_at_epoch_starts(D):
+    contexts, rewards = make_data(5, T=30)
+    opts = dict(alpha_mode="one", train_steps=2, width=M)
+    _, general, _, _ = drive(fn.fn_ucb(**HP, D=D, **opts), contexts, rewards)
+    actions, info, _, _ = drive(fn.fn_ucb(**HP, D=D, alpha_epoch_start=True, **opts), contexts, rewards)
+    rounds = info["rounds"].astype(bool)
+    assert 2 < rounds.sum() < (30 if D else 31)
+    # an epoch starts at s = 0 and right after every round; alpha = 1 there and 0 elsewhere
+    starts = np.zeros(30, bool)
+    starts[0] = True
+    starts[1:] = rounds[:-1]
+    np.testing.assert_array_equal(info["alpha"], starts.astype(float))
+    np.testing.assert_array_equal(general["alpha"], np.ones(30))
+    if D == 0.0:  # a round at every iteration after the first: only s = 1 differs
+        assert rounds[1:].all() and not starts[1] and starts[2:].all()
+
+
 def test_sanity_inequalities_on_less_comm_bonus():
     # (1/N) sum_j ||phi||_{V_j^{-1}} <= ||phi||_{mean_j V_j^{-1}} <= (1/sqrt N) sum_j ||phi||_{V_j^{-1}}
     out = run_case("less-full-exact-paper")

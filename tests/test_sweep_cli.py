@@ -108,7 +108,7 @@ def test_out_dir_of_another_configuration_is_refused(tmp_path):
     (["run", "test/toy", "--seeds", "0"], "seeds must be at least 1"),
     (["run", "test/toy", "--size", "huge"], "no size 'huge'"),
     (["run", "test/toy", "--chunk", "0"], "--chunk must be at least 1"),
-    (["run", "quickstart", "--set", "lin_lam=-1"], "lam"),
+    (["run", "quickstart", "--set", "kernel_lam=-1"], "lam"),
     (["run", "quickstart", "--set", "num_arms=0"], "num_arms"),
     (["run", "test/magic", "--size", "smoke", "--set", "data_dir=/nonexistent-folder"], "magic"),
 ])
@@ -137,7 +137,7 @@ def test_console_script_runs_quickstart_smoke(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "bandits_jax.cli", "run", "quickstart", "--size", "smoke",
                            "--out", str(tmp_path / "q")], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "| NeuralUCB |" in proc.stdout and "| Random |" in proc.stdout
+    assert "| NeuralUCB |" in proc.stdout and "| Random |" in proc.stdout and "| FN-UCB (N=2) |" in proc.stdout
     assert "t = " in proc.stderr  # progress shown without --quiet
     res = load_results(tmp_path / "q")
     assert res.arrays["KernelUCB"]["regret"].shape == (2, 40, 1)

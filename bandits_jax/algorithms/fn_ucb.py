@@ -62,6 +62,10 @@ rule (used at every iteration, the general algorithm of App. F) over `alpha_cont
 or M contexts drawn once at init by `alpha_sampler(key) -> [M, d]`; alpha = 0 until the first
 round. "zero" (alpha = 0: UCB_a only) and "one" (alpha = 1 from the start: UCB_b only) are the
 ablations of Fig. 1c, as is aggregate_params=False (UCB_b uses the agent's own parameters).
+alpha_epoch_start=True is the variant analysed in Theorem 1 [P]: the weight of any mode is used
+only at the FIRST iteration of each epoch (s = 0, and s = t_last + 1 after a round at t_last)
+and alpha = 0 at every other iteration; with a round at every iteration (D = 0) it changes
+nothing from s = 2 on. Default False: the general algorithm (App. F), alpha at every iteration.
 
 Network. parameterization="paper" [P] (no biases, sqrt(m) output, symmetric init: f(x; theta0)
 = 0 on duplicated inputs; d and m even) or "authors" [C] (biases, N(0, 1) init); see
@@ -193,6 +197,7 @@ class FNUCBConfig(NamedTuple):
     authors_code: bool
     minmax_mean: bool
     triangular: bool
+    alpha_epoch_start: bool
 
 
 def fn_ucb(
@@ -221,6 +226,7 @@ def fn_ucb(
     authors_code: bool = False,
     minmax_mean: bool = False,
     triangular: bool = False,
+    alpha_epoch_start: bool = False,
 ) -> Algorithm:
     """FN-UCB as one `core.Algorithm` (module docstring for the method and every option).
 
@@ -231,7 +237,8 @@ def fn_ucb(
     "paper" [P] | "authors" [C], trigger "exact" [P] | "diag" [C], alpha_mode "linear" (default)
     | "adaptive" | "zero" | "one", alpha_warmup, alpha_ramp (linear schedule), alpha_contexts
     [M, d] or alpha_sampler(key) -> [M, d] (adaptive), aggregate_params, train_steps,
-    train_until, authors_code (Q1 + Q2), minmax_mean (diag only), triangular (accounting).
+    train_until, authors_code (Q1 + Q2), minmax_mean (diag only), triangular (accounting),
+    alpha_epoch_start (Theorem 1's variant: alpha only at the first iteration of an epoch).
 
     select -> (actions [N] int32, info {"alpha": scalar, "ucb_a", "ucb_b", "mean_b": [N, K]}).
     update -> (state, info {"comm_up", "comm_down", "rounds", "trigger": [N], "alpha"}).
@@ -242,7 +249,7 @@ def fn_ucb(
                                 positive=("lam",), nonnegative=("nu_tkn", "nu_tk", "D", "lr"))
     cfg = _check_config(name, width, depth, variant, covariance, parameterization, feature_scale, loss, trigger,
                         alpha_mode, alpha_warmup, alpha_ramp, aggregate_params, train_steps, train_until,
-                        authors_code, minmax_mean, triangular)
+                        authors_code, minmax_mean, triangular, alpha_epoch_start)
     if alpha_mode == "adaptive" and (alpha_contexts is None) == (alpha_sampler is None):
         raise ConfigError(f"{name}: alpha_mode='adaptive' needs exactly one of alpha_contexts [M, d] or alpha_sampler")
     ncfg = NeuralConfig(width, depth, train_steps, train_until, covariance, parameterization,
@@ -269,6 +276,14 @@ def fn_ucb(
         if cfg.alpha_mode == "one":
             return jnp.ones((), state.b_sync.dtype)
         return state.alpha
+
+    def alpha_now(state):
+        """The weight used at iteration state.t (zero off an epoch's first iteration under alpha_epoch_start)."""
+        alpha = alpha_at(state, state.t)
+        if cfg.alpha_epoch_start:  # Theorem 1; a round at s = 0 never happens, so t_last > 0 means "after a round"
+            first = (state.t == 0) | ((state.t_last > 0) & (state.t == state.t_last + 1))
+            alpha = jnp.where(first, alpha, jnp.zeros_like(alpha))
+        return alpha
 
     def log_det(logdet, w_sync, w_new_diag, lam):
         """The trigger's log det of V_i [N] (full: the exact one, kept incrementally, or the
@@ -381,7 +396,7 @@ def fn_ucb(
             bonus_b = jax.vmap(lambda ph: jnp.mean(jax.vmap(lambda A: _norms(ph, A))(state.vinv_sync), axis=0))(phi)
         ucb_b = mean_b + state.hp["nu_tk"] * root_lam * bonus_b
 
-        alpha = alpha_at(state, state.t)
+        alpha = alpha_now(state)
         score = jnp.where(alpha > 0, (1.0 - alpha) * ucb_a + alpha * ucb_b, ucb_a)
         actions = jnp.argmax(score, axis=-1).astype(jnp.int32)
         return actions, {"alpha": alpha, "ucb_a": ucb_a, "ucb_b": ucb_b, "mean_b": mean_b}
@@ -393,7 +408,7 @@ def fn_ucb(
         N = contexts.shape[0]
         s = state.t
         lam = state.hp["lam"]
-        alpha_used = alpha_at(state, s)
+        alpha_used = alpha_now(state)
         chosen = jnp.take_along_axis(contexts.astype(dtype), actions[:, None, None], axis=1)[:, 0, :]  # [N, d]
         fparams = feature_params(state)
         _, phi = features(fparams, chosen)  # [N, p]
@@ -660,7 +675,7 @@ def _append(X, Y, n, x, y, write):
 
 def _check_config(name, width, depth, variant, covariance, parameterization, feature_scale, loss, trigger,
                   alpha_mode, alpha_warmup, alpha_ramp, aggregate_params, train_steps, train_until, authors_code,
-                  minmax_mean, triangular) -> FNUCBConfig:
+                  minmax_mean, triangular, alpha_epoch_start=False) -> FNUCBConfig:
     for field, value, low in (("width", width, 1), ("depth", depth, 2), ("train_steps", train_steps, 0),
                               ("train_until", train_until, 0), ("alpha_warmup", alpha_warmup, 0),
                               ("alpha_ramp", alpha_ramp, 1)):
@@ -673,7 +688,8 @@ def _check_config(name, width, depth, variant, covariance, parameterization, fea
         if value not in allowed:
             raise ConfigError(f"{name}: {field} must be one of {', '.join(allowed)}, got {value!r}")
     for field, value in (("aggregate_params", aggregate_params), ("authors_code", authors_code),
-                         ("minmax_mean", minmax_mean), ("triangular", triangular)):
+                         ("minmax_mean", minmax_mean), ("triangular", triangular),
+                         ("alpha_epoch_start", alpha_epoch_start)):
         if not isinstance(value, bool):
             raise ConfigError(f"{name}: {field} must be True or False, got {value!r}")
     if parameterization == "paper" and width % 2:
@@ -682,4 +698,4 @@ def _check_config(name, width, depth, variant, covariance, parameterization, fea
         raise ConfigError(f"{name}: minmax_mean applies to covariance='diag' only")
     return FNUCBConfig(width, depth, variant, covariance, parameterization, feature_scale, loss, trigger, alpha_mode,
                        alpha_warmup, alpha_ramp, aggregate_params, train_steps, train_until, authors_code, minmax_mean,
-                       triangular)
+                       triangular, alpha_epoch_start)

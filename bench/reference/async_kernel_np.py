@@ -2,6 +2,8 @@
 
 Async-KernelUCB (Algorithm 1 of Li et al., ICLR 2023, with the corrected basis change):
     - dictionary S: a Python list of points, only appended; every client's dictionary is a prefix;
+      a sampled point equal to a dictionary point, or with residual k(x,x) - k_S^T K_SS^{-1} k_S
+      <= tol * k(x,x) (no new direction), is not appended;
     - embedding z(x; S) = W_S k_S(x), W_S the symmetric pseudo-inverse root of K_SS (eigenvalues
       <= tol * max dropped);
     - mean = z^T (A + lam I)^{-1} b, var = max(k - |z|^2, 0)/lam + max(z^T (A + lam I)^{-1} z, 0);
@@ -29,6 +31,17 @@ def sym_root_pinv(K, tol=1e-10):
     ev, U = np.linalg.eigh(0.5 * (K + K.T))
     w = np.where(ev > tol * max(ev.max(), 1e-300), 1.0 / np.sqrt(np.maximum(ev, 1e-300)), 0.0)
     return (U * w) @ U.T
+
+
+def _new_direction(k, S, x, tol):
+    """True when x is not (numerically) in the span of the dictionary S in the feature space:
+    its residual k(x,x) - k_S(x)^T K_SS^{-1} k_S(x) exceeds tol * k(x,x)."""
+    kxx = k(x[None], x[None])[0, 0]
+    if not S:
+        return kxx > 0
+    Sa = np.array(S)
+    ks = k(Sa, x[None])[:, 0]
+    return kxx - ks @ np.linalg.solve(k(Sa, Sa), ks) > tol * abs(kxx)
 
 
 def argmax_ties(scores, noise):
@@ -94,7 +107,7 @@ def async_kernel_ucb_np(arrivals, contexts, rewards, tie_noise, rls_uniform, *, 
             _, fresh = server.mean_var(Xb)
             for j, xs in enumerate(Xb):
                 if rls_uniform[t, j] < min(1.0, q * fresh[j]):
-                    if not any(np.array_equal(xs, s) for s in S):
+                    if not any(np.array_equal(xs, s) for s in S) and _new_direction(k, S, xs, tol):
                         S.append(xs.copy())
             m_new = len(S)
             # message 2: the buffer embedded with the NEW dictionary
