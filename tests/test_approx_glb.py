@@ -10,7 +10,7 @@ from bandits_jax.algorithms import approx_dis_kernel as adk
 from bandits_jax.algorithms.async_kernel import rollout
 from bandits_jax.core import ConfigError, EnvSpec
 from bench.reference import approx_glb_np as ref_np
-from helpers import async_arrays, drive_with_and_without_resize
+from helpers import assert_one_active_matches, async_arrays, drive_with_and_without_resize
 
 HP = dict(lam=1.0, alpha=1.0, q=1.0, lengthscale=0.7)
 
@@ -204,3 +204,16 @@ def test_fed_glb_ucb_hand_trace_and_mle():
             fed_glb.check_error(state.error)
         with pytest.raises(ConfigError, match="more than one client"):
             fed_glb.check_run(u)
+
+
+# ----------------------------------------------------------------------------------- one_active
+def test_approx_dis_kernel_ucb_one_active_matches_all_clients():
+    comm = assert_one_active_matches(adk.approx_dis_kernel_ucb, {"dict_capacity": 48}, dict(threshold=3.0, **HP))
+    assert 1 < comm["rounds"].sum() < 40
+
+
+def test_fed_glb_ucb_one_active_matches_all_clients():
+    from bandits_jax.algorithms.fed_glb import fed_glb_ucb
+
+    comm = assert_one_active_matches(fed_glb_ucb, hp=dict(threshold=0.5, **HP_GLB))
+    assert 1 < comm["rounds"].sum() < 40

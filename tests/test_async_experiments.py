@@ -79,6 +79,8 @@ def test_config_keys():
     runs = build_runs(exp, resolve_config(exp, "smoke", {"async_D": "0.5", "gamma": "4", "alpha": "0.1"}))
     hp = {a.name: a.hparams for _, a in runs}
     assert hp["Async-KernelUCB"]["threshold"] == 0.5
+    # one client per step: the six baselines score the active client only (one_active=True)
+    assert all(a.sees_active for _, a in runs[1:])
     assert hp["NKernelUCB"]["lengthscale"] == pytest.approx(1 / math.sqrt(8))
     assert all(h["alpha"] == pytest.approx(0.1) for h in hp.values())
     for bad in ({"async_D": "x"}, {"approx_D": "-1"}, {"gamma": "0"}):

@@ -10,7 +10,7 @@ from bandits_jax.algorithms import dis_kernel as dk
 from bandits_jax.algorithms.async_kernel import rollout
 from bandits_jax.core import ConfigError, EnvSpec
 from bench.reference import dis_kernel_np as ref_np
-from helpers import async_arrays, drive_with_and_without_resize
+from helpers import assert_one_active_matches, async_arrays, drive_with_and_without_resize
 
 HP_KERNEL = dict(lam=1.0, alpha=1.0, lengthscale=0.7)
 
@@ -207,3 +207,33 @@ def test_fed_lin_ucb_matches_numpy():
         np.testing.assert_array_equal(uinfo["comm_down"], ref["down"])
         assert set(np.unique(uinfo["comm_up"])) == {0.0, 12.0}
         assert 2 < ref["rounds"].sum() < 35
+
+
+# ----------------------------------------------------------------------------------- one_active
+@pytest.mark.parametrize("factory,static,hp", [
+    (dk.dis_kernel_ucb, {}, dict(threshold=1.0, **HP_KERNEL)),
+    (dk.dis_kernel_ucb, {"trigger_count": "client", "buffer_capacity": 16}, dict(threshold=0.5, **HP_KERNEL)),
+    (dk.one_kernel_ucb, {}, HP_KERNEL),
+    (dk.n_kernel_ucb, {}, HP_KERNEL),
+], ids=["DisKernelUCB", "DisKernelUCB-client", "OneKernelUCB", "NKernelUCB"])
+def test_kernel_baselines_one_active_match_all_clients(factory, static, hp):
+    comm = assert_one_active_matches(factory, static, hp)
+    if factory is dk.dis_kernel_ucb:
+        assert 1 < comm["rounds"].sum() < 40  # informative: quiet steps and syncs
+
+
+@pytest.mark.parametrize("name,hp", [("dis_lin_ucb", dict(threshold=0.3, **HP_LIN)),
+                                     ("fed_lin_ucb", dict(alpha_c=0.3, **HP_LIN))])
+def test_linear_baselines_one_active_match_all_clients(name, hp):
+    from bandits_jax.algorithms import dis_linear
+
+    comm = assert_one_active_matches(getattr(dis_linear, name), hp=hp)
+    assert 1 < comm["rounds"].sum() < 40
+
+
+def test_one_active_must_be_a_bool():
+    from bandits_jax.algorithms.dis_linear import dis_lin_ucb
+
+    for factory in (dk.dis_kernel_ucb, dk.one_kernel_ucb, dk.n_kernel_ucb, dis_lin_ucb):
+        with pytest.raises(ConfigError, match="one_active"):
+            factory(one_active=1)

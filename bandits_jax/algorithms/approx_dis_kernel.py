@@ -37,6 +37,12 @@ has M = min(C, dict_capacity) rows. Each client keeps (A_i + lam I)^{-1} (loc_Pi
 Sherman-Morrison rank-one updates between syncs, a fresh Cholesky inverse at each sync) and b_i.
 Costs: select O(N K M (d + M)); a quiet update O(M^2); a sync O(C M (d + M) + M^3).
 
+One active client (static `one_active=True`, the asynchronous protocol): the algorithm
+`sees_active` and `select(state, contexts, key, active)` scores client i = argmax(active) only,
+O(K M (d + M)), with row i of the same (N, K) tie noise, so client i's action is the one of the
+all-client select; the other clients' actions are 0 (never used) and the select info holds
+client i's quantities ([K]) and "client": i.
+
 Errors are never silent: a dictionary overflow (raise dict_capacity), a full history buffer or a
 step with more than one active client sets a sticky bit in `state.error` and turns comm_up /
 comm_down into NaN from then on; `check_error(state.error)` / `check_run(output)` raise.
@@ -55,7 +61,8 @@ from kernels.linalg import pad_rows
 
 from ..core import Algorithm, ConfigError, EnvSpec, check_hparams, traced_hparams
 from .async_kernel import argmax_random_ties
-from .base import MULTI_ACTIVE_MESSAGE, describe_error_bits, raise_on_error_bits, raise_on_nan_comm
+from .base import (MULTI_ACTIVE_MESSAGE, active_index, check_one_active, describe_error_bits, one_hot_action,
+                   raise_on_error_bits, raise_on_nan_comm)
 from .kernel import _kernel_params, _resolve_kernel
 from .linear import _float_dtype
 
@@ -108,16 +115,18 @@ def approx_dis_kernel_ucb(
     trigger_count: str = "client",
     dict_capacity: int = 256,
     eig_tol: float = 1e-10,
+    one_active: bool = False,
     **kw,
 ) -> Algorithm:
     """Approx-DisKernelUCB (module docstring).
 
     hparams: lam > 0, alpha >= 0, q >= 0 (RLS factor), threshold >= 0 (D_A), lengthscale > 0.
     Static: trigger_count ("client" or "elapsed"), dict_capacity (M; overflow is an error),
-    eig_tol (eigenvalue cut of the dictionary root).
+    eig_tol (eigenvalue cut of the dictionary root), one_active (score only the active client).
     """
     name = "Approx-DisKernelUCB"
     kern = _resolve_kernel(name, kernel)
+    check_one_active(name, one_active)
     if isinstance(dict_capacity, bool) or not isinstance(dict_capacity, int) or dict_capacity < 1:
         raise ConfigError(f"{name}: dict_capacity must be a positive integer, got {dict_capacity!r}")
     if trigger_count not in TRIGGER_COUNTS:
@@ -192,6 +201,20 @@ def approx_dis_kernel_ucb(
         scores = mean + state.hp["alpha"] * jnp.sqrt(var)
         noise = jax.random.uniform(key, (N, K), dtype)
         return argmax_random_ties(scores, noise), {"mean": mean, "var": var, "scores": scores, "tie_noise": noise}
+
+    def select_one(state, contexts, key, active):
+        dtype = state.g_b.dtype
+        contexts = contexts.astype(dtype)
+        N, K = contexts.shape[:2]
+        lam, p = state.hp["lam"], params(state)
+        i = active_index(active)
+        X, Pinv, b = contexts[i], state.loc_Pinv[i], state.loc_b[i]
+        mean, var = nystrom.ridge_mean_var(embed(state, X), kern.diag(X, p), Pinv, Pinv @ b, lam)
+        scores = mean + state.hp["alpha"] * jnp.sqrt(var)
+        noise = jax.random.uniform(key, (N, K), dtype)[i]
+        action = argmax_random_ties(scores, noise)
+        return one_hot_action(i, action, N), {"mean": mean, "var": var, "scores": scores, "tie_noise": noise,
+                                              "client": i}
 
     def synchronise(state: ApproxDisKernelState, key):
         """Steps (a)-(d) of the module docstring. Returns (state, up, down, kept_per_client[N], u[C])."""
@@ -273,9 +296,10 @@ def approx_dis_kernel_ucb(
         return state, info
 
     return Algorithm(
-        name, dict(hp0), init, select, update, capacity, resize,
+        name, dict(hp0), init, select_one if one_active else select, update, capacity, resize,
         description=f"Approx-DisKernelUCB ({kern.name} kernel), Nyström dictionary re-sampled at every "
                     "synchronisation of all clients",
+        sees_active=one_active,
     )
 
 

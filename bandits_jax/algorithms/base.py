@@ -29,8 +29,19 @@ def independent(
     capacity1: Optional[Callable] = None,
     resize1: Optional[Callable] = None,
     description: str = "",
+    one_active: bool = False,
 ) -> Algorithm:
-    """N agents each running the same single-agent learner on its own data, no communication."""
+    """N agents each running the same single-agent learner on its own data, no communication.
+
+    one_active (static): the protocol has exactly one active agent per step. The algorithm then
+    `sees_active`, and `select(state, contexts, key, active)` runs select1 for agent
+    i = argmax(active) only, with the same key split(key, N)[i] it gets otherwise (so its action
+    is the one the all-agent select gives); actions[N] is 0 for the other agents. `update` then
+    runs update1 for agent i only (the others are inactive and keep their state anyway), O(one
+    agent) instead of O(N agents). A step with more than one active agent turns that step's
+    comm_up / comm_down into NaN (see `multi_active_nan`); only agent argmax(active) learns then.
+    """
+    check_one_active(name, one_active)
 
     def init(key, spec, hp, capacity=None):
         keys = jax.random.split(key, spec.num_agents)
@@ -41,6 +52,13 @@ def independent(
         actions = jax.vmap(select1)(state, contexts, keys)
         return actions.astype(jnp.int32), {}
 
+    def select_one(state, contexts, key, active):
+        N = contexts.shape[0]
+        keys = jax.random.split(key, N)
+        i = active_index(active)
+        action = select1(agent_state(state, i), contexts[i], keys[i])
+        return one_hot_action(i, action, N), {"client": i}
+
     def update(state, contexts, actions, rewards, active, key):
         keys = jax.random.split(key, contexts.shape[0])
         chosen = jnp.take_along_axis(contexts, actions[:, None, None], axis=1)[:, 0, :]
@@ -48,8 +66,49 @@ def independent(
         state = masked_select(active, new, state)
         return state, no_comm(rewards.dtype)
 
+    def update_one(state, contexts, actions, rewards, active, key):
+        keys = jax.random.split(key, contexts.shape[0])
+        i = active_index(active)
+        old = agent_state(state, i)
+        new = update1(old, contexts[i, actions[i]], rewards[i], keys[i])
+        new = jax.tree_util.tree_map(lambda a, b: jnp.where(active[i], a, b), new, old)
+        state = jax.tree_util.tree_map(lambda s, v: s.at[i].set(v), state, new)
+        info = no_comm(rewards.dtype)
+        bad = multi_active_nan(active, rewards.dtype)
+        return state, {**info, "comm_up": info["comm_up"] + bad, "comm_down": info["comm_down"] + bad}
+
     resize = None if resize1 is None else (lambda state, rows: jax.vmap(lambda s: resize1(s, rows))(state))
-    return Algorithm(name, dict(hparams), init, select, update, capacity1, resize, description)
+    return Algorithm(name, dict(hparams), init, select_one if one_active else select,
+                     update_one if one_active else update, capacity1, resize, description, sees_active=one_active)
+
+
+# One active client per step (`one_active=True` of the asynchronous-environment baselines): select
+# scores client i = argmax(active) only; the other agents' actions are 0 (never used by the runner).
+def check_one_active(name: str, one_active) -> bool:
+    """Refuse a non-bool `one_active` option (it is static: it changes the compiled program)."""
+    if not isinstance(one_active, bool):
+        raise ConfigError(f"{name}: one_active must be True or False, got {one_active!r}")
+    return one_active
+
+
+def active_index(active):
+    """int32 index of the active client: argmax of the mask active[N] (0 when none is active)."""
+    return jnp.argmax(active).astype(jnp.int32)
+
+
+def agent_state(state, i):
+    """Agent i's slice of a state pytree whose every leaf has a leading agent axis."""
+    return jax.tree_util.tree_map(lambda a: a[i], state)
+
+
+def one_hot_action(i, action, num_agents: int):
+    """actions[num_agents] int32: `action` at client i, 0 elsewhere."""
+    return jnp.zeros((num_agents,), jnp.int32).at[i].set(jnp.asarray(action).astype(jnp.int32))
+
+
+def multi_active_nan(active, dtype):
+    """NaN (of dtype) when more than one client is active, else 0: added to comm_up / comm_down."""
+    return jnp.where(jnp.sum(active) > 1, jnp.nan, 0.0).astype(dtype)
 
 
 def masked_select(mask, new, old):

@@ -37,7 +37,12 @@ below the live block of chol_inv. At a synchronisation the server appends all ne
 chol_inv one by one (exact, O(C^2) a point; no fresh factorisation is needed).
 
 Costs. `select` scores every client's K contexts (it does not know who is active): O(N K C^2) a
-step for DisKernelUCB and OneKernelUCB, O(K C_i^2) a client for NKernelUCB. A sync costs
+step for DisKernelUCB and OneKernelUCB, O(K C_i^2) a client for NKernelUCB. With the static option
+`one_active=True` (the asynchronous protocol: exactly one active client per step) the algorithm
+`sees_active` and `select(state, contexts, key, active)` scores client i = argmax(active) only,
+O(K C^2): the same random draws (row i of the (N, K) tie noise; NKernelUCB: key split(key, N)[i]),
+so client i's action is the one of the all-client select; the other clients' actions are 0 (the
+runner never uses them) and the select info holds client i's quantities ([K]) and "client": i. A sync costs
 O(|new points| C^2). Capacities (static) grow with the runner's doubling segments: the pooled
 buffers have `capacity(spec, t_end) = t_end` rows, the per-client buffers min(t_end,
 buffer_capacity) rows; `resize` pads without changing a number.
@@ -45,6 +50,8 @@ buffer_capacity) rows; `resize` pads without changing a number.
 Errors are never silent (as in Async-KernelUCB): an overflow of the pooled or per-client buffers,
 or a step with more than one active client, sets a sticky bit in `state.error` and turns comm_up
 and comm_down into NaN from then on; `check_error(state.error)` / `check_run(output)` raise.
+NKernelUCB has no error state: with one_active=True a step with more than one active client turns
+that step's comm_up / comm_down (otherwise 0) into NaN, which `check_run` reports.
 """
 from __future__ import annotations
 
@@ -59,7 +66,8 @@ from kernels.linalg import inv_chol_append, pad_chol, pad_rows, posterior_mean_v
 
 from ..core import Algorithm, ConfigError, EnvSpec, check_hparams, traced_hparams
 from .async_kernel import argmax_random_ties
-from .base import MULTI_ACTIVE_MESSAGE, describe_error_bits, independent, raise_on_error_bits, raise_on_nan_comm
+from .base import (MULTI_ACTIVE_MESSAGE, active_index, check_one_active, describe_error_bits, independent,
+                   one_hot_action, raise_on_error_bits, raise_on_nan_comm)
 from .kernel import KernelState, _kernel_params, _make_learner, _resolve_kernel, posterior
 from .linear import _float_dtype
 
@@ -107,15 +115,18 @@ def dis_kernel_ucb(
     *,
     trigger_count: str = "elapsed",
     buffer_capacity: int = 256,
+    one_active: bool = False,
     **kw,
 ) -> Algorithm:
     """DisKernelUCB (module docstring). hparams: lam > 0, alpha >= 0, threshold >= 0, lengthscale > 0.
 
     Static: trigger_count ("elapsed" or "client"), buffer_capacity (rows of each client's
-    not-yet-synchronised data; overflow is an error, see `check_error`).
+    not-yet-synchronised data; overflow is an error, see `check_error`), one_active (score only
+    the active client; module docstring).
     """
     name = "DisKernelUCB"
     kern = _resolve_kernel(name, kernel)
+    check_one_active(name, one_active)
     _check_capacity(name, "buffer_capacity", buffer_capacity)
     if trigger_count not in TRIGGER_COUNTS:
         raise ConfigError(f"{name}: trigger_count must be one of {TRIGGER_COUNTS}, got {trigger_count!r}")
@@ -171,6 +182,17 @@ def dis_kernel_ucb(
         noise = jax.random.uniform(key, (N, K), state.y.dtype)
         return argmax_random_ties(scores, noise), {"mean": mean, "var": var, "scores": scores, "tie_noise": noise}
 
+    def select_one(state, contexts, key, active):
+        contexts = contexts.astype(state.y.dtype)
+        N, K = contexts.shape[:2]
+        i = active_index(active)
+        mean, var = client_mean_var(state, i, contexts[i])
+        scores = mean + state.hp["alpha"] * jnp.sqrt(var)
+        noise = jax.random.uniform(key, (N, K), state.y.dtype)[i]
+        action = argmax_random_ties(scores, noise)
+        return one_hot_action(i, action, N), {"mean": mean, "var": var, "scores": scores, "tie_noise": noise,
+                                              "client": i}
+
     def update(state: DisKernelState, contexts, actions, rewards, active, key):
         del key
         dtype = state.y.dtype
@@ -212,8 +234,9 @@ def dis_kernel_ucb(
         return state, info
 
     return Algorithm(
-        name, dict(hp0), init, select, update, capacity, resize,
+        name, dict(hp0), init, select_one if one_active else select, update, capacity, resize,
         description=f"DisKernelUCB ({kern.name} kernel), exact, event-triggered sync of all clients' raw data",
+        sees_active=one_active,
     )
 
 
@@ -339,14 +362,17 @@ def scaled_ucb_scores(kern: Kernel, model: KernelState, contexts):
     return mean, var, mean + model.hp["alpha"] * jnp.sqrt(var)
 
 
-def one_kernel_ucb(kernel: Union[str, Kernel] = "rbf", lam=1.0, alpha=1.0, lengthscale=1.0, **kw) -> Algorithm:
+def one_kernel_ucb(kernel: Union[str, Kernel] = "rbf", lam=1.0, alpha=1.0, lengthscale=1.0, *,
+                   one_active: bool = False, **kw) -> Algorithm:
     """OneKernelUCB (spec B1): one exact KernelUCB on the pooled data of all clients.
 
     hparams: lam > 0, alpha >= 0, lengthscale > 0. Pooled history: `capacity(spec, t_end) = t_end`
-    rows, grown by the runner's doubling segments (a step costs O(N K t^2)).
+    rows, grown by the runner's doubling segments (a step costs O(N K t^2); O(K t^2) with the
+    static one_active=True, which scores the active client only, see the module docstring).
     """
     name = "OneKernelUCB"
     kern, hp0 = _ucb_defaults(name, kernel, lam, alpha, lengthscale, kw)
+    check_one_active(name, one_active)
     init1, update1, capacity1, resize1 = _make_learner(kern, hp0, None)
 
     def init(key, spec, hparams, cap=None):
@@ -356,6 +382,15 @@ def one_kernel_ucb(kernel: Union[str, Kernel] = "rbf", lam=1.0, alpha=1.0, lengt
         mean, var, scores = jax.vmap(lambda c: scaled_ucb_scores(kern, state.model, c))(contexts)
         noise = jax.random.uniform(key, scores.shape, scores.dtype)
         return argmax_random_ties(scores, noise), {"mean": mean, "var": var, "scores": scores, "tie_noise": noise}
+
+    def select_one(state, contexts, key, active):
+        N, K = contexts.shape[:2]
+        i = active_index(active)
+        mean, var, scores = scaled_ucb_scores(kern, state.model, contexts[i])
+        noise = jax.random.uniform(key, (N, K), scores.dtype)[i]
+        action = argmax_random_ties(scores, noise)
+        return one_hot_action(i, action, N), {"mean": mean, "var": var, "scores": scores, "tie_noise": noise,
+                                              "client": i}
 
     def update(state, contexts, actions, rewards, active, key):
         model = state.model
@@ -376,16 +411,20 @@ def one_kernel_ucb(kernel: Union[str, Kernel] = "rbf", lam=1.0, alpha=1.0, lengt
     def resize(state, rows):
         return state._replace(model=resize1(state.model, rows))
 
-    return Algorithm(name, dict(hp0), init, select, update, capacity1, resize,
-                     description=f"OneKernelUCB ({kern.name} kernel), one exact model on all clients' data")
+    return Algorithm(name, dict(hp0), init, select_one if one_active else select, update, capacity1, resize,
+                     description=f"OneKernelUCB ({kern.name} kernel), one exact model on all clients' data",
+                     sees_active=one_active)
 
 
 # ============================================================================ NKernelUCB
-def n_kernel_ucb(kernel: Union[str, Kernel] = "rbf", lam=1.0, alpha=1.0, lengthscale=1.0, **kw) -> Algorithm:
+def n_kernel_ucb(kernel: Union[str, Kernel] = "rbf", lam=1.0, alpha=1.0, lengthscale=1.0, *,
+                 one_active: bool = False, **kw) -> Algorithm:
     """NKernelUCB (spec B2): N independent exact KernelUCBs, no communication.
 
     hparams as `one_kernel_ucb`. The select key is split into N per-client keys; client i's
     tie_noise is jax.random.uniform(keys[i], (K,)). Per-client histories have t_end rows.
+    Static one_active: score the active client only (`base.independent`); a step with more than
+    one active client then has NaN comm_up / comm_down.
     """
     name = "NKernelUCB"
     kern, hp0 = _ucb_defaults(name, kernel, lam, alpha, lengthscale, kw)
@@ -396,7 +435,8 @@ def n_kernel_ucb(kernel: Union[str, Kernel] = "rbf", lam=1.0, alpha=1.0, lengths
         return argmax_random_ties(scores, jax.random.uniform(key, scores.shape, scores.dtype))
 
     return independent(name, hp0, init1, select1, update1, capacity1, resize1,
-                       description=f"NKernelUCB ({kern.name} kernel), one exact model per client, no communication")
+                       description=f"NKernelUCB ({kern.name} kernel), one exact model per client, no communication",
+                       one_active=one_active)
 
 
 # ============================================================================ errors

@@ -41,6 +41,12 @@ buffer (hist_X [C, d], hist_y [C], C = `capacity(spec, t_end) = t_end` rows) bec
 gradient of F is a sum over clients. Costs: select O(N (d^3 + K d^2)); a sync O(k C d + d^3).
 Errors: a full history buffer or a step with more than one active client sets a sticky bit in
 `state.error` and turns comm_up / comm_down into NaN; `check_error` / `check_run` raise.
+
+One active client (static `one_active=True`, the asynchronous protocol): the algorithm
+`sees_active` and `select(state, contexts, key, active)` scores client i = argmax(active) only,
+O(d^3 + K d^2), with row i of the same (N, K) tie noise, so client i's action is the one of the
+all-client select; the other clients' actions are 0 (never used) and the select info holds
+client i's quantities ([K]) and "client": i.
 """
 from __future__ import annotations
 
@@ -54,7 +60,8 @@ from kernels.linalg import pad_rows
 
 from ..core import Algorithm, ConfigError, EnvSpec, check_hparams, traced_hparams
 from .async_kernel import argmax_random_ties
-from .base import MULTI_ACTIVE_MESSAGE, describe_error_bits, raise_on_error_bits, raise_on_nan_comm
+from .base import (MULTI_ACTIVE_MESSAGE, active_index, check_one_active, describe_error_bits, one_hot_action,
+                   raise_on_error_bits, raise_on_nan_comm)
 from .dis_linear import ridge_logdet, ridge_scores
 from .linear import _float_dtype
 
@@ -92,12 +99,15 @@ def sigmoid(z):
     return jax.nn.sigmoid(z)
 
 
-def fed_glb_ucb(lam=1.0, alpha=1.0, c_mu=0.2, threshold=1.0, *, max_iters: int = 10000, **kw) -> Algorithm:
+def fed_glb_ucb(lam=1.0, alpha=1.0, c_mu=0.2, threshold=1.0, *, max_iters: int = 10000, one_active: bool = False,
+                **kw) -> Algorithm:
     """FedGLB-UCB (module docstring). hparams: lam > 0, alpha >= 0, c_mu > 0, threshold >= 0.
 
-    Static: max_iters (gradient rounds per synchronisation, at most).
+    Static: max_iters (gradient rounds per synchronisation, at most), one_active (score only the
+    active client).
     """
     name = "FedGLB-UCB"
+    check_one_active(name, one_active)
     if isinstance(max_iters, bool) or not isinstance(max_iters, int) or max_iters < 1:
         raise ConfigError(f"{name}: max_iters must be a positive integer, got {max_iters!r}")
     defaults = {"lam": 1.0, "alpha": 1.0, "c_mu": 0.2, "threshold": 1.0}
@@ -138,6 +148,19 @@ def fed_glb_ucb(lam=1.0, alpha=1.0, c_mu=0.2, threshold=1.0, *, max_iters: int =
         mean, var, scores = jax.vmap(one)(state.dA, state.db, contexts)
         noise = jax.random.uniform(key, (N, K), dtype)
         return argmax_random_ties(scores, noise), {"mean": mean, "var": var, "scores": scores, "tie_noise": noise}
+
+    def select_one(state, contexts, key, active):
+        dtype = state.A_g.dtype
+        contexts = contexts.astype(dtype)
+        N, K = contexts.shape[:2]
+        i = active_index(active)
+        centre_b = state.A_g @ state.theta_g
+        mean, var, scores = ridge_scores(state.A_g + state.dA[i], centre_b + state.db[i], reg(state),
+                                         state.hp["alpha"], contexts[i])
+        noise = jax.random.uniform(key, (N, K), dtype)[i]
+        action = argmax_random_ties(scores, noise)
+        return one_hot_action(i, action, N), {"mean": mean, "var": var, "scores": scores, "tie_noise": noise,
+                                              "client": i}
 
     def synchronise(state: FedGLBState):
         """Steps 1-3 of the module docstring. Returns (state, up, down, gradients k, converged)."""
@@ -226,8 +249,9 @@ def fed_glb_ucb(lam=1.0, alpha=1.0, c_mu=0.2, threshold=1.0, *, max_iters: int =
         return state, info
 
     return Algorithm(
-        name, dict(hp0), init, select, update, capacity, resize,
+        name, dict(hp0), init, select_one if one_active else select, update, capacity, resize,
         description="FedGLB-UCB (sigmoid link), local online Newton steps, distributed accelerated gradient at syncs",
+        sees_active=one_active,
     )
 
 

@@ -140,7 +140,11 @@ def capped_history(algorithm, rows: int):
 
 
 def algorithms(config, spec) -> list:
-    """The seven algorithms of the paper for a problem of spec, in the order of ALGORITHMS."""
+    """The seven algorithms of the paper for a problem of spec, in the order of ALGORITHMS.
+
+    One client is active per step, so the baselines are built with one_active=True: their select
+    scores the active client only (the same action as scoring all N clients, at a fraction of the cost).
+    """
     _positive(config, "gamma", "lam", "glb_c_mu")
     if not config["alpha"] >= 0 or not config["q"] >= 0:
         raise ConfigError(f"alpha and q must be >= 0, got {config['alpha']} and {config['q']}")
@@ -154,12 +158,12 @@ def algorithms(config, spec) -> list:
         async_kernel_ucb(q=config["q"], threshold=th["async_D"], dict_capacity=config["async_dict_capacity"],
                          buffer_capacity=config["async_buffer_capacity"], **kern),
         approx_dis_kernel_ucb(q=config["q"], threshold=th["approx_D"],
-                              dict_capacity=config["approx_dict_capacity"], **kern),
-        one_kernel_ucb(**kern),
-        capped_history(n_kernel_ucb(**kern), nk),
-        fed_glb_ucb(lam=lam, alpha=alpha, c_mu=config["glb_c_mu"], threshold=th["glb_D"]),
-        dis_lin_ucb(lam=lam, alpha=alpha, threshold=th["dislin_D"]),
-        fed_lin_ucb(lam=lam, alpha=alpha, alpha_c=th["fedlin_alpha_c"]),
+                              dict_capacity=config["approx_dict_capacity"], one_active=True, **kern),
+        one_kernel_ucb(one_active=True, **kern),
+        capped_history(n_kernel_ucb(one_active=True, **kern), nk),
+        fed_glb_ucb(lam=lam, alpha=alpha, c_mu=config["glb_c_mu"], threshold=th["glb_D"], one_active=True),
+        dis_lin_ucb(lam=lam, alpha=alpha, threshold=th["dislin_D"], one_active=True),
+        fed_lin_ucb(lam=lam, alpha=alpha, alpha_c=th["fedlin_alpha_c"], one_active=True),
     ]
 
 
