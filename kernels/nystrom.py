@@ -32,6 +32,21 @@ Basis change between nested dictionaries S_old (prefix) -> S_new:
 with W_old (not its inverse) as the first factor: T maps z(x; S_old) to z(x; S_new) for x in
 the span of S_old, so Gram matrices z^T z' are preserved.
 
+Cholesky embedding (the incremental form). With K_SS = L L^T (L lower triangular), the
+embedding z(x; S) = L^{-1} k_S(x) is an orthogonal rotation of the symmetric-root one:
+z_chol = Q z_sym with Q = L^{-1} K_SS^{1/2}, Q Q^T = I; so every Gram product z^T z', every ridge
+mean and every variance is the same number. For a PREFIX dictionary the Cholesky factor of the
+prefix is the leading block of L, and so is its inverse: the basis change between nested
+dictionaries, T = L_old^{-1} K_{old,new} L_new^{-T}, is exactly [I 0] (zero padding), so
+statistics accumulated in the old basis need no change at all, and a snapshot of size m uses the
+leading m x m block of the newest inverse factor. The state keeps the inverse factor Linv = L^{-1}
+(zero-padded beyond `count`), so an embedding is one matrix product (`embed_chol`), and a point is
+appended in O(M^2) by the Schur complement (`chol_dictionary_append`, the formula of
+kernels.linalg.inv_chol_append). Rank deficiency: a point whose Schur complement
+k(x,x) - |L^{-1} k_S(x)|^2 is <= tol * k(x,x) lies (numerically) in the span of the dictionary,
+adds no direction and is NOT appended (the analogue of the eigenvalue threshold of the symmetric
+root); so the live factor is always positive definite.
+
 Sampling. Ridge-leverage (RLS) inclusion: a candidate with variance v is kept with probability
 min(1, q v); uniform inclusion keeps each candidate with a fixed probability. A kept candidate
 that duplicates a live point (or an earlier kept candidate) is dropped. A kept candidate for
@@ -177,3 +192,51 @@ def basis_change(W_old, gram_new, W_new):
 def change_stats(T, A, b):
     """Re-express statistics in the new basis: (T^T A T [M, M], T^T b [M])."""
     return T.T @ A @ T, T.T @ b
+
+
+# ---------------------------------------------------------------------------------------------
+# Cholesky (incremental) embedding
+
+
+def embed_chol(kernel_fn, queries, points, count, Linv, params):
+    """Nyström embedding z[m, M] = L^{-1} k_S(x) of queries[m, d] with the PREFIX S = points[:count].
+
+    Linv[M, M]: inverse Cholesky factor of the Gram matrix of a dictionary that has `count` or more
+    live rows (its leading count x count block is the prefix's inverse factor). Coordinates
+    >= count are 0. O(m M^2), a matrix product (no triangular solve).
+    """
+    M = points.shape[0]
+    mask = live_mask(count, M)
+    Z = masked_cross(kernel_fn, queries, points, count, params) @ Linv.T
+    return jnp.where(mask[None, :], Z, 0.0)
+
+
+def chol_dictionary_append(kernel_fn, points, count, Linv, x, want, params, tol=1e-10):
+    """Append x[d] to a prefix dictionary with inverse Cholesky factor Linv, if wanted. O(M^2).
+
+    points[M, d], count, Linv[M, M] (zero beyond count): the dictionary. want: bool (e.g. the
+    RLS draw). x is skipped when it equals a live point coordinate-wise or when its Schur
+    complement s = k(x,x) - |l|^2, l = Linv k_S(x), is <= tol * k(x,x) (no new direction).
+    Otherwise row `count` of the factor becomes [l, sqrt(s)], i.e. row `count` of Linv becomes
+    [-(l^T Linv) / sqrt(s), 1 / sqrt(s)] (see kernels.linalg.inv_chol_append); if there is no
+    row left, nothing is written and overflow is set.
+    Returns (points, count, Linv, appended bool, overflow bool).
+    """
+    M = points.shape[0]
+    count = jnp.asarray(count, jnp.int32)
+    mask = live_mask(count, M)
+    x = x.astype(points.dtype)
+    k_col = masked_cross(kernel_fn, x[None, :], points, count, params)[0]
+    kxx = kernel_fn(x[None, :], x[None, :], params)[0, 0]
+    l = Linv @ k_col  # zero beyond count (Linv is zero there)
+    schur = kxx - jnp.dot(l, l)
+    same = jnp.any(jnp.all(points == x[None, :], axis=-1) & mask)
+    new_dir = want & ~same & (schur > tol * jnp.abs(kxx))
+    room = count < M
+    add = new_dir & room
+    d = jnp.sqrt(jnp.where(add, schur, 1.0))
+    row = jnp.where(jnp.arange(M) == count, 1.0 / d, -(l @ Linv) / d)
+    at = jnp.where(add, count, M)  # an out-of-range row writes nothing
+    Linv = Linv.at[at].set(row, mode="drop")
+    points = points.at[at].set(x, mode="drop")
+    return points, count + add.astype(count.dtype), Linv, add, new_dir & ~room

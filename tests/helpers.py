@@ -8,7 +8,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax import lax
 
 from bandits_jax.core import call_select
 from bandits_jax.problems.datasets import DATA_DIR_ENV
@@ -78,27 +77,19 @@ def per_agent_normal_draws(step_keys, steps: int, num_agents: int, size: int):
 
 
 def rollout_seeing_active(algo, spec, hp, contexts, rewards, active, key, capacity=None):
-    """Like async_kernel.rollout, but passes the arrival mask to select when the algorithm `sees_active`.
+    """`async_kernel.rollout` with the chosen rewards, regret and communication pulled out.
 
     contexts[T, N, K, d], rewards[T, N, K] (every arm), active[T, N]. Returns (final state,
-    actions[T, N], chosen rewards[T, N], regret[T, N] = max_k rewards - chosen on active clients
-    (0 elsewhere), {comm_up, comm_down, rounds: [T]}).
+    (actions[T, N], chosen rewards[T, N], regret[T, N] = max_k rewards - chosen on active clients
+    (0 elsewhere), {comm_up, comm_down, rounds: [T]})).
     """
-    from bandits_jax.core import COMM_KEYS, call_select
+    from bandits_jax.algorithms.async_kernel import rollout
+    from bandits_jax.core import COMM_KEYS
 
-    state = algo.init(jax.random.fold_in(key, 10**6), spec, hp, capacity)
-
-    def body(st, inp):
-        t, ctx, rew, act = inp
-        k_sel, k_upd = jax.random.split(jax.random.fold_in(key, t))
-        actions, _ = call_select(algo, st, ctx, k_sel, act)
-        r = jnp.take_along_axis(rew, actions[:, None], axis=1)[:, 0]
-        regret = jnp.where(act, jnp.max(rew, axis=1) - r, 0.0)
-        st, uinfo = algo.update(st, ctx, actions, r, act, k_upd)
-        return st, (actions, r, regret, {k: jnp.asarray(uinfo[k], r.dtype) for k in COMM_KEYS})
-
-    T = contexts.shape[0]
-    return lax.scan(body, state, (jnp.arange(T), contexts, rewards, active))
+    state, actions, _, uinfo = rollout(algo, spec, hp, contexts, rewards, active, key, capacity)
+    r = jnp.take_along_axis(jnp.asarray(rewards), actions[..., None], axis=-1)[..., 0]
+    regret = jnp.where(active, jnp.max(rewards, axis=-1) - r, 0.0)
+    return state, (actions, r, regret, {k: jnp.asarray(uinfo[k], r.dtype) for k in COMM_KEYS})
 
 
 def assert_one_active_matches(factory, static=None, hp=None, N=4, K=5, d=3, T=40, seed=0):

@@ -8,8 +8,9 @@ import pytest
 
 from bandits_jax.algorithms.async_kernel import async_kernel_ucb, check_error, check_run, rollout
 from bandits_jax.core import ConfigError, EnvSpec
-from bench.reference.async_kernel_np import async_kernel_ucb_np, exact_kernel_ucb_np
-from helpers import async_arrays
+from bench.reference.async_kernel_np import async_kernel_ucb_np, exact_kernel_ucb_np, sym_root_pinv
+from bench.reference.kernel_np import kernel_matrix
+from helpers import async_arrays, drive_with_and_without_resize
 
 
 _env = async_arrays
@@ -46,8 +47,9 @@ def test_matches_numpy_reference(threshold):
         T = len(arrivals)
         who = arrivals
         np.testing.assert_array_equal(actions[np.arange(T), who], ref["actions"])
-        np.testing.assert_allclose(sinfo["mean"][np.arange(T), who], ref["mean"], atol=1e-9)
-        np.testing.assert_allclose(sinfo["var"][np.arange(T), who], ref["var"], atol=1e-9)
+        np.testing.assert_array_equal(sinfo["client"], who)
+        np.testing.assert_allclose(sinfo["mean"], ref["mean"], atol=1e-9)
+        np.testing.assert_allclose(sinfo["var"], ref["var"], atol=1e-9)
         for key, ref_key in (("comm_up", "up"), ("comm_down", "down"), ("rounds", "rounds"),
                              ("dict_size", "dict_size"), ("trigger", "trigger")):
             np.testing.assert_array_equal(uinfo[key], ref[ref_key], err_msg=key)
@@ -55,11 +57,22 @@ def test_matches_numpy_reference(threshold):
         # the run is informative: some events, some quiet steps, a dictionary smaller than the data
         assert 0 < ref["rounds"].sum() < T and 0 < ref["dict_size"][-1] < T
         # per-client server statistics (NumPy) == the aggregate form (NumPy) == JAX
+        # JAX embeds with the Cholesky factor, NumPy with the symmetric root: z_chol = Q z_sym with
+        # Q = L^{-1} K^{1/2} orthogonal, so A_chol = Q A_sym Q^T and b_chol = Q b_sym
         m = int(state.dict_n)
         np.testing.assert_allclose(ref["A_agg"], ref["A_fast"], atol=1e-9)
-        np.testing.assert_allclose(state.A[:m, :m], ref["A_agg"], atol=1e-8)
-        np.testing.assert_allclose(state.b[:m], ref["b_agg"], atol=1e-8)
         np.testing.assert_array_equal(state.dict_X[:m], ref["dictionary"])
+        S = ref["dictionary"]
+        Kss = kernel_matrix("rbf", S, S, hp["lengthscale"])
+        L = np.linalg.cholesky(Kss)
+        Q = np.linalg.solve(L, Kss @ sym_root_pinv(Kss))
+        np.testing.assert_allclose(Q @ Q.T, np.eye(m), atol=1e-9)
+        np.testing.assert_allclose(state.Linv[:m, :m] @ L, np.eye(m), atol=1e-9)
+        np.testing.assert_allclose(state.A[:m, :m], Q @ ref["A_agg"] @ Q.T, atol=1e-8)
+        np.testing.assert_allclose(state.b[:m], Q @ ref["b_agg"], atol=1e-8)
+        assert np.all(state.A[m:] == 0) and np.all(state.Linv[m:] == 0)
+        np.testing.assert_allclose(state.P, np.linalg.inv(state.A + hp["lam"] * np.eye(state.A.shape[0])),
+                                   atol=1e-10)
         # trigger invariant: after a quiet step acc <= D; an event resets it to 0
         quiet = uinfo["trigger"] == 0
         assert np.all(uinfo["acc"][quiet] <= threshold) and np.all(uinfo["acc"][~quiet] == 0)
@@ -72,8 +85,8 @@ def test_one_client_tiny_threshold_full_sampling_is_exact_kernel_ucb():
         state, actions, sinfo, uinfo = _run(contexts, rewards, active, **hp)
         ref = exact_kernel_ucb_np(arrivals, contexts, rewards, sinfo["tie_noise"], lam=0.5, alpha=0.8, lengthscale=0.8)
         np.testing.assert_array_equal(actions[:, 0], ref["actions"])
-        np.testing.assert_allclose(sinfo["mean"][:, 0], ref["mean"], atol=1e-10)
-        np.testing.assert_allclose(sinfo["var"][:, 0], ref["var"], atol=1e-10)
+        np.testing.assert_allclose(sinfo["mean"], ref["mean"], atol=1e-10)
+        np.testing.assert_allclose(sinfo["var"], ref["var"], atol=1e-10)
         np.testing.assert_array_equal(uinfo["rounds"], 1)
         np.testing.assert_array_equal(uinfo["dict_size"], np.arange(1, 31))
 
@@ -112,6 +125,39 @@ def test_capacity_overflow_raises_a_clear_error():
         state, _, _, uinfo = _run(contexts, rewards, active, q=1e8, threshold=0.0)
         check_error(state.error)
         check_run(uinfo)
+
+
+def test_long_run_keeps_p_equal_to_a_fresh_inverse():
+    """300 steps, 5 clients, many events, some with several buffered points: the Sherman-Morrison P stays
+    (A + lam I)^{-1}, each snapshot is the server's P at its last event, Linv inverts the Gram."""
+    with jax.enable_x64(True):
+        contexts, rewards, arrivals, active = _env(5, 4, 3, 300, seed=8)
+        hp = dict(lam=0.5, alpha=1.0, q=1.0, threshold=0.5, lengthscale=0.6)
+        state, actions, sinfo, uinfo = _run(contexts, rewards, active, dict_capacity=300, buffer_capacity=300, **hp)
+        check_error(state.error)
+        m, M = int(state.dict_n), state.A.shape[0]
+        assert uinfo["rounds"].sum() > 50 and 30 < m < 300
+        assert uinfo["rounds"].sum() < 300  # some buffers hold several points at an event
+        np.testing.assert_allclose(state.P, np.linalg.inv(state.A + 0.5 * np.eye(M)), atol=1e-8)
+        S = state.dict_X[:m]
+        L = np.linalg.cholesky(kernel_matrix("rbf", S, S, 0.6))
+        np.testing.assert_allclose(state.Linv[:m, :m] @ L, np.eye(m), atol=1e-8)
+        last = int(arrivals[np.nonzero(uinfo["trigger"])[0][-1]])
+        np.testing.assert_allclose(state.snap_Pinv[last], state.P, atol=0)
+        np.testing.assert_allclose(state.snap_coef[last], state.P @ state.b, atol=1e-12)
+
+
+def test_resize_changes_nothing():
+    with jax.enable_x64(True):
+        contexts, rewards, arrivals, active = _env(3, 4, 2, 20, seed=4)
+        algo = async_kernel_ucb(threshold=0.3, lengthscale=0.7, dict_capacity=20, buffer_capacity=20)
+        big, acts_big, small, acts_small = drive_with_and_without_resize(
+            algo, EnvSpec(3, 4, 2, 20), contexts, rewards, active, split=8)
+        np.testing.assert_array_equal(acts_big, acts_small)
+        assert int(big.dict_n) == int(small.dict_n) > 8 and int(big.num_comms) > 0
+        for name in ("Linv", "A", "b", "P", "snap_Pinv", "snap_coef", "dict_X", "buf_X", "acc"):
+            np.testing.assert_allclose(getattr(big, name), getattr(small, name), atol=1e-12, err_msg=name)
+        np.testing.assert_array_equal(big.snap_n, small.snap_n)
 
 
 @pytest.mark.slow  # about 25 s of compilation (three segment programs) on a shared 2-core CPU

@@ -137,3 +137,49 @@ def test_append_deduplicates_and_flags_overflow():
     np.testing.assert_array_equal(out, [[1, 2], [3, 4], [7, 8]])
     out, n, _, over = nystrom.sample_and_append(pts, 1, cand[:3], keep[:3])
     assert int(n) == 2 and not bool(over)
+
+
+def test_cholesky_embedding_is_a_rotation_with_prefix_factors_and_skips_duplicates():
+    """Appending points one by one builds L^{-1} of the Gram; the embedding L^{-1} k_S is the
+    symmetric-root one rotated (same Grams, means, variances); a prefix uses the leading block;
+    an exact or numerical duplicate is not appended; a full dictionary flags overflow."""
+    with jax.enable_x64(True):
+        rng = np.random.default_rng(5)
+        pts = rng.normal(size=(7, 2))
+        X, Y, Q = rng.normal(size=(9, 2)), rng.normal(size=9), rng.normal(size=(5, 2))
+        p = {"lengthscale": jnp.asarray(0.9)}
+        M, lam = 10, 0.6
+        append = jax.jit(lambda P, n, Li, x: nystrom.chol_dictionary_append(RBF.fn, P, n, Li, x, True, p))
+        P, n, Li = jnp.zeros((M, 2)), jnp.zeros((), jnp.int32), jnp.zeros((M, M))
+        cands = np.concatenate([pts[:4], pts[1:2], pts[4:], pts[2:3] + 1e-9])  # exact and near duplicates
+        added = []
+        for x in cands:
+            P, n, Li, add, over = append(P, n, Li, jnp.asarray(x))
+            added.append(bool(add))
+            assert not bool(over)
+        assert added == [True] * 4 + [False] + [True] * 3 + [False] and int(n) == 7
+        np.testing.assert_array_equal(P[:7], pts)
+        L = np.linalg.cholesky(_np_rbf(pts, pts, 0.9))
+        np.testing.assert_allclose(Li[:7, :7] @ L, np.eye(7), atol=1e-10)
+        assert np.all(np.asarray(Li)[7:] == 0) and np.all(np.asarray(Li)[:, 7:] == 0)
+        for m in (3, 7):  # prefix dictionaries use the leading block of the newest factor
+            Zc = nystrom.embed_chol(RBF.fn, jnp.asarray(X), P, m, Li, p)
+            W, _ = nystrom.dictionary_root(RBF.fn, P, m, p)
+            Zs = nystrom.embed(RBF.fn, jnp.asarray(X), P, m, W, p)
+            assert np.all(np.asarray(Zc)[:, m:] == 0)
+            np.testing.assert_allclose(Zc @ Zc.T, Zs @ Zs.T, atol=1e-10)
+            Zq = nystrom.embed_chol(RBF.fn, jnp.asarray(Q), P, m, Li, p)
+            A, b = nystrom.embedded_stats(Zc, jnp.asarray(Y), jnp.ones(9, bool))
+            Pinv = nystrom.ridge_inverse(A, lam)
+            mean, var = nystrom.ridge_mean_var(Zq, RBF.diag(jnp.asarray(Q), p), Pinv, Pinv @ b, lam)
+            m0, v0 = _posterior(P, m, jnp.asarray(X), jnp.asarray(Y), jnp.asarray(Q), lam, 0.9)
+            np.testing.assert_allclose(mean, m0, atol=1e-10)
+            np.testing.assert_allclose(var, v0, atol=1e-10)
+        # no room: nothing written, overflow flagged; not wanted: nothing at all
+        small = jnp.zeros((2, 2))
+        S2, n2, L2, _, _ = nystrom.chol_dictionary_append(RBF.fn, small, 0, jnp.zeros((2, 2)), jnp.asarray(pts[0]), True, p)
+        S2, n2, L2, _, _ = nystrom.chol_dictionary_append(RBF.fn, S2, n2, L2, jnp.asarray(pts[1]), True, p)
+        S3, n3, L3, add, over = nystrom.chol_dictionary_append(RBF.fn, S2, n2, L2, jnp.asarray(pts[2]), True, p)
+        assert int(n3) == 2 and bool(over) and not bool(add) and np.array_equal(S3, S2) and np.array_equal(L3, L2)
+        _, n4, _, add, over = nystrom.chol_dictionary_append(RBF.fn, small, 0, jnp.zeros((2, 2)), jnp.asarray(pts[0]), False, p)
+        assert int(n4) == 0 and not bool(add) and not bool(over)
