@@ -5,12 +5,14 @@ from pathlib import Path
 
 import numpy as np
 
-from .results import load_results
+from .results import grid_choices, load_results
 
 
 def plot_results(out_dir, filename: str = "plot.png") -> Path:
     """Write `plot.png` in `out_dir`: cumulative regret (mean +- SE over seeds) against t, and,
-    when any algorithm communicates, cumulative scalars communicated against t on a log axis."""
+    when any algorithm communicates, cumulative scalars communicated against t on a log axis.
+    An algorithm run over a hyper-parameter grid is drawn at its chosen point only (the summary
+    lists every point)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -18,11 +20,14 @@ def plot_results(out_dir, filename: str = "plot.png") -> Path:
 
     res = load_results(out_dir)
     ddof = int(res.metadata.get("se_ddof", 0))
-    comm = {a: res.arrays[a]["comm_up"] + res.arrays[a]["comm_down"] for a in res.algorithms}
+    hidden = {n for points in res.metadata.get("grids", {}).values() for n in points}
+    shown = hidden & set(grid_choices(res).values())
+    algorithms = [a for a in res.algorithms if a not in hidden or a in shown]
+    comm = {a: res.arrays[a]["comm_up"] + res.arrays[a]["comm_down"] for a in algorithms}
     any_comm = any(float(c.sum()) > 0 for c in comm.values())
     fig, axes = plt.subplots(1, 2 if any_comm else 1, figsize=(11 if any_comm else 6.5, 4.2), squeeze=False)
     ax = axes[0, 0]
-    for alg in res.algorithms:
+    for alg in algorithms:
         cum = res.cumulative(alg)
         mean = cum.mean(axis=0)
         n = cum.shape[0]
@@ -38,7 +43,7 @@ def plot_results(out_dir, filename: str = "plot.png") -> Path:
     ax.grid(alpha=0.3)
     if any_comm:
         ax = axes[0, 1]
-        for alg in res.algorithms:
+        for alg in algorithms:
             total = np.cumsum(comm[alg].astype(np.float64), axis=1).mean(axis=0)
             if total[-1] > 0:
                 ax.plot(np.arange(1, total.shape[0] + 1), total, label=alg)

@@ -88,6 +88,14 @@ def summary_rows(results: Results):
     return rows
 
 
+def grid_choices(results: Results) -> dict:
+    """For each algorithm run over a hyper-parameter grid: the curve name of its point of lowest
+    mean final cumulative regret (non-finite values, e.g. an overflowed run, never win)."""
+    final = {r["algorithm"]: r["final_regret_mean"] for r in summary_rows(results)}
+    return {base: min(points, key=lambda n: final[n] if np.isfinite(final[n]) else np.inf)
+            for base, points in results.metadata.get("grids", {}).items()}
+
+
 def summary_markdown(results: Results) -> str:
     md = results.metadata
     agents = md.get("agents", "mean")
@@ -109,6 +117,14 @@ def summary_markdown(results: Results) -> str:
             f"| {r['algorithm']} | {r['final_regret_mean']:.3f} +- {r['final_regret_se']:.3f} | "
             f"{r['rounds']:.1f} | {r['comm_up']:.4g} | {r['comm_down']:.4g} | {r['seeds']} |"
         )
+    if md.get("grids"):
+        final = {r["algorithm"]: r for r in summary_rows(results)}
+        lines += ["", "Hyper-parameter grid: the point of lowest mean final regret per algorithm.", "",
+                  "| algorithm | chosen point | final cumulative regret | points |", "|---|---|---|---|"]
+        for base, best in grid_choices(results).items():
+            label = best[len(base):].strip().strip("[]")
+            lines.append(f"| {base} | {label} | {final[best]['final_regret_mean']:.3f} +- "
+                         f"{final[best]['final_regret_se']:.3f} | {len(md['grids'][base])} |")
     if md.get("notes"):
         lines += ["", md["notes"]]
     return "\n".join(lines) + "\n"

@@ -20,7 +20,7 @@ import jax
 import numpy as np
 
 from .core import ConfigError
-from .experiments.registry import RUN_KEYS, build_runs, get_experiment, resolve_config
+from .experiments.registry import RUN_KEYS, build_runs, get_experiment, grid_names, resolve_config
 from .results import atomic_savez, atomic_write_text, save_results, summary_markdown, Results
 from .runner import OUTPUT_KEYS, precision_scope, run_batch
 
@@ -45,10 +45,20 @@ def run_experiment(
     config = resolve_config(exp, size, overrides or {})
     if chunk is not None and chunk < 1:
         raise ConfigError(f"--chunk must be at least 1, got {chunk}")
-    runs = build_runs(exp, config)  # (problem, algorithm) pairs
-    algorithms = [alg for _, alg in runs]
-    problems = list({id(p): p for p, _ in runs}.values())
-    names = [a.name for a in algorithms]
+    runs = build_runs(exp, config)  # (problem, algorithm, grid) triples
+    problems = list({id(p): p for p, _, _ in runs}.values())
+    curves = []  # (stored name, problem, hparams) of every curve
+    for problem, alg, grid in runs:
+        if grid is None:
+            curves.append((alg.name, problem, alg.hparams))
+        else:
+            for _, hp in grid:
+                unknown = sorted(set(hp) - set(alg.hparams))
+                if unknown:
+                    raise ConfigError(f"{alg.name}: grid hyper-parameter(s) {', '.join(unknown)} unknown; "
+                                      f"known: {', '.join(sorted(alg.hparams))}")
+            curves += [(n, problem, {**alg.hparams, **hp}) for n, (_, hp) in zip(grid_names(alg.name, grid), grid)]
+    names = [c[0] for c in curves]
     if len(set(names)) != len(names):
         raise ValueError(f"{name}: algorithm names must be unique, got {names}")
     out = Path(out) if out is not None else default_out_dir(name, size)
@@ -58,28 +68,39 @@ def run_experiment(
     timing = {}
     arrays = {}
     cache: dict = {}
-    for problem, alg in runs:
-        stored = _stored_chunks(out, alg.name)
-        missing = [s for s in seeds if s not in stored]
-        size_chunk = chunk or estimate_chunk(problem, alg, config, len(missing))
+    for problem, alg, grid in runs:
+        point_names = [alg.name] if grid is None else grid_names(alg.name, grid)
+        G = len(point_names)
+        stored = [_stored_chunks(out, n) for n in point_names]
+        missing = [s for s in seeds if any(s not in st for st in stored)]
+        size_chunk = chunk or max(1, estimate_chunk(problem, alg, config, len(missing) * G) // G)
         blocks = [missing[i:i + size_chunk] for i in range(0, len(missing), size_chunk)]
         if not missing:
             log(f"[{alg.name}] all {len(seeds)} seeds already stored in {out}")
         compile_s = run_s = 0.0
         for b, block in enumerate(blocks):
-            where = f"[{alg.name}] seeds {block[0]}..{block[-1]} (chunk {b + 1}/{len(blocks)})"
+            grid_note = "" if grid is None else f", {G} grid points in one call"
+            where = f"[{alg.name}] seeds {block[0]}..{block[-1]} (chunk {b + 1}/{len(blocks)}{grid_note})"
             log(f"{where}: running T = {problem.spec.horizon}")
             every = max(1, problem.spec.horizon // 5)
             progress = None if quiet else _progress_printer(where, problem.spec.horizon)
-            res = run_batch(problem, alg, block, base_key=config["base_key"], precision=config["precision"],
-                            first_segment=config["first_segment"], progress=progress, progress_every=every,
-                            compiled_cache=cache)
+            hparams = None if grid is None else {
+                k: [hp.get(k, v) for _, hp in grid for _ in block] for k, v in alg.hparams.items()}
+            res = run_batch(problem, alg, list(block) * G, hparams=hparams, base_key=config["base_key"],
+                            precision=config["precision"], first_segment=config["first_segment"],
+                            progress=progress, progress_every=every, compiled_cache=cache)
             compile_s += res.compile_seconds
             run_s += res.run_seconds
-            _write_chunk(out, alg.name, block, res)
+            n = len(block)
+            for g, point in enumerate(point_names):  # rows g n .. (g + 1) n are this point's seeds
+                _write_chunk(out, point, block, res._replace(**{k: getattr(res, k)[g * n:(g + 1) * n]
+                                                                  for k in OUTPUT_KEYS}))
             log(f"{where}: done (compile {res.compile_seconds:.1f} s, run {res.run_seconds:.1f} s)")
-        timing[alg.name] = {"compile_seconds": compile_s, "run_seconds": run_s, "seeds_computed": len(missing)}
-        arrays[alg.name] = _assemble(out, alg.name, seeds)
+        for point in point_names:
+            timing[point] = {"compile_seconds": compile_s, "run_seconds": run_s, "seeds_computed": len(missing)}
+            if grid is not None:
+                timing[point]["shared_grid_call"] = alg.name
+            arrays[point] = _assemble(out, point, seeds)
     metadata = {
         "experiment": exp.name,
         "size": size,
@@ -89,8 +110,9 @@ def run_experiment(
         "config": config,
         "seeds": seeds,
         "algorithms": names,
-        "algorithm_problems": {a.name: {"problem": p.name, "num_agents": p.spec.num_agents} for p, a in runs},
-        "algorithm_hparams": {a.name: a.hparams for a in algorithms},
+        "algorithm_problems": {n: {"problem": p.name, "num_agents": p.spec.num_agents} for n, p, _ in curves},
+        "algorithm_hparams": {n: hp for n, _, hp in curves},
+        "grids": {a.name: grid_names(a.name, g) for _, a, g in runs if g is not None},
         "agents": exp.agents,
         "se_ddof": exp.se_ddof,
         "notes": exp.notes,

@@ -38,14 +38,14 @@ def _check_build(name, size, overrides=None):
     exp = get_experiment(name)
     config = resolve_config(exp, size, overrides or {})
     runs = build_runs(exp, config)
-    assert [a.name for _, a in runs] == ALGS
-    assert len({id(p) for p, _ in runs}) == 1  # one problem: common random numbers
+    assert [a.name for _, a, _ in runs] == ALGS
+    assert len({id(p) for p, _, _ in runs}) == 1  # one problem: common random numbers
     spec = runs[0][0].spec
     if size == "smoke":
         assert (spec.num_agents, spec.horizon, config["seeds"]) == (4, 40, 2)
     else:
         assert (spec.num_agents, spec.num_arms, spec.horizon, config["seeds"]) == (100, 20, 10000, 10)
-        hp = {a.name: a.hparams for _, a in runs}
+        hp = {a.name: a.hparams for _, a, _ in runs}
         assert hp["Async-KernelUCB"]["threshold"] == pytest.approx(1e-4)
         assert hp["FedLinUCB"]["alpha_c"] == pytest.approx(1e-4)
         sync = 10000 / (100 * spec.dim * math.log(1e6))
@@ -77,10 +77,10 @@ def test_builds_without_compiling(name, size):
 def test_config_keys():
     exp = get_experiment("async/synthetic-f1")
     runs = build_runs(exp, resolve_config(exp, "smoke", {"async_D": "0.5", "gamma": "4", "alpha": "0.1"}))
-    hp = {a.name: a.hparams for _, a in runs}
+    hp = {a.name: a.hparams for _, a, _ in runs}
     assert hp["Async-KernelUCB"]["threshold"] == 0.5
     # one client per step: the six baselines score the active client only (one_active=True)
-    assert all(a.sees_active for _, a in runs[1:])
+    assert all(a.sees_active for _, a, _ in runs[1:])
     assert hp["NKernelUCB"]["lengthscale"] == pytest.approx(1 / math.sqrt(8))
     assert all(h["alpha"] == pytest.approx(0.1) for h in hp.values())
     for bad in ({"async_D": "x"}, {"approx_D": "-1"}, {"gamma": "0"}):

@@ -70,29 +70,29 @@ def test_builds_without_compiling(name, size, mode):
     exp = get_experiment(name)
     config = resolve_config(exp, size, {**_overrides(name), "mode": mode})
     runs = build_runs(exp, config)
-    names = [alg.name for _, alg in runs]
+    names = [alg.name for _, alg, _ in runs]
     assert len(set(names)) == len(names)
-    horizons = {p.spec.horizon for p, _ in runs}
+    horizons = {p.spec.horizon for p, _, _ in runs}
     if size == "smoke":
         assert horizons == {30} and config["seeds"] == 2 and config["width"] == 8
-        assert {a.name: p.spec.num_agents for p, a in runs} == SMOKE_EXPECTED[name]
+        assert {a.name: p.spec.num_agents for p, a, _ in runs} == SMOKE_EXPECTED[name]
     else:
         # fig1c's "separate networks" reference exists only with the code's shared network
         count = PAPER_COUNTS[name] - (name == "fnucb/fig1c" and mode == "paper")
         assert horizons == {5000} and config["seeds"] == 3 and len(runs) == count
     if mode == "paper":
-        assert all(p.spec.dim % 2 == 0 for p, _ in runs)  # the paper network needs an even d
+        assert all(p.spec.dim % 2 == 0 for p, _, _ in runs)  # the paper network needs an even d
 
 
 def test_paper_hyperparameters():
     fig1a = build_runs(get_experiment("fnucb/fig1a"), resolve_config(get_experiment("fnucb/fig1a"), "paper", {}))
-    fn = dict((a.name, (p, a)) for p, a in fig1a)
+    fn = dict((a.name, (p, a)) for p, a, _ in fig1a)
     p10, a10 = fn["FN-UCB (N=10)"]
     assert p10.spec.num_agents == 10 and p10.spec.num_arms == 4 and p10.spec.dim == 10
     assert a10.hparams == pytest.approx({"lam": 0.1, "nu_tkn": 0.1, "nu_tk": 0.1, "D": 0.0, "lr": 0.01})
     assert fn["NeuralUCB"][1].hparams["beta"] == pytest.approx(np.sqrt(0.1 * 0.01))
     fig1d = resolve_config(get_experiment("fnucb/fig1d"), "paper", {})
-    ds = sorted(a.hparams["D"] for _, a in build_runs(get_experiment("fnucb/fig1d"), fig1d))
+    ds = sorted(a.hparams["D"] for _, a, _ in build_runs(get_experiment("fnucb/fig1d"), fig1d))
     assert ds == pytest.approx([0.0, 2.5, 4.0, 5.0])
 
 

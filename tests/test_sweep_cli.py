@@ -42,6 +42,40 @@ if "test/toy" not in _REGISTRY:
     register(Experiment("test/toy", "toy experiment for tests", {"eps": 0.5, "num_agents": 2},
                         {"smoke": {"horizon": 60, "seeds": 3}, "paper": {"horizon": 100, "seeds": 5}}, _toy_build))
 
+GRID = [("eps=0", {"eps": 0.0}), ("eps=0.5", {"eps": 0.5}), ("eps=3", {"eps": 3.0})]
+
+
+def _toy_grid_build(config):
+    problem, (alg, rand) = _toy_build(config)
+    return [(problem, alg, GRID), (problem, rand, config["bad_grid"] and [("x=1", {"x": 1.0})] or None)]
+
+
+if "test/toy-grid" not in _REGISTRY:
+    register(Experiment("test/toy-grid", "toy hyper-parameter grid", {"eps": 0.5, "num_agents": 2, "bad_grid": False},
+                        {"smoke": {"horizon": 50, "seeds": 3}}, _toy_grid_build))
+
+
+def test_grid_is_one_call_per_algorithm_and_equals_separate_runs(tmp_path, monkeypatch):
+    calls = []
+    real = sweep.run_batch
+    monkeypatch.setattr(sweep, "run_batch", lambda *a, **k: calls.append(len(a[2])) or real(*a, **k))
+    out = sweep.run_experiment("test/toy-grid", "smoke", out=tmp_path / "g", quiet=True, plot=True)
+    assert calls == [9, 3]  # 3 grid points x 3 seeds in one call, then Random
+    res = load_results(out)
+    names = [f"HistoryGreedy [{label}]" for label, _ in GRID]
+    assert res.algorithms == names + ["Random"]
+    assert res.metadata["grids"] == {"HistoryGreedy": names}
+    assert res.metadata["algorithm_hparams"][names[2]] == {"eps": 3.0}
+    for name, (_, hp) in zip(names, GRID):  # each point equals its own run with those hyper-parameters
+        alone = real(toy_problem(horizon=50, num_agents=2), history_greedy(), [0, 1, 2], hparams={"eps": [hp["eps"]] * 3})
+        np.testing.assert_allclose(res.arrays[name]["regret"], alone.regret, rtol=1e-6, atol=1e-7)
+    final = {r["algorithm"]: r["final_regret_mean"] for r in summary_rows(res)}
+    best = min(names, key=final.get)
+    summary = (out / "summary.md").read_text()
+    assert f"| HistoryGreedy | {best.split('[')[1].rstrip(']')} |" in summary
+    with pytest.raises(ConfigError, match="grid hyper-parameter"):
+        sweep.run_experiment("test/toy-grid", "smoke", overrides={"bad_grid": "true"}, out=tmp_path / "bad", quiet=True)
+
 
 def test_run_writes_results_metadata_summary_plot(tmp_path):
     out = sweep.run_experiment("test/toy", "smoke", out=tmp_path / "r", quiet=True)

@@ -73,12 +73,23 @@ def get_experiment(name: str) -> Experiment:
 
 
 def build_runs(exp: Experiment, config: dict) -> list:
-    """The experiment's (problem, algorithm) pairs, whichever form its `build` returns."""
+    """The experiment's runs as (problem, algorithm, grid) triples, whichever form `build` returns.
+
+    `build` returns (problem, [algorithms]), or a list of (problem, algorithm) pairs, or of
+    (problem, algorithm, grid) triples, where grid is None or a list of (label, hparams) points:
+    the algorithm then runs at every point, all points and seeds in ONE vmapped call, and each
+    point is stored as its own curve named "<algorithm> [<label>]" (see `grid_names`).
+    """
     built = exp.build(config)
     if isinstance(built, tuple) and len(built) == 2 and not isinstance(built[1], tuple) and hasattr(built[0], "spec"):
         problem, algorithms = built
-        return [(problem, alg) for alg in algorithms]
-    return [tuple(pair) for pair in built]
+        return [(problem, alg, None) for alg in algorithms]
+    return [(item[0], item[1], item[2] if len(item) > 2 else None) for item in built]
+
+
+def grid_names(alg_name: str, grid) -> list:
+    """The stored curve names of an algorithm run over grid points [(label, hparams)]."""
+    return [f"{alg_name} [{label}]" for label, _ in grid]
 
 
 def resolve_config(exp: Experiment, size: str, overrides: dict) -> dict:
