@@ -25,7 +25,8 @@ def plot_results(out_dir, filename: str = "plot.png") -> Path:
     algorithms = [a for a in res.algorithms if a not in hidden or a in shown]
     comm = {a: res.arrays[a]["comm_up"] + res.arrays[a]["comm_down"] for a in algorithms}
     any_comm = any(float(c.sum()) > 0 for c in comm.values())
-    fig, axes = plt.subplots(1, 2 if any_comm else 1, figsize=(11 if any_comm else 6.5, 4.2), squeeze=False)
+    panels = 3 if any_comm else 1
+    fig, axes = plt.subplots(1, panels, figsize=(16 if any_comm else 6.5, 4.2), squeeze=False)
     ax = axes[0, 0]
     for alg in algorithms:
         cum = res.cumulative(alg)
@@ -51,6 +52,17 @@ def plot_results(out_dir, filename: str = "plot.png") -> Path:
         ax.set_xlabel("iteration t")
         ax.set_ylabel("cumulative scalars communicated")
         ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+        ax = axes[0, 2]  # the trade-off: one point per curve that communicates
+        for alg in algorithms:
+            total = float(np.sum(comm[alg].astype(np.float64), axis=1).mean())
+            if total > 0:
+                ax.scatter([total], [res.cumulative(alg)[:, -1].mean()], label=alg)
+                ax.annotate(alg, (total, res.cumulative(alg)[:, -1].mean()), fontsize=6, alpha=0.8)
+        ax.set_xscale("log")
+        ax.set_xlabel("total scalars communicated")
+        ax.set_ylabel("final cumulative regret")
+        ax.set_title("regret against communication")
         ax.grid(alpha=0.3)
     fig.tight_layout()
     path = Path(out_dir) / filename

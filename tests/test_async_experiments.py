@@ -83,9 +83,25 @@ def test_config_keys():
     assert all(a.sees_active for _, a, _ in runs[1:])
     assert hp["NKernelUCB"]["lengthscale"] == pytest.approx(1 / math.sqrt(8))
     assert all(h["alpha"] == pytest.approx(0.1) for h in hp.values())
-    for bad in ({"async_D": "x"}, {"approx_D": "-1"}, {"gamma": "0"}):
+    for bad in ({"async_D": "x"}, {"approx_D": "-1"}, {"gamma": "0"}, {"async_D_values": "1,x"},
+                {"approx_D_values": "-2"}, {"grid": "true", "grid_values": "0,1"}):
         with pytest.raises(ConfigError):
             build_runs(exp, resolve_config(exp, "smoke", bad))
+
+
+def test_d_sweep_and_grid_build():
+    exp = get_experiment("async/synthetic-f1")
+    runs = build_runs(exp, resolve_config(exp, "smoke", {"async_D_values": "0.001,1", "approx_D_values": "10",
+                                                         "grid": "true", "grid_values": "0.5,2"}))
+    names = [a.name for _, a, _ in runs]
+    assert names == ALGS + ["Async-KernelUCB (D=0.001)", "Async-KernelUCB (D=1)", "Approx-DisKernelUCB (D=10)"]
+    hp = {a.name: a.hparams for _, a, _ in runs}
+    assert hp["Async-KernelUCB (D=1)"]["threshold"] == 1.0 and hp["Approx-DisKernelUCB (D=10)"]["threshold"] == 10.0
+    grids = {a.name: g for _, a, g in runs}
+    assert [label for label, _ in grids["OneKernelUCB"]] == [
+        "gamma=0.5, alpha=0.5", "gamma=0.5, alpha=2", "gamma=2, alpha=0.5", "gamma=2, alpha=2"]
+    assert grids["OneKernelUCB"][2][1] == {"lengthscale": pytest.approx(0.5), "alpha": 0.5}
+    assert grids["DisLinUCB"] == [("alpha=0.5", {"alpha": 0.5}), ("alpha=2", {"alpha": 2.0})]
 
 
 def test_overflow_is_an_error():

@@ -22,6 +22,10 @@ for the others) as ONE vmapped call per algorithm, each point a curve "<algorith
 alpha=..]", and the summary names each algorithm's best point. Without it a run is the one
 point (gamma, alpha).
 
+D sweeps: `--set async_D_values=1e-4,0.01,1 approx_D_values=1,10,100` adds Async-KernelUCB and
+Approx-DisKernelUCB curves at those thresholds, "<algorithm> (D=<value>)"; the plot's third
+panel shows final regret against total communication, one point per curve.
+
 Capacities. An overflow is never silent: the algorithm turns its communication outputs into NaN.
 `check_results(out)` loads a finished sweep and raises ConfigError naming the capacity to raise
 when any run overflowed; `check_run` does the same for one algorithm's arrays.
@@ -74,6 +78,8 @@ COMMON = {
     "nkernel_capacity": 256,
     "grid": False,
     "grid_values": "0.1,1,4",
+    "async_D_values": "",
+    "approx_D_values": "",
 }
 SYNTH = {**COMMON, "dim": 20, "noise_std": 0.1}
 UCI = {**COMMON, "data_dir": "", "kmeans_n_init": 10}
@@ -231,10 +237,36 @@ def grid_points(config, algorithm) -> Optional[list]:
             for g in values for a in values]
 
 
+def _d_values(config, key):
+    raw = str(config[key]).strip()
+    if not raw:
+        return []
+    try:
+        values = [float(v) for v in raw.split(",") if v.strip()]
+    except ValueError:
+        raise ConfigError(f"{key} must be comma-separated numbers, got {raw!r}") from None
+    if min(values, default=0.0) < 0:
+        raise ConfigError(f"{key} must be >= 0, got {raw!r}")
+    return values
+
+
+def d_sweep(config, algs) -> list:
+    """Extra copies of Async-KernelUCB and Approx-DisKernelUCB at the thresholds of `async_D_values`
+    and `approx_D_values` (comma-separated; empty: none), named "<algorithm> (D=<value>)"."""
+    out = []
+    for name, key in (("Async-KernelUCB", "async_D_values"), ("Approx-DisKernelUCB", "approx_D_values")):
+        base = next(a for a in algs if a.name == name)
+        for D in _d_values(config, key):
+            out.append(base._replace(name=f"{name} (D={D:g})", hparams={**base.hparams, "threshold": D}))
+    return out
+
+
 def _build(make):
     def build(config):
         problem = make(config)
-        return [(problem, alg, grid_points(config, alg)) for alg in algorithms(config, problem.spec)]
+        algs = algorithms(config, problem.spec)
+        algs += d_sweep(config, algs)
+        return [(problem, alg, grid_points(config, alg)) for alg in algs]
 
     return build
 
