@@ -94,7 +94,8 @@ class Algorithm(NamedTuple):
     them; "map" loops over them inside the compiled step (`lax.map`). Under `vmap` a `lax.cond`
     whose predicate differs between runs becomes a select that computes BOTH branches, so an
     algorithm whose rare event-triggered work (a synchronisation, a retraining) is expensive
-    may be faster with "map", where each run pays only for the branch it takes.
+    may be faster with "map", where each run pays only for the branch it takes. Under "map" each
+    run executes its whole segment scan in turn (runs are mapped outside the time loop).
 
     sees_active: when True the runner passes the step's arrival mask to `select` as a fourth
     argument, so an algorithm of a one-client-per-step protocol scores only the active client

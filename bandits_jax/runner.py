@@ -133,6 +133,11 @@ def make_step(problem: Problem, algorithm: Algorithm) -> Callable:
     return step
 
 
+def state_batch(state) -> int:
+    """The (static) number of runs of a batched state: the leading size of its first leaf."""
+    return int(jax.tree_util.tree_leaves(state)[0].shape[0])
+
+
 def _progress_callback(report: Optional[Callable[[int], None]], every: int):
     if report is None:
         return lambda t: None
@@ -251,13 +256,31 @@ def _run_batch(problem, algorithm, seeds, hp, base_key, first_segment, progress,
             return _segment_scan(state, inst, pk, ak, t0_, _len)
 
         def _segment_scan(state, inst, pk, ak, t0_, length):
+            ts = t0_ + jnp.arange(length)
+            if algorithm.batching == "map":
+                # runs one after another, each a whole scan: no per-step slicing of the batch
+                # (which would copy every run's state in and out at every step); progress is
+                # reported by the last run, so it reaches the end when the segment is done
+                last = state_batch(state) - 1
+
+                def one_run(xs):
+                    i, st, ins, p, a = xs
+
+                    def body(s, t):
+                        lax.cond(i == last, lambda: report(t), lambda: None)
+                        return step(s, ins, p, a, t)
+
+                    return lax.scan(body, st, ts)
+
+                runs = jnp.arange(last + 1)
+                state, outs = lax.map(one_run, (runs, state, inst, pk, ak))
+                return state, jax.tree_util.tree_map(lambda x: jnp.swapaxes(x, 0, 1), outs)  # [T, B, ...]
+
             def body(st, t):
                 report(t)
-                if algorithm.batching == "map":
-                    return lax.map(lambda xs: step(*xs, t), (st, inst, pk, ak))
                 return jax.vmap(step, in_axes=(0, 0, 0, 0, None))(st, inst, pk, ak, t)
 
-            return lax.scan(body, state, t0_ + jnp.arange(length))
+            return lax.scan(body, state, ts)
 
         t0_arr = jnp.asarray(t0, jnp.int32)
         f_seg = compiled("segment", seg_fn, state, inst, pk, ak, t0_arr, static=(length, cap, _shape_sig(state)))

@@ -13,6 +13,11 @@ reaches. An S whose run time, extrapolated linearly from the largest S measured,
 in the available memory, is skipped with the reason in the table. For KernelUCB the doubling
 capacity segments are also timed against one fixed T x T buffer (first_segment = T).
 
+A second section (bench/async_bench.py; names Async-KernelUCB, Approx-DisKernelUCB, OneKernelUCB,
+or `--only async` for all three) times the asynchronous family of async_exps at its paper size
+(N = 100, T = 10^4, S = 1 by default), with the NumPy reference loops on a prefix of the horizon
+(--async-numpy-horizon) and OneKernelUCB's doubling-versus-fixed capacity comparison.
+
 Prints a table and writes JSON (default bench/results/bench.json).
 """
 from __future__ import annotations
@@ -31,7 +36,7 @@ import numpy as np
 
 from bandits_jax.runner import cumulative_regret, run_batch
 
-from . import configs, harness, numpy_loop
+from . import async_bench, configs, harness, numpy_loop
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "bench.json"
 MEMORY_SAFETY = 0.7  # use at most this fraction of MemAvailable
@@ -54,6 +59,15 @@ def parse_args(argv):
     p.add_argument("--numpy-threads", type=int, default=1,
                    help="BLAS threads of the NumPy loop (default 1: on a shared 2-core machine a threaded "
                         "OpenBLAS spins against the other processes; 0 = the library's default)")
+    p.add_argument("--async-horizon", type=int, default=None,
+                   help=f"T of the asynchronous section (default {async_bench.FULL_HORIZON}; quick {async_bench.QUICK['horizon']})")
+    p.add_argument("--async-agents", type=int, default=None,
+                   help=f"N of the asynchronous section (default {async_bench.FULL_AGENTS}; quick {async_bench.QUICK['num_agents']})")
+    p.add_argument("--async-numpy-horizon", type=int, default=None,
+                   help="prefix of the horizon on which the asynchronous NumPy loops (and, for the ratio, the JAX "
+                        f"runner) are timed (default {async_bench.FULL_NUMPY_HORIZON}; quick {async_bench.QUICK['numpy_horizon']})")
+    p.add_argument("--async-capacity-seeds", type=int, default=None,
+                   help=f"S of OneKernelUCB's fixed-buffer versus doubling comparison (default {async_bench.FULL_CAPACITY_SEEDS})")
     p.add_argument("--out", default=None, help="JSON path, or a directory for bench.json (default bench/results/bench.json)")
     args = p.parse_args(argv)
     try:
@@ -71,12 +85,21 @@ def parse_args(argv):
         args.capacity_seeds = configs.QUICK_SEEDS[-1] if args.quick else 10
     if args.capacity_seeds < 1:
         p.error("--capacity-seeds must be a positive integer")
+    if args.async_capacity_seeds is None:
+        args.async_capacity_seeds = async_bench.FULL_CAPACITY_SEEDS
+    for flag in ("async_horizon", "async_agents", "async_numpy_horizon", "async_capacity_seeds"):
+        if getattr(args, flag) is not None and getattr(args, flag) < 1:
+            p.error(f"--{flag.replace('_', '-')} must be a positive integer")
     known = {c.name.lower(): c.name for c in configs.cases()}
+    known.update({n.lower(): n for n in async_bench.NAMES})
     only = [n.strip().lower() for item in args.only for n in item.split(",") if n.strip()]
-    unknown = [n for n in only if n not in known]
+    unknown = [n for n in only if n not in known and n != async_bench.GROUP]
     if unknown:
-        p.error(f"unknown algorithm(s) {', '.join(unknown)}; known: {', '.join(known.values())}")
-    args.only_names = {known[n] for n in only}
+        p.error(f"unknown algorithm(s) {', '.join(unknown)}; known: {', '.join(known.values())} "
+                f"(or {async_bench.GROUP} for the asynchronous section)")
+    args.only_names = {known[n] for n in only if n != async_bench.GROUP}
+    if async_bench.GROUP in only:
+        args.only_names |= set(async_bench.NAMES)
     return args
 
 
@@ -192,16 +215,17 @@ def bench_case(case, args, ceilings: dict) -> dict:
     return result
 
 
-def capacity_comparison(case, problem, alg, args, last, compiled, rows) -> dict:
+def capacity_comparison(case, problem, alg, args, last, compiled, rows, seeds=None) -> dict:
     """Fixed T x T buffer (first_segment = T) against the default doubling segments, same S.
 
     Both are timed back to back here (the doubling executables are reused when a row of the same
-    S compiled them, so its compile seconds are then those of that row).
+    S compiled them, so its compile seconds are then those of that row). S = `seeds`, default
+    --capacity-seeds. model_ratio = case.work at first_segment T / at the doubling first segment.
     """
-    S, T = args.capacity_seeds, problem.spec.horizon
+    S, T = (args.capacity_seeds if seeds is None else seeds), problem.spec.horizon
     model_ratio = case.work(alg, problem, T) / case.work(alg, problem, case.first_segment)
     info = dict(seeds=S, first_segment_doubling=case.first_segment, first_segment_fixed=T,
-                model_bytes_ratio=model_ratio)
+                model_bytes_ratio=model_ratio, model_ratio=model_ratio)
     if last is not None:
         est = last["run_seconds"] * S / last["seeds"] * (1 + model_ratio)
         if est > args.budget_seconds:
@@ -333,6 +357,7 @@ def main(argv=None) -> int:
 
     t_start = time.perf_counter()
     results = [bench_case(case, args, ceilings) for case in cases]
+    async_section = async_bench.run_section(args, skip_reason, capacity_comparison)
     total = time.perf_counter() - t_start
     # a ceiling is the best the machine did: measured again at the end, the larger value counts
     # (the fractions of the rows are rescaled to it)
@@ -347,15 +372,16 @@ def main(argv=None) -> int:
         f"machine: {os.cpu_count()} CPU(s), {', '.join(str(d) for d in jax.devices())}; "
         f"copy bandwidth {_si(ceilings['memory_bandwidth'])}B/s (read + write), "
         f"float64 matmul {_si(ceilings['matmul_flops'])}flop/s",
-        "work models (ceiling fraction = model work per second / ceiling; see bench/configs.py):",
     ]
+    if results:
+        lines.append("work models (ceiling fraction = model work per second / ceiling; see bench/configs.py):")
     for res in results:
         spec = res["spec"]
         lines.append(f"  {res['algorithm']:<10} N={spec['num_agents']} K={spec['num_arms']} d={spec['dim']} "
                      f"T={spec['horizon']}, segments {[tuple(s) for s in res['segments']]}; vs "
                      f"{'memory bandwidth' if res['ceiling'] == 'bandwidth' else 'float64 matmul flop/s'}: {res['model']}")
         lines.append(f"  {'':<10} NumPy loop: {res['numpy']['seeds']} seed(s) in {res['numpy']['seconds']:.2f} s")
-    lines += ["", table(results), ""]
+    lines += ["", table(results), ""] if results else [""]
     for res in results:
         cap = res.get("capacity")
         if cap:
@@ -367,6 +393,8 @@ def main(argv=None) -> int:
                     f"{cap['fixed_run_seconds']:.2f} s vs {cap['doubling_run_seconds']:.2f} s = x{cap['ratio']:.2f} "
                     f"(byte model x{cap['model_bytes_ratio']:.2f}); compile {cap['fixed_compile_seconds']:.1f} s vs "
                     f"{cap['doubling_compile_seconds']:.1f} s")
+    if async_section:
+        lines += ["", async_bench.table(async_section), ""]
     lines.append("targets (measured, not asserted):")
     for g in goals:
         status = "n/a" if g["value"] is None else ("met" if g["met"] else "NOT met")
@@ -380,6 +408,7 @@ def main(argv=None) -> int:
                    ceilings=dict(memory_bandwidth_bytes_per_second=ceilings["memory_bandwidth"],
                                  matmul_float64_flops_per_second=ceilings["matmul_flops"]),
                    environment=environment(), results=results, targets=goals, total_seconds=total,
+                   async_section=async_section,
                    table=report)
     out_path.write_text(json.dumps(payload, indent=2, default=_json_default) + "\n")
     log(f"wrote {out_path}")

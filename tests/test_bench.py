@@ -66,3 +66,54 @@ def test_skip_rule():
     assert skip_reason(100, last, 1e3, budget=300, available=1e12).startswith("skipped: est. run 400 s")
     assert skip_reason(50, last, 1e3, budget=300, available=1e12) is None
     assert "memory" in skip_reason(1000, None, 1e9, budget=300, available=1e12)
+
+
+# ------------------------------------------------------------------------------ asynchronous section
+def test_async_rows_are_measured(quick_result):
+    from bench import async_bench
+
+    section = quick_result["async_section"]
+    assert section["spec"]["horizon"] == async_bench.QUICK["horizon"]
+    assert section["spec"]["num_agents"] == async_bench.QUICK["num_agents"]
+    assert [res["algorithm"] for res in section["results"]] == list(async_bench.NAMES)
+    for res in section["results"]:
+        assert "error" not in res["numpy"], res["numpy"]
+        assert res["numpy"]["horizon"] == section["numpy_horizon"] == res["numpy_horizon"]
+        assert res["numpy"]["seconds"] > 0 and math.isfinite(res["numpy"]["regret"])
+        assert [row["seeds"] for row in res["rows"]] == list(async_bench.QUICK_SEEDS)
+        for row in res["rows"]:
+            assert row["skipped"] is False, row
+            assert row["note"] == "", row  # no capacity overflow, finite regret
+            assert row["horizon"] == section["spec"]["horizon"] and row["numpy_horizon"] == section["numpy_horizon"]
+            for key in ("compile_seconds", "run_seconds", "run_seconds_per_run", "prefix_run_seconds_per_run",
+                        "numpy_seconds_per_run", "ratio", "final_regret_mean", "prefix_regret_mean"):
+                assert math.isfinite(row[key]) and row[key] > 0, (res["algorithm"], key, row[key])
+            assert math.isfinite(row["peak_mb"]) and row["peak_mb"] >= 0
+            # ratio = NumPy seconds per run on the prefix / JAX run seconds per run on the same prefix
+            assert row["ratio"] == pytest.approx(row["numpy_seconds_per_run"] / row["prefix_run_seconds_per_run"])
+            assert row["run_seconds_per_run"] == pytest.approx(row["run_seconds"] / row["seeds"])
+            assert row["numpy_seconds_per_run"] == pytest.approx(res["numpy"]["seconds"])
+    assert "NumPy/JAX" in quick_result["table"] and "Async-KernelUCB" in quick_result["table"]
+
+
+def test_async_one_kernel_capacity_comparison(quick_result):
+    one = next(res for res in quick_result["async_section"]["results"] if res["algorithm"] == "OneKernelUCB")
+    assert len(one["segments"]) > 1  # the quick size still has doubling segments
+    cap = one["capacity"]
+    assert cap["skipped"] is False and cap["extrapolated"] is False
+    assert cap["ratio"] == pytest.approx(cap["fixed_run_seconds"] / cap["doubling_run_seconds"])
+    # model: T x T^2 over the sum over segments of steps x C^2
+    T = one["spec"]["horizon"]
+    doubling = sum((t1 - t0) * c * c for t0, t1, c in one["segments"])
+    assert cap["model_ratio"] == pytest.approx(T * T * T / doubling)
+    assert cap["model_ratio"] > 1
+
+
+def test_async_only_selects_the_section():
+    from bench.__main__ import parse_args
+
+    args = parse_args(["--only", "async"])
+    assert args.only_names == {"Async-KernelUCB", "Approx-DisKernelUCB", "OneKernelUCB"}
+    assert parse_args(["--only", "onekernelucb,LinUCB"]).only_names == {"OneKernelUCB", "LinUCB"}
+    with pytest.raises(SystemExit):
+        parse_args(["--async-numpy-horizon", "0"])
