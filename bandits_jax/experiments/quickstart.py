@@ -44,7 +44,7 @@ register(Experiment(
     description="cosine reward, d=10, K=4: FN-UCB with N in {1, 2, 5} against NeuralUCB, KernelUCB and "
                 "uniform random",
     defaults=DEFAULTS,
-    sizes={"paper": {"horizon": 500, "seeds": 4, "first_segment": 256},
+    sizes={"paper": {"horizon": 500, "seeds": 4, "first_segment": 512},
            "smoke": {"horizon": 40, "seeds": 2, "width": 8, "train_steps": 3, "n_values": "1,2",
                      "first_segment": 64}},
     build=build,
