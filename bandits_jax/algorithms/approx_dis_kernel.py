@@ -23,19 +23,33 @@ internals are recalled from that paper, not read from it; this module implements
             u[s] = jax.random.uniform(fold_in(update_key, s)) of its position s in the pooled
             arrival order (independent of the buffer size, so `resize` changes no draw); it
             uploads the kept points, |S_j| of them (no client-side de-duplication);
-        (b) the server forms S_new = the kept points in arrival order, duplicates dropped;
+        (b) the server forms S_new = the kept points in arrival order, duplicates dropped: a kept
+            point equal to one already in S_new, or whose Schur complement
+            k(x,x) - k_S(x)^T K_SS^{-1} k_S(x) against it is <= eig_tol k(x,x) (numerically in its
+            span, no new direction), is not added;
         (c) every client re-embeds its whole history with S_new and uploads Z^T Z, Z^T y;
         (d) the server sums them into (A_g, b_g) and broadcasts them; buffers and sums clear.
   Communication (spec B3, counting all N clients, seen or not; d per point, full m^2 matrices):
       up   = d sum_j |S_j| + N (m^2 + m),   down = N d m + N (m^2 + m),   rounds = 1,
   with m = |S_new|.
 
+Embedding. z(x; S) = L^{-1} k_S(x) with K_SS = L L^T (the Cholesky form of Async-KernelUCB,
+kernels.nystrom.embed_chol); the state keeps the inverse factor Linv = L^{-1}, zero-padded to
+M x M. It is an orthogonal rotation of the symmetric-root embedding K_SS^{-1/2} k_S(x), so every
+Gram product, mean, variance and action is the same number up to rounding. It replaced the
+symmetric root because that root needs an eigendecomposition of the PADDED M x M Gram matrix at
+every synchronisation (about 9 M^3 flops, and under the runner's vmap a `lax.cond` computes the
+sync at every step); the Cholesky factor is built by appending the kept points one at a time
+(`nystrom.chol_dictionary_append`, O(M^2) each, a `lax.fori_loop` over the traced number of kept
+points), with its near-duplicate rule in place of the eigenvalue cut.
+
 State. The history of all clients lives in one arrival-order buffer (hist_X [C, d], hist_y [C],
 hist_owner [C]), C = `capacity(spec, t_end) = t_end` rows; since the rebuilt statistics are
 sums over clients, (c)-(d) are computed as one embedding of the pooled history. The dictionary
 has M = min(C, dict_capacity) rows. Each client keeps (A_i + lam I)^{-1} (loc_Pinv [N, M, M],
 Sherman-Morrison rank-one updates between syncs, a fresh Cholesky inverse at each sync) and b_i.
-Costs: select O(N K M (d + M)); a quiet update O(M^2); a sync O(C M (d + M) + M^3).
+Costs: select O(N K M (d + M)); a quiet update O(M^2); a sync O(C M (d + M) + n M^2 + M^3), n the
+number of kept points (the M^3 is the Cholesky inverse of A_g + lam I).
 
 One active client (static `one_active=True`, the asynchronous protocol): the algorithm
 `sees_active` and `select(state, contexts, key, active)` scores client i = argmax(active) only,
@@ -78,7 +92,8 @@ class ApproxDisKernelState(NamedTuple):
 
     hp: dict of float hyper-parameters (lam, alpha, q, threshold, lengthscale).
     hist_X [C, d], hist_y [C], hist_owner [C] int32, hist_n: all observations, arrival order.
-    dict_X [M, d], dict_n, W [M, M]: the shared dictionary S and its pseudo-inverse root.
+    dict_X [M, d], dict_n, Linv [M, M]: the shared dictionary S and the inverse Cholesky factor of
+    its Gram matrix (zero beyond dict_n).
     g_Pinv [M, M] = (A_g + lam I)^{-1}, g_b [M] = b_g: the global statistics of the last sync.
     loc_Pinv [N, M, M] = (A_i + lam I)^{-1}, loc_b [N, M] = b_i: each client's model.
     loc_n [N] int32: new points per client since the last sync; loc_var [N]: their var_g sum.
@@ -92,7 +107,7 @@ class ApproxDisKernelState(NamedTuple):
     hist_n: jax.Array
     dict_X: jax.Array
     dict_n: jax.Array
-    W: jax.Array
+    Linv: jax.Array
     g_Pinv: jax.Array
     g_b: jax.Array
     loc_Pinv: jax.Array
@@ -122,7 +137,8 @@ def approx_dis_kernel_ucb(
 
     hparams: lam > 0, alpha >= 0, q >= 0 (RLS factor), threshold >= 0 (D_A), lengthscale > 0.
     Static: trigger_count ("client" or "elapsed"), dict_capacity (M; overflow is an error),
-    eig_tol (eigenvalue cut of the dictionary root), one_active (score only the active client).
+    eig_tol (near-duplicate cut: a kept point whose Schur complement against the dictionary is
+    <= eig_tol k(x,x) is not added), one_active (score only the active client).
     """
     name = "Approx-DisKernelUCB"
     kern = _resolve_kernel(name, kernel)
@@ -153,7 +169,7 @@ def approx_dis_kernel_ucb(
         return ApproxDisKernelState(
             hp=hp, hist_X=jnp.zeros((C, d), dtype), hist_y=jnp.zeros((C,), dtype),
             hist_owner=jnp.zeros((C,), jnp.int32), hist_n=jnp.zeros((), jnp.int32),
-            dict_X=jnp.zeros((M, d), dtype), dict_n=jnp.zeros((), jnp.int32), W=jnp.zeros((M, M), dtype),
+            dict_X=jnp.zeros((M, d), dtype), dict_n=jnp.zeros((), jnp.int32), Linv=jnp.zeros((M, M), dtype),
             g_Pinv=P0, g_b=jnp.zeros((M,), dtype),
             loc_Pinv=jnp.broadcast_to(P0, (N, M, M)), loc_b=jnp.zeros((N, M), dtype),
             loc_n=jnp.zeros((N,), jnp.int32), loc_var=jnp.zeros((N,), dtype),
@@ -163,7 +179,7 @@ def approx_dis_kernel_ucb(
 
     def resize(state: ApproxDisKernelState, rows: int) -> ApproxDisKernelState:
         C, M = _rows(int(rows))
-        m0 = state.W.shape[0]
+        m0 = state.Linv.shape[0]
         lam = state.hp["lam"]
 
         def pinv(P):  # the padded block of (A + lam I)^{-1} is I / lam (A is zero there)
@@ -177,7 +193,7 @@ def approx_dis_kernel_ucb(
         return state._replace(
             hist_X=pad_rows(state.hist_X, C), hist_y=pad_rows(state.hist_y, C),
             hist_owner=pad_rows(state.hist_owner, C), dict_X=pad_rows(state.dict_X, M),
-            W=jnp.pad(state.W, [(0, M - m0), (0, M - m0)]), g_Pinv=pinv(state.g_Pinv), g_b=vec(state.g_b),
+            Linv=jnp.pad(state.Linv, [(0, M - m0), (0, M - m0)]), g_Pinv=pinv(state.g_Pinv), g_b=vec(state.g_b),
             loc_Pinv=pinv(state.loc_Pinv), loc_b=vec(state.loc_b),
         )
 
@@ -186,7 +202,7 @@ def approx_dis_kernel_ucb(
 
     def embed(state, X):
         """z[m, M] of X[m, d] in the current dictionary."""
-        return nystrom.embed(kern.fn, X, state.dict_X, state.dict_n, state.W, params(state))
+        return nystrom.embed_chol(kern.fn, X, state.dict_X, state.dict_n, state.Linv, params(state))
 
     def select(state, contexts, key):
         dtype = state.g_b.dtype
@@ -230,19 +246,28 @@ def approx_dis_kernel_ucb(
         u = rls_uniforms(key, C, dtype)
         keep = nystrom.include_draws(nystrom.leverage_probability(var_g, state.hp["q"]), u, valid)
         kept = jnp.zeros((N,), jnp.int32).at[state.hist_owner].add(keep.astype(jnp.int32))
-        # (b) the new dictionary: kept points in arrival order, duplicates dropped
-        empty = jnp.zeros_like(state.dict_X)
-        dict_X, dict_n, _, over = nystrom.sample_and_append(empty, jnp.zeros((), jnp.int32), state.hist_X, keep)
-        W, _ = nystrom.dictionary_root(kern.fn, dict_X, dict_n, p, eig_tol)
+        # (b) the new dictionary: kept points in arrival order, (near-)duplicates dropped, its inverse
+        # Cholesky factor grown one point at a time, O(M^2) per kept point (no M x M factorisation)
+        order = jnp.nonzero(keep, size=C, fill_value=0)[0]  # kept history rows, arrival order
+
+        def append(j, carry):
+            pts, n, Linv, over = carry
+            pts, n, Linv, _, o = nystrom.chol_dictionary_append(kern.fn, pts, n, Linv, state.hist_X[order[j]],
+                                                                 True, p, eig_tol)
+            return pts, n, Linv, over | o
+
+        init_dict = (jnp.zeros_like(state.dict_X), jnp.zeros((), jnp.int32), jnp.zeros_like(state.Linv),
+                     jnp.zeros((), bool))
+        dict_X, dict_n, Linv, over = lax.fori_loop(0, jnp.sum(keep.astype(jnp.int32)), append, init_dict)
         # (c)-(d) re-embed the whole (pooled) history, sum, broadcast
-        Z = nystrom.embed(kern.fn, state.hist_X, dict_X, dict_n, W, p)
+        Z = nystrom.embed_chol(kern.fn, state.hist_X, dict_X, dict_n, Linv, p)
         A, b = nystrom.embedded_stats(Z, state.hist_y, valid)
         Pinv = nystrom.ridge_inverse(A, lam)
         m = dict_n.astype(dtype)
         up = d * jnp.sum(kept).astype(dtype) + N * (m * m + m)
         down = N * d * m + N * (m * m + m)
         state = state._replace(
-            dict_X=dict_X, dict_n=dict_n, W=W, g_Pinv=Pinv, g_b=b,
+            dict_X=dict_X, dict_n=dict_n, Linv=Linv, g_Pinv=Pinv, g_b=b,
             loc_Pinv=jnp.broadcast_to(Pinv, state.loc_Pinv.shape), loc_b=jnp.broadcast_to(b, state.loc_b.shape),
             loc_n=jnp.zeros_like(state.loc_n), loc_var=jnp.zeros_like(state.loc_var),
             elapsed=jnp.zeros_like(state.elapsed), num_syncs=state.num_syncs + 1,
@@ -275,8 +300,8 @@ def approx_dis_kernel_ucb(
         state = state._replace(
             hist_X=state.hist_X.at[row].set(x, mode="drop"), hist_y=state.hist_y.at[row].set(y, mode="drop"),
             hist_owner=state.hist_owner.at[row].set(i, mode="drop"), hist_n=state.hist_n + ok.astype(jnp.int32),
-            loc_Pinv=jnp.where(ok, state.loc_Pinv.at[i].set(P_new), state.loc_Pinv),
-            loc_b=jnp.where(ok, state.loc_b.at[i].add(y * z), state.loc_b),
+            loc_Pinv=state.loc_Pinv.at[i].set(jnp.where(ok, P_new, state.loc_Pinv[i])),  # one row, no full copy
+            loc_b=state.loc_b.at[i].set(jnp.where(ok, state.loc_b[i] + y * z, state.loc_b[i])),
             loc_n=state.loc_n.at[i].add(ok.astype(jnp.int32)),
             loc_var=jnp.where(ok, state.loc_var.at[i].set(loc_var_i), state.loc_var),
             elapsed=state.elapsed + any_active.astype(jnp.int32), error=state.error | err,

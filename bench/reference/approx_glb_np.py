@@ -14,7 +14,7 @@ lists at every step (fresh inverses, no rank-one updates):
       (count = i's number of new points, or the steps since the last sync);
     - sync: each client j keeps its history point at pooled position s when
       rls_uniform[t, s] < min(1, q var_g(x_s)); S_new = kept points in arrival order without
-      duplicates; A_g, b_g = statistics of all history in S_new;
+      duplicates (exact, or residual k(x,x) - k_S^T K_SS^{-1} k_S <= tol k(x,x) against S_new so far); A_g, b_g = statistics of all history in S_new;
       up = d sum_j |S_j| + N (m^2 + m), down = N d m + N (m^2 + m), m = |S_new|.
 Returns a dict of per-step arrays: actions, mean/var [T, K] of the active client, up, down,
 rounds, var_sum, dict_size.
@@ -27,7 +27,7 @@ Returns actions, mean/var [T, K], up, down, rounds, logdet_ratio, agd_iters.
 """
 import numpy as np
 
-from .async_kernel_np import argmax_ties, sym_root_pinv
+from .async_kernel_np import _new_direction, argmax_ties, sym_root_pinv
 from .kernel_np import kernel_matrix
 
 
@@ -84,7 +84,7 @@ def approx_dis_kernel_ucb_np(arrivals, contexts, rewards, tie_noise, rls_uniform
             for s, (xs, _, _) in enumerate(hist):
                 if rls_uniform[t, s] < min(1.0, q * var_g[s]):
                     kept_total += 1
-                    if not any(np.array_equal(xs, p) for p in S_new):
+                    if not any(np.array_equal(xs, p) for p in S_new) and _new_direction(k, S_new, xs, tol):
                         S_new.append(xs)
             S = np.array(S_new).reshape(-1, d)
             W = sym_root_pinv(k(S, S), tol) if len(S) else np.zeros((0, 0))
