@@ -37,6 +37,7 @@ import numpy as np
 from bandits_jax.runner import cumulative_regret, run_batch
 
 from . import async_bench, configs, harness, numpy_loop
+from .harness import log
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "bench.json"
 MEMORY_SAFETY = 0.7  # use at most this fraction of MemAvailable
@@ -118,10 +119,6 @@ def selected_cases(args) -> list:
 
 
 # ------------------------------------------------------------------------------------------ runs
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
 def jax_run(case, problem, alg, seeds: int, first_segment: int, cache=None):
     """One run_batch call over `seeds` seeds with the resident-memory peak around it.
 
@@ -174,9 +171,7 @@ def bench_case(case, args, ceilings: dict) -> dict:
                    numpy_agent_steps_per_second=loop.rate, ceiling=case.ceiling)
         reason = skip_reason(S, last, model_state, args.budget_seconds, harness.available_memory_bytes())
         if reason:
-            log(f"[{case.name}] S = {S}: {reason}")
-            row.update(skipped=True, note=reason)
-            rows.append(row)
+            harness.skip_row(rows, row, f"[{case.name}] S = {S}", reason)
             continue
         log(f"[{case.name}] S = {S}: run_batch ...")
         compiled[S] = {}

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import sys
 import time
 
 import jax
@@ -51,6 +50,7 @@ from bandits_jax.experiments.registry import get_experiment, resolve_config
 from bandits_jax.runner import cumulative_regret, run_batch
 
 from . import harness
+from .harness import log
 from .reference import approx_glb_np, async_kernel_np, dis_kernel_np
 
 EXPERIMENT = "async/synthetic-f1"
@@ -72,10 +72,6 @@ REFERENCES = {
     "OneKernelUCB": dis_kernel_np.one_kernel_ucb_np,
 }
 NEEDS_RLS = {"Async-KernelUCB", "Approx-DisKernelUCB"}
-
-
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 # ------------------------------------------------------------------------------------ configuration
@@ -206,9 +202,7 @@ def bench_algorithm(name, alg, problem, prefix_problem, cfg, args, seed_counts, 
                    numpy_seconds_per_run=ref.get("seconds"), numpy_regret=ref.get("regret"))
         reason = skip_reason(S, last, 0.0, args.budget_seconds, harness.available_memory_bytes())
         if reason:
-            log(f"[{name}] S = {S}: {reason}")
-            row.update(skipped=True, note=reason)
-            rows.append(row)
+            harness.skip_row(rows, row, f"[{name}] S = {S}", reason)
             continue
         try:
             if Tp < T:
@@ -223,9 +217,7 @@ def bench_algorithm(name, alg, problem, prefix_problem, cfg, args, seed_counts, 
                 if est > args.budget_seconds:
                     note = (f"full T={T} run skipped: est. {est:.0f} s > budget {args.budget_seconds:.0f} s "
                             f"(prefix run x model sum steps x C^2)")
-                    log(f"[{name}] S = {S}: {note}")
-                    row.update(skipped=True, note=note)
-                    rows.append(row)
+                    harness.skip_row(rows, row, f"[{name}] S = {S}", note)
                     continue
             log(f"[{name}] S = {S}: run_batch at T = {T} ...")
             compiled[S] = {}
@@ -235,9 +227,7 @@ def bench_algorithm(name, alg, problem, prefix_problem, cfg, args, seed_counts, 
                 pout, pfinal = out, final
         except Exception as err:  # noqa: BLE001 (a failing algorithm is reported in its row; the others still run)
             note = f"FAILED: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
-            log(f"[{name}] S = {S}: {note}")
-            row.update(skipped=True, note=note)
-            rows.append(row)
+            harness.skip_row(rows, row, f"[{name}] S = {S}", note)
             continue
         notes = [n for n in (overflow_note(name, out), "" if np.isfinite(final) else "NON-FINITE REGRET") if n]
         row.update(

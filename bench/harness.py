@@ -7,6 +7,7 @@ matrix product gives floating-point operations per second.
 from __future__ import annotations
 
 import threading
+import sys
 import time
 from pathlib import Path
 
@@ -131,3 +132,15 @@ class BlasThreads:
         if self._lib is not None and self.requested and self._before:
             self._lib[1](int(self._before))
         return False
+
+
+def log(msg: str) -> None:
+    """A progress line on stderr (the table goes to stdout)."""
+    print(msg, file=sys.stderr, flush=True)
+
+
+def skip_row(rows: list, row: dict, where: str, note: str) -> None:
+    """Record a row that was not measured: the reason is logged and kept in the row's note."""
+    log(f"{where}: {note}")
+    row.update(skipped=True, note=note)
+    rows.append(row)
