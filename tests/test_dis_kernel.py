@@ -210,9 +210,11 @@ def test_fed_lin_ucb_matches_numpy():
 
 
 # ----------------------------------------------------------------------------------- one_active
+# DisKernelUCB is not one of the asynchronous experiments' algorithms: its checks run under -m slow
 @pytest.mark.parametrize("factory,static,hp", [
-    (dk.dis_kernel_ucb, {}, dict(threshold=1.0, **HP_KERNEL)),
-    (dk.dis_kernel_ucb, {"trigger_count": "client", "buffer_capacity": 16}, dict(threshold=0.5, **HP_KERNEL)),
+    pytest.param(dk.dis_kernel_ucb, {}, dict(threshold=1.0, **HP_KERNEL), marks=pytest.mark.slow),
+    pytest.param(dk.dis_kernel_ucb, {"trigger_count": "client", "buffer_capacity": 16},
+                 dict(threshold=0.5, **HP_KERNEL), marks=pytest.mark.slow),
     (dk.one_kernel_ucb, {}, HP_KERNEL),
     (dk.n_kernel_ucb, {}, HP_KERNEL),
 ], ids=["DisKernelUCB", "DisKernelUCB-client", "OneKernelUCB", "NKernelUCB"])
