@@ -212,6 +212,7 @@ def test_approx_dis_kernel_ucb_one_active_matches_all_clients():
     assert 1 < comm["rounds"].sum() < 40
 
 
+@pytest.mark.slow  # the shared one_active machinery is checked in the fast suite by the other baselines
 def test_fed_glb_ucb_one_active_matches_all_clients():
     from bandits_jax.algorithms.fed_glb import fed_glb_ucb
 

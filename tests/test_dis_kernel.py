@@ -225,7 +225,7 @@ def test_kernel_baselines_one_active_match_all_clients(factory, static, hp):
 
 
 @pytest.mark.parametrize("name,hp", [("dis_lin_ucb", dict(threshold=0.3, **HP_LIN)),
-                                     ("fed_lin_ucb", dict(alpha_c=0.3, **HP_LIN))])
+                                     pytest.param("fed_lin_ucb", dict(alpha_c=0.3, **HP_LIN), marks=pytest.mark.slow)])
 def test_linear_baselines_one_active_match_all_clients(name, hp):
     from bandits_jax.algorithms import dis_linear
 
