@@ -28,6 +28,7 @@ Returns actions, mean/var [T, K], up, down, rounds, logdet_ratio, agd_iters.
 import numpy as np
 
 from .async_kernel_np import _new_direction, argmax_ties, sym_root_pinv
+from .dis_kernel_np import step_outputs
 from .kernel_np import kernel_matrix
 
 
@@ -60,9 +61,7 @@ def approx_dis_kernel_ucb_np(arrivals, contexts, rewards, tie_noise, rls_uniform
     Ag, bg = np.zeros((0, 0)), np.zeros(0)
     var_sum = np.zeros(N)
     elapsed = 0
-    out = {name: np.zeros(T) for name in ("up", "down", "rounds", "var_sum", "dict_size")}
-    out["actions"] = np.zeros(T, dtype=np.int64)
-    out["mean"], out["var"] = np.zeros((T, K)), np.zeros((T, K))
+    out = step_outputs(T, K, "var_sum", "dict_size")
     for t in range(T):
         i = int(arrivals[t])
         C = contexts[t, i]
@@ -112,9 +111,7 @@ def fed_glb_ucb_np(arrivals, contexts, rewards, tie_noise, *, lam, alpha, c_mu, 
     theta = np.zeros((N, d))
     n_loc = np.zeros(N, dtype=np.int64)
     X_all, Y_all = [], []
-    out = {name: np.zeros(T) for name in ("up", "down", "rounds", "logdet_ratio", "agd_iters")}
-    out["actions"] = np.zeros(T, dtype=np.int64)
-    out["mean"], out["var"] = np.zeros((T, K)), np.zeros((T, K))
+    out = step_outputs(T, K, "logdet_ratio", "agd_iters")
     for t in range(T):
         i = int(arrivals[t])
         C = contexts[t, i]

@@ -43,10 +43,16 @@ def _logdet(X, lam, lengthscale):
     return np.linalg.slogdet(kernel_matrix("rbf", X, X, lengthscale) + lam * np.eye(len(X)))[1]
 
 
+def step_outputs(T, K, *per_step):
+    """The per-step output arrays of a reference loop: actions [T], mean/var [T, K], up/down/rounds
+    [T], and one float [T] array for each name in `per_step`."""
+    out = {"actions": np.zeros(T, dtype=np.int64), "mean": np.zeros((T, K)), "var": np.zeros((T, K))}
+    out.update({name: np.zeros(T) for name in ("up", "down", "rounds") + per_step})
+    return out
+
+
 def _out(T, K):
-    return {"actions": np.zeros(T, dtype=np.int64), "mean": np.zeros((T, K)), "var": np.zeros((T, K)),
-            "up": np.zeros(T), "down": np.zeros(T), "rounds": np.zeros(T), "logdet_ratio": np.zeros(T),
-            "n_global": np.zeros(T, dtype=np.int64)}
+    return {**step_outputs(T, K, "logdet_ratio"), "n_global": np.zeros(T, dtype=np.int64)}
 
 
 def dis_kernel_ucb_np(arrivals, contexts, rewards, tie_noise, *, lam, alpha, threshold, lengthscale,
