@@ -28,6 +28,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--chunk", type=int, help="seeds per compiled call (default: estimated from memory)")
     run.add_argument("--quiet", action="store_true", help="no progress output")
     run.add_argument("--no-plot", action="store_true", help="skip the plot")
+    run.add_argument("--reuse", action="append", default=[], type=Path, metavar="DIR",
+                     help="a finished output folder of another experiment whose identical curves are copied "
+                          "instead of computed (repeatable; e.g. fnucb/fig6 from fnucb/fig1a and fig1b)")
     plot = sub.add_parser("plot", help="(re)draw plot.png of a results folder")
     plot.add_argument("dir", type=Path)
     show = sub.add_parser("show", help="print the configuration keys of an experiment")
@@ -75,7 +78,7 @@ def main(argv=None) -> int:
             from .sweep import run_experiment
 
             run_experiment(args.name, size=args.size, overrides=_overrides(args), out=args.out,
-                           chunk=args.chunk, quiet=args.quiet, plot=not args.no_plot)
+                           chunk=args.chunk, quiet=args.quiet, plot=not args.no_plot, reuse=tuple(args.reuse))
             return 0
         if args.command == "plot":
             from .plotting import plot_results

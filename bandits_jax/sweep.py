@@ -6,6 +6,12 @@ final capacity, or set with `chunk=`). Each finished chunk is written at once to
 same output folder loads what is stored and computes only the missing seeds, so killing a
 run loses at most the chunk in flight. The assembled results, metadata, summary and plot are
 written at the end.
+
+`reuse`: finished output folders of other experiments. A curve that the experiment declares to be
+the same run as a curve of another experiment (`Experiment.reuse`) is copied from such a folder
+when that folder's stored configuration matches on every key that determines the curve, on the
+horizon, base key and precision, and holds every seed asked for; otherwise it is computed. Copied
+curves are listed under "reused" in the metadata.
 """
 from __future__ import annotations
 
@@ -39,6 +45,7 @@ def run_experiment(
     chunk: Optional[int] = None,
     quiet: bool = False,
     plot: bool = True,
+    reuse: tuple = (),
 ) -> Path:
     """Run (or resume) experiment `name`; returns the output folder."""
     exp = get_experiment(name)
@@ -65,6 +72,7 @@ def run_experiment(
     _claim_out_dir(out, exp.name, size, config)
     seeds = list(range(config["first_seed"], config["first_seed"] + config["seeds"]))
     log = (lambda msg: None) if quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
+    reused = _reuse_curves(exp, config, out, seeds, [Path(d) for d in reuse], log) if reuse else _reused(out)
     timing = {}
     arrays = {}
     cache: dict = {}
@@ -98,6 +106,8 @@ def run_experiment(
             log(f"{where}: done (compile {res.compile_seconds:.1f} s, run {res.run_seconds:.1f} s)")
         for point in point_names:
             timing[point] = {"compile_seconds": compile_s, "run_seconds": run_s, "seeds_computed": len(missing)}
+            if point in reused:
+                timing[point]["reused_from"] = reused[point]
             if grid is not None:
                 timing[point]["shared_grid_call"] = alg.name
             arrays[point] = _assemble(out, point, seeds)
@@ -113,6 +123,7 @@ def run_experiment(
         "algorithm_problems": {n: {"problem": p.name, "num_agents": p.spec.num_agents} for n, p, _ in curves},
         "algorithm_hparams": {n: hp for n, _, hp in curves},
         "grids": {a.name: grid_names(a.name, g) for _, a, g in runs if g is not None},
+        "reused": reused,
         "agents": exp.agents,
         "se_ddof": exp.se_ddof,
         "notes": exp.notes,
@@ -130,6 +141,52 @@ def run_experiment(
         print(summary_markdown(Results(arrays, np.asarray(seeds), metadata)))
         print(f"results written to {out}")
     return out
+
+
+def _reused(out: Path) -> dict:
+    record = out / "reused.json"
+    return json.loads(record.read_text()) if record.exists() else {}
+
+
+def _reuse_curves(exp, config, out: Path, seeds, dirs, log) -> dict:
+    """Copy the curves `exp.reuse` maps to other experiments' finished folders; {curve: source}."""
+    if exp.reuse is None:
+        raise ConfigError(f"{exp.name} declares no curves shared with other experiments; drop --reuse")
+    for d in dirs:
+        if not (d / "metadata.json").exists():
+            raise ConfigError(f"--reuse {d}: no finished run there (metadata.json is missing); "
+                              f"run that experiment to the end first, or drop it from --reuse")
+    sources = [(d, json.loads((d / "metadata.json").read_text())) for d in dirs]
+    record = out / "reused.json"  # survives an interrupted run, so a resumed run still reports it
+    copied = _reused(out)
+    for curve, src in exp.reuse(config).items():
+        if all(s in _stored_chunks(out, curve) for s in seeds):
+            continue  # already here (an earlier run copied or computed it)
+        for d, meta in sources:
+            stored_cfg = meta.get("config", {})
+            expect = {**src.expect, **{k: config[k] for k in ("horizon", "base_key", "precision")}}
+            if meta.get("experiment") != src.experiment or src.curve not in meta.get("algorithms", []):
+                continue
+            differ = sorted(k for k, v in expect.items() if k not in stored_cfg
+                            or json.dumps(stored_cfg[k]) != json.dumps(v))
+            if differ:
+                log(f"[{curve}] not reused from {d}: configuration differs on {', '.join(differ)}")
+                continue
+            have = _stored_chunks(d, src.curve)
+            if not all(s in have for s in seeds):
+                log(f"[{curve}] not reused from {d}: it holds seeds {sorted(have)}, this run needs {seeds}")
+                continue
+            arrays = _assemble(d, src.curve, seeds)
+            block = list(seeds)
+            folder = out / CHUNKS / _slug(curve)
+            folder.mkdir(parents=True, exist_ok=True)
+            atomic_savez(folder / f"seeds_{block[0]}-{block[-1]}.npz",
+                         {"seeds": np.asarray(block), "compile_seconds": 0.0, "run_seconds": 0.0, **arrays})
+            copied[curve] = f"{d} ({src.experiment}: {src.curve})"
+            atomic_write_text(record, json.dumps(copied, indent=2))
+            log(f"[{curve}] seeds {block[0]}..{block[-1]} copied from {copied[curve]}")
+            break
+    return copied
 
 
 def _progress_printer(where: str, horizon: int):

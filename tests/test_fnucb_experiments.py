@@ -120,14 +120,43 @@ def _run_and_check(name, tmp_path):
     return res
 
 
-def test_smoke_mixed_agents_end_to_end(tmp_path):
-    res = _run_and_check(FAST_RUN, tmp_path)
-    # D = 0: every iteration but the first is a communication round
-    assert res.arrays["cosine: FN-UCB (N=2)"]["rounds"].sum(axis=1).tolist() == [29, 29]
-    assert res.metadata["algorithm_problems"]["cosine: FN-UCB (N=2)"] == {"problem": "cosine", "num_agents": 2}
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [n for n in NAMES if n != FAST_RUN])
 def test_smoke_end_to_end(name, tmp_path):
     _run_and_check(name, tmp_path)
+
+
+def test_smoke_mixed_agents_end_to_end_and_reuse(tmp_path):
+    fig6 = _run_and_check(FAST_RUN, tmp_path / "fig6")
+    # D = 0: every iteration but the first is a communication round
+    assert fig6.arrays["cosine: FN-UCB (N=2)"]["rounds"].sum(axis=1).tolist() == [29, 29]
+    assert fig6.metadata["algorithm_problems"]["cosine: FN-UCB (N=2)"] == {"problem": "cosine", "num_agents": 2}
+
+    # fig6's curves are, by construction, fig1a's FN-UCB runs: `--reuse` copies them
+    fig1a = sweep.run_experiment("fnucb/fig1a", "smoke", overrides={"baselines": "false"}, out=tmp_path / "fig1a",
+                                 quiet=True, plot=False)
+    # the claim that makes reuse sound: fig1a's FN-UCB curves are fig6's cosine curves, number for number
+    stored = load_results(fig1a)
+    for n in (1, 2):
+        for key, value in fig6.arrays[f"cosine: FN-UCB (N={n})"].items():
+            np.testing.assert_array_equal(value, stored.arrays[f"FN-UCB (N={n})"][key], err_msg=key)
+
+    copied_out = sweep.run_experiment(FAST_RUN, "smoke", out=tmp_path / "copied", quiet=True, plot=False,
+                                      reuse=(fig1a,))
+    copied = load_results(copied_out)
+    assert set(copied.metadata["reused"]) == {"cosine: FN-UCB (N=1)", "cosine: FN-UCB (N=2)"}
+    for curve in copied.algorithms:
+        assert copied.metadata["timing"][curve]["seeds_computed"] == 0
+        for key, value in fig6.arrays[curve].items():
+            np.testing.assert_array_equal(value, copied.arrays[curve][key], err_msg=key)
+
+    # a folder whose configuration differs on a key that determines the curve is not used
+    exp = get_experiment(FAST_RUN)
+    other = resolve_config(exp, "smoke", {"lam": "0.2"})
+    assert sweep._reuse_curves(exp, other, tmp_path / "other", [0, 1], [fig1a], lambda m: None) == {}
+    assert not (tmp_path / "other" / "chunks").exists()
+    # nor a folder without a finished run, nor an experiment that shares nothing
+    with pytest.raises(ConfigError, match="metadata.json is missing"):
+        sweep.run_experiment(FAST_RUN, "smoke", out=tmp_path / "x", quiet=True, plot=False, reuse=(tmp_path,))
+    with pytest.raises(ConfigError, match="declares no curves"):
+        sweep.run_experiment("fnucb/fig1a", "smoke", out=tmp_path / "y", quiet=True, plot=False, reuse=(fig1a,))

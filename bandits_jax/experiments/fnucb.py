@@ -36,7 +36,7 @@ from ..algorithms.linear import lints, linucb
 from ..algorithms.neural import neural_ts, neural_ucb
 from ..core import ConfigError
 from ..problems import make_problem
-from .registry import Experiment, register
+from .registry import Experiment, Source, register
 
 MODES = ("authors", "paper")
 SYNTHETIC = ("cosine", "square")
@@ -279,16 +279,44 @@ def build_fig4(config):
     return runs
 
 
+# ------------------------------------------------------------------------------------ reuse
+# The figure whose runs are, with the same configuration and seeds, the curves of Figs. 6 and 4.
+SOURCE_FIGURE = {"cosine": "fnucb/fig1a", "square": "fnucb/fig1b", "shuttle": "fnucb/fig2a", "magic": "fnucb/fig2b"}
+
+
+def _source(c, prob, curve):
+    keys = list(SYNTH_DEFAULTS if prob in SYNTHETIC else REAL_DEFAULTS) + ["first_segment"]
+    return Source(SOURCE_FIGURE[prob], curve, {k: c[k] for k in keys})
+
+
+def reuse_fig6(config):
+    return {f"{prob}: FN-UCB (N={n})": _source(config, prob, f"FN-UCB (N={n})")
+            for prob in _list(config, "problems", str) for n in _list(config, "n_values", int, 1)}
+
+
+def reuse_fig4(config):
+    out = {}
+    for prob in _list(config, "problems", str):
+        real = prob in REAL
+        c = dict(config, lam=config["lam_real"] if real else config["lam_synthetic"],
+                 nu_tk=config["nu_tk_real"] if real else config["nu_tk_synthetic"])
+        for name in ("NeuralUCB", "NeuralTS"):
+            out[f"{prob}: {name}"] = _source(c, prob, name)
+        for n in _list(config, "fn_n_values", int, 1, allow_empty=True):
+            out[f"{prob}: FN-UCB (N={n})"] = _source(c, prob, f"FN-UCB (N={n})")
+    return out
+
+
 # ------------------------------------------------------------------------------------ registry
 def _notes(extra):
     return f"{NOTE_AUTHORS} {extra}".strip()
 
 
-def _register(name, description, defaults, build, notes, smoke, paper=None):
+def _register(name, description, defaults, build, notes, smoke, paper=None, reuse=None):
     register(Experiment(
         name=name, description=description, defaults=defaults,
         sizes={"smoke": {**SMOKE, **smoke}, "paper": {**PAPER, **(paper or {})}},
-        build=build, agents="mean", se_ddof=0, notes=_notes(notes),
+        build=build, agents="mean", se_ddof=0, notes=_notes(notes), reuse=reuse,
     ))
 
 
@@ -386,8 +414,10 @@ _register(
     "multiplier sqrt(lam nu), Laplacian kernel exp(-||x - x'||), history caps 2000 (linear) and 1000 "
     "(kernel) as in the code; mode=authors adds the code's unrooted LinUCB bonus and kernel TS variance "
     "floor 1e-6. Neural methods as in Figs. 1a/1b (synthetic) and 2a/2b (real): with the same seeds the "
-    "FN-UCB and Neural UCB/TS curves equal those runs (set fn_n_values= to skip FN-UCB here).",
+    "FN-UCB and Neural UCB/TS curves equal those runs (set fn_n_values= to skip FN-UCB here; `--reuse` "
+    "the finished fig1a/1b/2a/2b folders to copy them instead of computing them again).",
     smoke={"problems": "cosine,magic", "fn_n_values": "2", "lin_nus": "0.1"},
+    reuse=reuse_fig4,
 )
 
 _register(
@@ -395,7 +425,9 @@ _register(
     "cosine and square: FN-UCB final cumulative regret against N in {1, 2, 5, 10}",
     {**SYNTH_DEFAULTS, "problems": "cosine,square", "n_values": "1,2,5,10"},
     build_fig6,
-    "The configuration of Figs. 1a/1b: with the same seeds these runs equal those FN-UCB curves; the "
-    "summary's final regret per N is the figure. Paper: the final regret decreases with N.",
+    "The configuration of Figs. 1a/1b: with the same seeds these runs equal those FN-UCB curves (`--reuse` the "
+    "finished fig1a/1b folders to copy them); the summary's final regret per N is the figure. Paper: the final "
+    "regret decreases with N.",
     smoke={"problems": "cosine", "n_values": "1,2"},
+    reuse=reuse_fig6,
 )
