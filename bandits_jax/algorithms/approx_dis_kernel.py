@@ -47,7 +47,9 @@ State. The history of all clients lives in one arrival-order buffer (hist_X [C, 
 hist_owner [C]), C = `capacity(spec, t_end) = t_end` rows; since the rebuilt statistics are
 sums over clients, (c)-(d) are computed as one embedding of the pooled history. The dictionary
 has M = min(C, dict_capacity) rows. Each client keeps (A_i + lam I)^{-1} (loc_Pinv [N, M, M],
-Sherman-Morrison rank-one updates between syncs, a fresh Cholesky inverse at each sync) and b_i.
+Sherman-Morrison rank-one updates between syncs) and b_i; a client with no new point since the
+last sync (loc_n = 0) uses the global (g_Pinv, g_b) instead, so a sync writes the one fresh
+Cholesky inverse of the global model and no N x M x M broadcast.
 Costs: select O(N K M (d + M)); a quiet update O(M^2); a sync O(C M (d + M) + n M^2 + M^3), n the
 number of kept points (the M^3 is the Cholesky inverse of A_g + lam I).
 
@@ -95,7 +97,8 @@ class ApproxDisKernelState(NamedTuple):
     dict_X [M, d], dict_n, Linv [M, M]: the shared dictionary S and the inverse Cholesky factor of
     its Gram matrix (zero beyond dict_n).
     g_Pinv [M, M] = (A_g + lam I)^{-1}, g_b [M] = b_g: the global statistics of the last sync.
-    loc_Pinv [N, M, M] = (A_i + lam I)^{-1}, loc_b [N, M] = b_i: each client's model.
+    loc_Pinv [N, M, M] = (A_i + lam I)^{-1}, loc_b [N, M] = b_i: each client's model, valid
+    where loc_n > 0 (a client with loc_n = 0 has the global model; `client_model`).
     loc_n [N] int32: new points per client since the last sync; loc_var [N]: their var_g sum.
     elapsed: int32 global steps since the last sync. num_syncs: int32. error: int32 sticky bits.
     """
@@ -171,7 +174,7 @@ def approx_dis_kernel_ucb(
             hist_owner=jnp.zeros((C,), jnp.int32), hist_n=jnp.zeros((), jnp.int32),
             dict_X=jnp.zeros((M, d), dtype), dict_n=jnp.zeros((), jnp.int32), Linv=jnp.zeros((M, M), dtype),
             g_Pinv=P0, g_b=jnp.zeros((M,), dtype),
-            loc_Pinv=jnp.broadcast_to(P0, (N, M, M)), loc_b=jnp.zeros((N, M), dtype),
+            loc_Pinv=jnp.zeros((N, M, M), dtype), loc_b=jnp.zeros((N, M), dtype),  # unused while loc_n = 0
             loc_n=jnp.zeros((N,), jnp.int32), loc_var=jnp.zeros((N,), dtype),
             elapsed=jnp.zeros((), jnp.int32), num_syncs=jnp.zeros((), jnp.int32),
             error=jnp.zeros((), jnp.int32),
@@ -200,6 +203,11 @@ def approx_dis_kernel_ucb(
     def params(state):
         return _kernel_params(kern.params, state.hp["lengthscale"], state.g_b.dtype)
 
+    def client_model(state, i):
+        """Client i's ((A_i + lam I)^{-1}, b_i): the global model while it has no new point."""
+        fresh = state.loc_n[i] == 0
+        return (jnp.where(fresh, state.g_Pinv, state.loc_Pinv[i]), jnp.where(fresh, state.g_b, state.loc_b[i]))
+
     def embed(state, X):
         """z[m, M] of X[m, d] in the current dictionary."""
         return nystrom.embed_chol(kern.fn, X, state.dict_X, state.dict_n, state.Linv, params(state))
@@ -213,7 +221,8 @@ def approx_dis_kernel_ucb(
         def one(X, Pinv, b):
             return nystrom.ridge_mean_var(embed(state, X), kern.diag(X, p), Pinv, Pinv @ b, lam)
 
-        mean, var = jax.vmap(one)(contexts, state.loc_Pinv, state.loc_b)
+        Pinv, b = jax.vmap(lambda i: client_model(state, i))(jnp.arange(N))
+        mean, var = jax.vmap(one)(contexts, Pinv, b)
         scores = mean + state.hp["alpha"] * jnp.sqrt(var)
         noise = jax.random.uniform(key, (N, K), dtype)
         return argmax_random_ties(scores, noise), {"mean": mean, "var": var, "scores": scores, "tie_noise": noise}
@@ -224,7 +233,7 @@ def approx_dis_kernel_ucb(
         N, K = contexts.shape[:2]
         lam, p = state.hp["lam"], params(state)
         i = active_index(active)
-        X, Pinv, b = contexts[i], state.loc_Pinv[i], state.loc_b[i]
+        X, (Pinv, b) = contexts[i], client_model(state, i)
         mean, var = nystrom.ridge_mean_var(embed(state, X), kern.diag(X, p), Pinv, Pinv @ b, lam)
         scores = mean + state.hp["alpha"] * jnp.sqrt(var)
         noise = jax.random.uniform(key, (N, K), dtype)[i]
@@ -267,8 +276,7 @@ def approx_dis_kernel_ucb(
         up = d * jnp.sum(kept).astype(dtype) + N * (m * m + m)
         down = N * d * m + N * (m * m + m)
         state = state._replace(
-            dict_X=dict_X, dict_n=dict_n, Linv=Linv, g_Pinv=Pinv, g_b=b,
-            loc_Pinv=jnp.broadcast_to(Pinv, state.loc_Pinv.shape), loc_b=jnp.broadcast_to(b, state.loc_b.shape),
+            dict_X=dict_X, dict_n=dict_n, Linv=Linv, g_Pinv=Pinv, g_b=b,  # every client's model now
             loc_n=jnp.zeros_like(state.loc_n), loc_var=jnp.zeros_like(state.loc_var),
             elapsed=jnp.zeros_like(state.elapsed), num_syncs=state.num_syncs + 1,
             error=state.error | jnp.where(over, ERR_DICT, 0),
@@ -289,8 +297,9 @@ def approx_dis_kernel_ucb(
                                           state.g_Pinv @ state.g_b, lam)
         z = z[0]
         # client i's rank-one update of (A_i + lam I)^{-1} (Sherman-Morrison) and b_i
-        Pz = state.loc_Pinv[i] @ z
-        P_new = state.loc_Pinv[i] - jnp.outer(Pz, Pz) / (1.0 + z @ Pz)
+        P_i, b_i = client_model(state, i)
+        Pz = P_i @ z
+        P_new = P_i - jnp.outer(Pz, Pz) / (1.0 + z @ Pz)
         room = state.hist_n < C
         ok = any_active & room
         row = jnp.where(ok, state.hist_n, C)  # an out-of-range row writes nothing
@@ -301,7 +310,7 @@ def approx_dis_kernel_ucb(
             hist_X=state.hist_X.at[row].set(x, mode="drop"), hist_y=state.hist_y.at[row].set(y, mode="drop"),
             hist_owner=state.hist_owner.at[row].set(i, mode="drop"), hist_n=state.hist_n + ok.astype(jnp.int32),
             loc_Pinv=state.loc_Pinv.at[i].set(jnp.where(ok, P_new, state.loc_Pinv[i])),  # one row, no full copy
-            loc_b=state.loc_b.at[i].set(jnp.where(ok, state.loc_b[i] + y * z, state.loc_b[i])),
+            loc_b=state.loc_b.at[i].set(jnp.where(ok, b_i + y * z, state.loc_b[i])),
             loc_n=state.loc_n.at[i].add(ok.astype(jnp.int32)),
             loc_var=jnp.where(ok, state.loc_var.at[i].set(loc_var_i), state.loc_var),
             elapsed=state.elapsed + any_active.astype(jnp.int32), error=state.error | err,
