@@ -1,6 +1,7 @@
 """Plots of stored results: cumulative regret with standard-error bands, and communication."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -10,13 +11,16 @@ from .results import grid_choices, load_results
 
 def plot_results(out_dir, filename: str = "plot.png") -> Path:
     """Write `plot.png` in `out_dir`: cumulative regret (mean +- SE over seeds) against t, and,
-    when any algorithm communicates, cumulative scalars communicated against t on a log axis.
+    when any algorithm communicates, cumulative scalars communicated against t on a log axis and
+    final regret against total communication. When curves differ only in their number of agents
+    ("... (N=k)"), a last panel draws final regret against N (mean +- SE), as FN-UCB's Fig. 6.
     An algorithm run over a hyper-parameter grid is drawn at its chosen point only (the summary
     lists every point)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker  # noqa: F401  (the N panel's tick formatter)
 
     res = load_results(out_dir)
     ddof = int(res.metadata.get("se_ddof", 0))
@@ -25,8 +29,9 @@ def plot_results(out_dir, filename: str = "plot.png") -> Path:
     algorithms = [a for a in res.algorithms if a not in hidden or a in shown]
     comm = {a: res.arrays[a]["comm_up"] + res.arrays[a]["comm_down"] for a in algorithms}
     any_comm = any(float(c.sum()) > 0 for c in comm.values())
-    panels = 3 if any_comm else 1
-    fig, axes = plt.subplots(1, panels, figsize=(16 if any_comm else 6.5, 4.2), squeeze=False)
+    by_n = agent_count_groups(algorithms, res.metadata.get("algorithm_problems", {}))
+    panels = (3 if any_comm else 1) + (1 if by_n else 0)
+    fig, axes = plt.subplots(1, panels, figsize=(5.4 * panels + 1.1, 4.2), squeeze=False)
     ax = axes[0, 0]
     for alg in algorithms:
         cum = res.cumulative(alg)
@@ -64,8 +69,40 @@ def plot_results(out_dir, filename: str = "plot.png") -> Path:
         ax.set_ylabel("final cumulative regret")
         ax.set_title("regret against communication")
         ax.grid(alpha=0.3)
+    if by_n:
+        ax = axes[0, panels - 1]
+        for label, members in by_n.items():
+            ns = [n for n, _ in members]
+            finals = [res.cumulative(alg)[:, -1] for _, alg in members]
+            means = [f.mean() for f in finals]
+            ses = [f.std(ddof=ddof) / np.sqrt(f.size) if f.size > ddof else 0.0 for f in finals]
+            ax.errorbar(ns, means, yerr=ses, marker="o", capsize=3, label=label)
+        ax.set_xscale("log")
+        ax.set_xticks(sorted({n for m in by_n.values() for n, _ in m}))
+        ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
+        ax.set_xlabel("number of agents N")
+        ax.set_ylabel("final cumulative regret")
+        ax.set_title("final regret against N")
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
     fig.tight_layout()
     path = Path(out_dir) / filename
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+_N_SUFFIX = re.compile(r"\s*\(N=(\d+)\)$")
+
+
+def agent_count_groups(algorithms, problems: dict) -> dict:
+    """{label: [(N, curve), ...] sorted by N} for curves named "<label> (N=k)" of which at least two
+    N values share a label; N is the curve's number of agents (metadata), else k of its name."""
+    groups: dict = {}
+    for alg in algorithms:
+        match = _N_SUFFIX.search(alg)
+        if match:
+            label = alg[:match.start()]
+            n = int(problems.get(alg, {}).get("num_agents", match.group(1)))
+            groups.setdefault(label, []).append((n, alg))
+    return {label: sorted(members) for label, members in groups.items() if len({n for n, _ in members}) > 1}

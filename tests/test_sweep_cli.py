@@ -184,3 +184,14 @@ def test_bench_subcommand_passes_its_options_through(monkeypatch):
     monkeypatch.setattr(bench_main, "main", lambda argv: seen.append(list(argv)) or 0)
     assert main(["bench", "--quick", "--only", "linucb"]) == 0
     assert seen == [["--quick", "--only", "linucb"]]
+
+
+def test_agent_count_groups_for_the_final_regret_against_n_panel():
+    from bandits_jax.plotting import agent_count_groups
+
+    names = ["cosine: FN-UCB (N=5)", "cosine: FN-UCB (N=1)", "NeuralUCB", "square: FN-UCB (N=2)", "X (N=3)", "X (N=3) "]
+    problems = {"cosine: FN-UCB (N=5)": {"num_agents": 5}, "cosine: FN-UCB (N=1)": {"num_agents": 1}}
+    # square has one N only, so no line; X's second name does not end in "(N=k)"
+    assert agent_count_groups(names, problems) == {
+        "cosine: FN-UCB": [(1, "cosine: FN-UCB (N=1)"), (5, "cosine: FN-UCB (N=5)")]}
+    assert agent_count_groups(["A (N=1)", "A (N=2)"], {}) == {"A": [(1, "A (N=1)"), (2, "A (N=2)")]}
