@@ -85,6 +85,9 @@ CASES = {
     "authors-code-q1-q2": (0.6, dict(authors_code=True, trigger="diag", parameterization="authors",
                                      feature_scale="raw", loss="authors", alpha_warmup=3, alpha_ramp=15,
                                      train_until=30)),
+    # the fig2c/2d configuration: the code's quirks with every covariance diagonal
+    "authors-code-diag": (1.5, dict(authors_code=True, covariance="diag", trigger="diag", parameterization="authors",
+                                     feature_scale="raw", loss="authors", alpha_warmup=3, alpha_ramp=15)),
 }
 
 
