@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .results import grid_choices, load_results
+from .results import grid_choices, load_results, summary_rows
 
 
 def plot_results(out_dir, filename: str = "plot.png") -> Path:
@@ -29,6 +29,7 @@ def plot_results(out_dir, filename: str = "plot.png") -> Path:
     algorithms = [a for a in res.algorithms if a not in hidden or a in shown]
     comm = {a: res.arrays[a]["comm_up"] + res.arrays[a]["comm_down"] for a in algorithms}
     any_comm = any(float(c.sum()) > 0 for c in comm.values())
+    final = {row["algorithm"]: row for row in summary_rows(res)}  # final regret mean and SE per curve
     by_n = agent_count_groups(algorithms, res.metadata.get("algorithm_problems", {}))
     panels = (3 if any_comm else 1) + (1 if by_n else 0)
     fig, axes = plt.subplots(1, panels, figsize=(5.4 * panels + 1.1, 4.2), squeeze=False)
@@ -62,8 +63,8 @@ def plot_results(out_dir, filename: str = "plot.png") -> Path:
         for alg in algorithms:
             total = float(np.sum(comm[alg].astype(np.float64), axis=1).mean())
             if total > 0:
-                ax.scatter([total], [res.cumulative(alg)[:, -1].mean()], label=alg)
-                ax.annotate(alg, (total, res.cumulative(alg)[:, -1].mean()), fontsize=6, alpha=0.8)
+                ax.scatter([total], [final[alg]["final_regret_mean"]], label=alg)
+                ax.annotate(alg, (total, final[alg]["final_regret_mean"]), fontsize=6, alpha=0.8)
         ax.set_xscale("log")
         ax.set_xlabel("total scalars communicated")
         ax.set_ylabel("final cumulative regret")
@@ -73,9 +74,8 @@ def plot_results(out_dir, filename: str = "plot.png") -> Path:
         ax = axes[0, panels - 1]
         for label, members in by_n.items():
             ns = [n for n, _ in members]
-            finals = [res.cumulative(alg)[:, -1] for _, alg in members]
-            means = [f.mean() for f in finals]
-            ses = [f.std(ddof=ddof) / np.sqrt(f.size) if f.size > ddof else 0.0 for f in finals]
+            means = [final[alg]["final_regret_mean"] for _, alg in members]
+            ses = np.nan_to_num([final[alg]["final_regret_se"] for _, alg in members])  # no bar from one seed
             ax.errorbar(ns, means, yerr=ses, marker="o", capsize=3, label=label)
         ax.set_xscale("log")
         ax.set_xticks(sorted({n for m in by_n.values() for n, _ in m}))

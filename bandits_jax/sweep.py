@@ -28,9 +28,10 @@ import numpy as np
 from .core import ConfigError
 from .experiments.registry import RUN_KEYS, build_runs, get_experiment, grid_names, resolve_config
 from .results import atomic_savez, atomic_write_text, save_results, summary_markdown, Results
-from .runner import OUTPUT_KEYS, precision_scope, run_batch
+from .runner import OUTPUT_KEYS, RunOutput, precision_scope, run_batch
 
 CHUNKS = "chunks"
+REUSED = "reused.json"  # {curve: source} of copied curves; survives an interrupted run
 
 
 def default_out_dir(name: str, size: str) -> Path:
@@ -144,7 +145,7 @@ def run_experiment(
 
 
 def _reused(out: Path) -> dict:
-    record = out / "reused.json"
+    record = out / REUSED
     return json.loads(record.read_text()) if record.exists() else {}
 
 
@@ -157,14 +158,13 @@ def _reuse_curves(exp, config, out: Path, seeds, dirs, log) -> dict:
             raise ConfigError(f"--reuse {d}: no finished run there (metadata.json is missing); "
                               f"run that experiment to the end first, or drop it from --reuse")
     sources = [(d, json.loads((d / "metadata.json").read_text())) for d in dirs]
-    record = out / "reused.json"  # survives an interrupted run, so a resumed run still reports it
     copied = _reused(out)
     for curve, src in exp.reuse(config).items():
         if all(s in _stored_chunks(out, curve) for s in seeds):
             continue  # already here (an earlier run copied or computed it)
+        expect = {**src.expect, **{k: config[k] for k in ("horizon", "base_key", "precision")}}
         for d, meta in sources:
             stored_cfg = meta.get("config", {})
-            expect = {**src.expect, **{k: config[k] for k in ("horizon", "base_key", "precision")}}
             if meta.get("experiment") != src.experiment or src.curve not in meta.get("algorithms", []):
                 continue
             differ = sorted(k for k, v in expect.items() if k not in stored_cfg
@@ -176,14 +176,11 @@ def _reuse_curves(exp, config, out: Path, seeds, dirs, log) -> dict:
             if not all(s in have for s in seeds):
                 log(f"[{curve}] not reused from {d}: it holds seeds {sorted(have)}, this run needs {seeds}")
                 continue
-            arrays = _assemble(d, src.curve, seeds)
             block = list(seeds)
-            folder = out / CHUNKS / _slug(curve)
-            folder.mkdir(parents=True, exist_ok=True)
-            atomic_savez(folder / f"seeds_{block[0]}-{block[-1]}.npz",
-                         {"seeds": np.asarray(block), "compile_seconds": 0.0, "run_seconds": 0.0, **arrays})
+            _write_chunk(out, curve, block, RunOutput(**_assemble(d, src.curve, block), compile_seconds=0.0,
+                                                      run_seconds=0.0))
             copied[curve] = f"{d} ({src.experiment}: {src.curve})"
-            atomic_write_text(record, json.dumps(copied, indent=2))
+            atomic_write_text(out / REUSED, json.dumps(copied, indent=2))
             log(f"[{curve}] seeds {block[0]}..{block[-1]} copied from {copied[curve]}")
             break
     return copied

@@ -2,7 +2,8 @@
 
 The JAX algorithm's init/select/update are driven one step at a time (jitted, float64) on
 contexts and rewards drawn by NumPy; the NumPy reference starts from the same theta0. Actions
-and the per-step communication trace must agree exactly, the synchronised statistics and the network parameters to ~1e-9.
+and the per-step communication trace must agree exactly, the synchronised statistics and the
+network parameters to ~1e-9.
 """
 
 import functools
