@@ -15,6 +15,12 @@ Segments. When an algorithm declares a `capacity`, the horizon is split into seg
 needs at its end, and the state is padded (`algorithm.resize`) between segments. A growing
 kernel matrix or training history then costs in proportion to its current size.
 
+Errors. The algorithms of this package mark a broken run (a capacity overflow, two active
+clients in a one-client protocol) by NaN in its communication outputs. After each segment the
+runner looks at them; when EVERY run of the batch is marked it stops with a ConfigError instead
+of computing the rest of the horizon (with some runs still sound, e.g. other points of a
+hyper-parameter grid, it goes on, and the marked runs are reported by the algorithm's check).
+
 Precision. `precision="float64"` runs tracing and execution inside a scoped
 `jax.enable_x64(True)`; the user's global setting is left alone.
 """
@@ -149,6 +155,15 @@ def _progress_callback(report: Optional[Callable[[int], None]], every: int):
 
 
 # ----------------------------------------------------------------------------------- batch runner
+def error_marked(outs) -> np.ndarray:
+    """[B] bool: runs whose comm_up or comm_down (arrays [T, B, ...]) hold a NaN in these steps."""
+    def nan_rows(x):
+        x = np.asarray(x)
+        return np.isnan(x.reshape(x.shape[0], x.shape[1], -1)).any(axis=(0, 2))
+
+    return nan_rows(outs["comm_up"]) | nan_rows(outs["comm_down"])
+
+
 def _mesh():
     devices = np.array(jax.devices())
     return Mesh(devices, ("runs",))
@@ -166,6 +181,7 @@ def run_batch(
     progress: Optional[Callable[[int], None]] = None,
     progress_every: int = 250,
     compiled_cache: Optional[dict] = None,
+    stop_on_error: bool = True,
 ) -> RunOutput:
     """Run `algorithm` on `problem` for each seed in ONE compiled call per capacity segment.
 
@@ -173,6 +189,8 @@ def run_batch(
     hparams: None (the algorithm's defaults for every run) or a dict of arrays [B] (one
              hyper-parameter point per run; names must be the algorithm's).
     progress: called on the host with the global step reached, every `progress_every` steps.
+    stop_on_error: raise ConfigError at the end of a segment in which every run carries the NaN
+             error marker in its communication (see the module docstring); False runs to the end.
     Returns a RunOutput with arrays of leading size B.
     """
     seeds = [int(s) for s in seeds]
@@ -183,7 +201,7 @@ def run_batch(
     hp = _batched_hparams(algorithm, hparams, len(seeds))
     with precision_scope(precision):
         return _run_batch(problem, algorithm, seeds, hp, base_key, first_segment, progress,
-                          progress_every, compiled_cache if compiled_cache is not None else {})
+                          progress_every, compiled_cache if compiled_cache is not None else {}, stop_on_error)
 
 
 def _batched_hparams(algorithm: Algorithm, hparams, batch: int) -> dict:
@@ -203,7 +221,7 @@ def _batched_hparams(algorithm: Algorithm, hparams, batch: int) -> dict:
     return out
 
 
-def _run_batch(problem, algorithm, seeds, hp, base_key, first_segment, progress, every, cache):
+def _run_batch(problem, algorithm, seeds, hp, base_key, first_segment, progress, every, cache, stop_on_error):
     mesh = _mesh()
     n_dev = mesh.devices.size
     batch = len(seeds)
@@ -247,6 +265,7 @@ def _run_batch(problem, algorithm, seeds, hp, base_key, first_segment, progress,
     run_s += time.perf_counter() - t_r
 
     outputs = []
+    marked = np.zeros(padded, bool)
     for t0, t1, cap in segs:
         length = t1 - t0
 
@@ -289,6 +308,14 @@ def _run_batch(problem, algorithm, seeds, hp, base_key, first_segment, progress,
         outs = jax.device_get(outs)
         run_s += time.perf_counter() - t_r
         outputs.append(outs)
+        marked |= error_marked(outs)
+        if stop_on_error and t1 < problem.spec.horizon and marked[:batch].all():
+            raise ConfigError(
+                f"{algorithm.name}: every run of this batch (seeds {seeds[0]}..{seeds[-1]}) carries the error "
+                f"marker (NaN communication) by step {t1} of {problem.spec.horizon}, so the rest of the horizon "
+                "was not computed. The marker means a capacity was outgrown (dict_capacity, buffer_capacity, the "
+                "history capacity) or more than one client was active at a step; the algorithm's check_error "
+                "on a rollout's state.error names which. Raise that capacity and run again.")
 
     def gather(key):
         arr = np.concatenate([o[key] for o in outputs], axis=0)  # [T, B, ...]
