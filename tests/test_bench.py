@@ -15,6 +15,9 @@ from bench import configs
 from bench.__main__ import main
 
 
+# one worker runs every test of this file, so the module fixture (the bench run) runs once
+pytestmark = pytest.mark.xdist_group("bench")
+
 FAST_SUBSET = ("KernelUCB", "LinUCB", "OneKernelUCB")
 
 

@@ -104,34 +104,36 @@ def test_communication_is_recorded_per_step():
     np.testing.assert_array_equal(out.rounds, np.ones((2, 30)))
 
 
-def _breaks_at(step: int):
-    """history_greedy whose runs with eps > 1 mark themselves broken (NaN comm) from `step` on."""
+def _breaks_at_eps():
+    """history_greedy whose run marks itself broken (NaN comm) once it holds eps points."""
     alg = history_greedy()
 
     def update(state, contexts, actions, rewards, active, key):
         new, info = alg.update(state, contexts, actions, rewards, active, key)
-        broken = (state["count"][0] >= step) & (state["hp"]["eps"] > 1)
-        bad = jnp.where(broken, jnp.nan, 0.0)
+        bad = jnp.where(state["count"][0] >= state["hp"]["eps"], jnp.nan, 0.0)
         return new, {**info, "comm_up": info["comm_up"] + bad, "comm_down": info["comm_down"] + bad}
 
     return alg._replace(update=update)
 
 
 def test_a_batch_whose_every_run_is_broken_stops_after_the_segment():
-    prob, alg = toy_problem(horizon=100), _breaks_at(20)
+    prob, alg, cache = toy_problem(horizon=100), _breaks_at_eps(), {}
+
+    def run(eps, **kw):
+        return run_batch(prob, alg, [0, 1], hparams={"eps": np.array(eps)}, first_segment=16,
+                         compiled_cache=cache, **kw)
+
     # segments [0, 16), [16, 32), [32, 64), [64, 100): both runs are marked in the second one
     with pytest.raises(ConfigError, match=r"HistoryGreedy: every run .*by step 32 of 100.*capacity"):
-        run_batch(prob, alg, [0, 1], hparams={"eps": np.array([2.0, 3.0])}, first_segment=16)
+        run([20.0, 25.0])
     # one sound run (a grid point, say) keeps the batch going; the broken one is reported as NaN
-    out = run_batch(prob, alg, [0, 1], hparams={"eps": np.array([0.5, 3.0])}, first_segment=16)
+    out = run([1e6, 20.0])
     assert not np.isnan(out.comm_up[0]).any()
     assert np.isnan(out.comm_up[1, 20:]).all() and not np.isnan(out.comm_up[1, :20]).any()
     # stop_on_error=False runs to the end, and a break in the last segment is never an early stop
-    full = run_batch(prob, alg, [0, 1], hparams={"eps": np.array([2.0, 3.0])}, first_segment=16,
-                     stop_on_error=False)
-    assert np.isnan(full.comm_up[:, 99]).all()
-    late = run_batch(prob, _breaks_at(70), [0], hparams={"eps": np.array([2.0])}, first_segment=16)
-    assert np.isnan(late.comm_up[0, 70:]).all()
+    assert np.isnan(run([20.0, 25.0], stop_on_error=False).comm_up[:, 99]).all()
+    late = run([70.0, 80.0])
+    assert np.isnan(late.comm_up[0, 70:]).all() and not np.isnan(late.comm_up[1, :80]).any()
 
 
 def test_progress_reports_steps():
