@@ -150,6 +150,18 @@ def test_smoke_mixed_agents_end_to_end_and_reuse(tmp_path):
         for key, value in fig6.arrays[curve].items():
             np.testing.assert_array_equal(value, copied.arrays[curve][key], err_msg=key)
 
+    # fig1d's every-round curve (D = 0, N = 2 at smoke size) is fig1a's FN-UCB (N=2): computed, it is
+    # equal number for number; with --reuse it is copied
+    d0 = {"D_values": "0"}
+    computed = load_results(sweep.run_experiment("fnucb/fig1d", "smoke", overrides=d0, out=tmp_path / "d",
+                                                 quiet=True, plot=False))
+    reused = load_results(sweep.run_experiment("fnucb/fig1d", "smoke", overrides=d0, out=tmp_path / "d2",
+                                               quiet=True, plot=False, reuse=(fig1a,)))
+    assert set(reused.metadata["reused"]) == {"FN-UCB (every round)"}
+    for key, value in stored.arrays["FN-UCB (N=2)"].items():
+        np.testing.assert_array_equal(computed.arrays["FN-UCB (every round)"][key], value, err_msg=key)
+        np.testing.assert_array_equal(reused.arrays["FN-UCB (every round)"][key], value, err_msg=key)
+
     # a folder whose configuration differs on a key that determines the curve is not used
     exp = get_experiment(FAST_RUN)
     other = resolve_config(exp, "smoke", {"lam": "0.2"})

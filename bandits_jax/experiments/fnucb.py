@@ -284,9 +284,9 @@ def build_fig4(config):
 SOURCE_FIGURE = {"cosine": "fnucb/fig1a", "square": "fnucb/fig1b", "shuttle": "fnucb/fig2a", "magic": "fnucb/fig2b"}
 
 
-def _source(c, prob, curve):
+def _source(c, prob, curve, figure=None):
     keys = list(SYNTH_DEFAULTS if prob in SYNTHETIC else REAL_DEFAULTS) + ["first_segment"]
-    return Source(SOURCE_FIGURE[prob], curve, {k: c[k] for k in keys})
+    return Source(figure or SOURCE_FIGURE[prob], curve, {k: c[k] for k in keys})
 
 
 def reuse_fig6(config):
@@ -305,6 +305,16 @@ def reuse_fig4(config):
         for n in _list(config, "fn_n_values", int, 1, allow_empty=True):
             out[f"{prob}: FN-UCB (N={n})"] = _source(c, prob, f"FN-UCB (N={n})")
     return out
+
+
+def reuse_vs_D(prob, figure):
+    """Figs. 1d / 2d: the every-round curve (D = 0) is `figure`'s FN-UCB curve with the same N."""
+    def reuse(config):
+        if 0.0 not in _list(config, "D_values", float, 0.0):
+            return {}
+        return {"FN-UCB (every round)": _source(config, prob, f"FN-UCB (N={config['num_agents']})", figure)}
+
+    return reuse
 
 
 # ------------------------------------------------------------------------------------ registry
@@ -354,6 +364,7 @@ _register(
     "(see the summary's communication rounds); the D values are in the code's trigger units (diagonal "
     "log det of raw-gradient features) and mean something else under mode=paper.",
     smoke={"num_agents": 2, "D_values": "5,0"},
+    reuse=reuse_vs_D("cosine", "fnucb/fig1a"),
 )
 
 for _fig, _prob in (("fig2a", "shuttle"), ("fig2b", "magic")):
@@ -387,6 +398,7 @@ _register(
     "Paper: 3850.7, 4442.7, 4906.3 communication rounds for D = 0.05, 0.03, 0.01; more communication, lower "
     "regret. D in the code's trigger units.",
     smoke={"num_agents": 2, "D_values": "0.05,0"},
+    reuse=reuse_vs_D("shuttle", "fnucb/fig2c"),
 )
 
 _register(
