@@ -51,8 +51,8 @@ def _check_build(name, size, overrides=None):
         sync = 10000 / (100 * spec.dim * math.log(1e6))
         for alg in ("Approx-DisKernelUCB", "DisLinUCB", "FedGLB-UCB"):
             assert hp[alg]["threshold"] == pytest.approx(sync)
-        # Gaussian kernel exp(-gamma |x - y|^2), gamma = 1
-        assert hp["OneKernelUCB"]["lengthscale"] == pytest.approx(1 / math.sqrt(2))
+        # Gaussian kernel exp(-gamma |x - y|^2), gamma = 0.1: lengthscale 1 / sqrt(2 gamma)
+        assert hp["OneKernelUCB"]["lengthscale"] == pytest.approx(1 / math.sqrt(0.2))
         if name in DIMS:
             assert spec.dim == DIMS[name]
     return runs
