@@ -90,10 +90,15 @@ def summary_rows(results: Results):
 
 def grid_choices(results: Results) -> dict:
     """For each algorithm run over a hyper-parameter grid: the curve name of its point of lowest
-    mean final cumulative regret (non-finite values, e.g. an overflowed run, never win)."""
-    final = {r["algorithm"]: r["final_regret_mean"] for r in summary_rows(results)}
-    return {base: min(points, key=lambda n: final[n] if np.isfinite(final[n]) else np.inf)
-            for base, points in results.metadata.get("grids", {}).items()}
+    mean final cumulative regret. A point whose regret is non-finite, or whose communication
+    carries the NaN error marker (a run that outgrew a capacity: its regret is finite but its
+    model was broken), never wins."""
+    def score(r):
+        sound = all(np.isfinite(r[k]) for k in ("final_regret_mean", "comm_up", "comm_down"))
+        return r["final_regret_mean"] if sound else np.inf
+
+    final = {r["algorithm"]: score(r) for r in summary_rows(results)}
+    return {base: min(points, key=lambda n: final[n]) for base, points in results.metadata.get("grids", {}).items()}
 
 
 def summary_markdown(results: Results) -> str:

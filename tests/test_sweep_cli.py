@@ -195,3 +195,19 @@ def test_agent_count_groups_for_the_final_regret_against_n_panel():
     assert agent_count_groups(names, problems) == {
         "cosine: FN-UCB": [(1, "cosine: FN-UCB (N=1)"), (5, "cosine: FN-UCB (N=5)")]}
     assert agent_count_groups(["A (N=1)", "A (N=2)"], {}) == {"A": [(1, "A (N=1)"), (2, "A (N=2)")]}
+
+
+def test_grid_choice_skips_points_marked_broken():
+    from bandits_jax.results import Results, grid_choices
+
+    def run(regret_per_step, comm):
+        return {"regret": np.full((2, 10, 1), regret_per_step), "comm_up": np.full((2, 10), comm),
+                "comm_down": np.zeros((2, 10)), "rounds": np.zeros((2, 10))}
+
+    names = ["A [gamma=0.1]", "A [gamma=1]", "A [gamma=4]"]
+    # gamma=4 has the lowest regret but outgrew a capacity (NaN communication): gamma=1 is chosen
+    arrays = dict(zip(names, (run(0.5, 1.0), run(0.2, 1.0), run(0.1, np.nan))))
+    res = Results(arrays, np.arange(2), {"algorithms": names, "grids": {"A": names}})
+    assert grid_choices(res) == {"A": "A [gamma=1]"}
+    arrays["A [gamma=1]"] = run(np.nan, 1.0)
+    assert grid_choices(res) == {"A": "A [gamma=0.1]"}
