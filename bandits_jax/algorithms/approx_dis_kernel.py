@@ -53,6 +53,12 @@ Cholesky inverse of the global model and no N x M x M broadcast.
 Costs: select O(N K M (d + M)); a quiet update O(M^2); a sync O(C M (d + M) + n M^2 + M^3), n the
 number of kept points (the M^3 is the Cholesky inverse of A_g + lam I).
 
+Batching. The synchronisation is a `lax.cond`, and under the runner's vmap a cond whose
+predicate differs between runs computes both branches: every step of every run would pay for a
+sync, O(C M (d + M) + M^3) at the padded sizes. So the default is batching="map" (the runner
+runs the batch one run after another, each with its own scan), where a quiet step costs only
+its O(K M (d + M)) select and O(M^2) update; "vmap" is an option for small problems.
+
 One active client (static `one_active=True`, the asynchronous protocol): the algorithm
 `sees_active` and `select(state, contexts, key, active)` scores client i = argmax(active) only,
 O(K M (d + M)), with row i of the same (N, K) tie noise, so client i's action is the one of the
@@ -134,6 +140,7 @@ def approx_dis_kernel_ucb(
     dict_capacity: int = 256,
     eig_tol: float = 1e-10,
     one_active: bool = False,
+    batching: str = "map",
     **kw,
 ) -> Algorithm:
     """Approx-DisKernelUCB (module docstring).
@@ -141,7 +148,8 @@ def approx_dis_kernel_ucb(
     hparams: lam > 0, alpha >= 0, q >= 0 (RLS factor), threshold >= 0 (D_A), lengthscale > 0.
     Static: trigger_count ("client" or "elapsed"), dict_capacity (M; overflow is an error),
     eig_tol (near-duplicate cut: a kept point whose Schur complement against the dictionary is
-    <= eig_tol k(x,x) is not added), one_active (score only the active client).
+    <= eig_tol k(x,x) is not added), one_active (score only the active client), batching ("map",
+    the default, or "vmap"; module docstring).
     """
     name = "Approx-DisKernelUCB"
     kern = _resolve_kernel(name, kernel)
@@ -150,6 +158,8 @@ def approx_dis_kernel_ucb(
         raise ConfigError(f"{name}: dict_capacity must be a positive integer, got {dict_capacity!r}")
     if trigger_count not in TRIGGER_COUNTS:
         raise ConfigError(f"{name}: trigger_count must be one of {TRIGGER_COUNTS}, got {trigger_count!r}")
+    if batching not in ("map", "vmap"):
+        raise ConfigError(f"{name}: batching must be 'map' or 'vmap', got {batching!r}")
     defaults = {"lam": 1.0, "alpha": 1.0, "q": 1.0, "threshold": 1.0, "lengthscale": 1.0}
     hp0 = check_hparams(
         name, defaults, dict(lam=lam, alpha=alpha, q=q, threshold=threshold, lengthscale=lengthscale, **kw),
@@ -333,7 +343,7 @@ def approx_dis_kernel_ucb(
         name, dict(hp0), init, select_one if one_active else select, update, capacity, resize,
         description=f"Approx-DisKernelUCB ({kern.name} kernel), Nyström dictionary re-sampled at every "
                     "synchronisation of all clients",
-        sees_active=one_active,
+        sees_active=one_active, batching=batching,
     )
 
 
