@@ -237,3 +237,23 @@ def test_approx_dis_kernel_ucb_map_batching_equals_vmap():
     assert 1 < mp.rounds[0].sum() < 30 and mp.regret.sum() > 0
     with pytest.raises(ConfigError, match="batching"):
         adk.approx_dis_kernel_ucb(batching="loop")
+
+
+def test_fed_glb_ucb_map_batching_equals_vmap():
+    """FedGLB-UCB's default batching="map" (a quiet step skips the accelerated-gradient sync) gives
+    the numbers of "vmap" through the runner."""
+    from bandits_jax.algorithms.fed_glb import fed_glb_ucb
+    from bandits_jax.problems import make_problem
+    from bandits_jax.runner import run_batch
+
+    problem = make_problem("async-f1", num_agents=4, num_arms=5, dim=3, horizon=30, noise_std=0.1)
+    alg = fed_glb_ucb(one_active=True, threshold=0.5, **HP_GLB)
+    assert alg.batching == "map"
+    mp = run_batch(problem, alg, [0, 1], first_segment=30)
+    vm = run_batch(problem, alg._replace(batching="vmap"), [0, 1], first_segment=30)
+    np.testing.assert_allclose(mp.regret, vm.regret, rtol=0, atol=1e-12)
+    for key in ("comm_up", "comm_down", "rounds"):
+        np.testing.assert_allclose(getattr(mp, key), getattr(vm, key), rtol=1e-12, err_msg=key)
+    assert 1 < mp.rounds[0].sum() < 30
+    with pytest.raises(ConfigError, match="batching"):
+        fed_glb_ucb(batching="loop")

@@ -39,6 +39,10 @@ Synchronisation (ALL N clients, seen or not):
 The raw data stay where they were observed; the simulation keeps them in one arrival-order
 buffer (hist_X [C, d], hist_y [C], C = `capacity(spec, t_end) = t_end` rows) because the
 gradient of F is a sum over clients. Costs: select O(N (d^3 + K d^2)); a sync O(k C d + d^3).
+Batching: the sync is a `lax.cond` around a `lax.while_loop`; under the runner's vmap both
+branches run at every step (and the loop until the slowest run converges), so the default is
+batching="map" (one run after another, each with its own scan: a quiet step skips the sync);
+"vmap" is an option for small problems.
 Errors: a full history buffer or a step with more than one active client sets a sticky bit in
 `state.error` and turns comm_up / comm_down into NaN; `check_error` / `check_run` raise.
 
@@ -100,16 +104,18 @@ def sigmoid(z):
 
 
 def fed_glb_ucb(lam=1.0, alpha=1.0, c_mu=0.2, threshold=1.0, *, max_iters: int = 10000, one_active: bool = False,
-                **kw) -> Algorithm:
+                batching: str = "map", **kw) -> Algorithm:
     """FedGLB-UCB (module docstring). hparams: lam > 0, alpha >= 0, c_mu > 0, threshold >= 0.
 
     Static: max_iters (gradient rounds per synchronisation, at most), one_active (score only the
-    active client).
+    active client), batching ("map", the default, or "vmap"; module docstring).
     """
     name = "FedGLB-UCB"
     check_one_active(name, one_active)
     if isinstance(max_iters, bool) or not isinstance(max_iters, int) or max_iters < 1:
         raise ConfigError(f"{name}: max_iters must be a positive integer, got {max_iters!r}")
+    if batching not in ("map", "vmap"):
+        raise ConfigError(f"{name}: batching must be 'map' or 'vmap', got {batching!r}")
     defaults = {"lam": 1.0, "alpha": 1.0, "c_mu": 0.2, "threshold": 1.0}
     hp0 = check_hparams(name, defaults, dict(lam=lam, alpha=alpha, c_mu=c_mu, threshold=threshold, **kw),
                         positive=("lam", "c_mu"), nonnegative=("alpha", "threshold"))
@@ -251,7 +257,7 @@ def fed_glb_ucb(lam=1.0, alpha=1.0, c_mu=0.2, threshold=1.0, *, max_iters: int =
     return Algorithm(
         name, dict(hp0), init, select_one if one_active else select, update, capacity, resize,
         description="FedGLB-UCB (sigmoid link), local online Newton steps, distributed accelerated gradient at syncs",
-        sees_active=one_active,
+        sees_active=one_active, batching=batching,
     )
 
 
