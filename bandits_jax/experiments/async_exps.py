@@ -18,9 +18,9 @@ Hyper-parameters (`--set KEY=VALUE`):
         Nyström methods; nkernel_capacity: history rows of each NKernelUCB client.
 The paper grid-searches gamma and alpha over {0.1, 1, 4}: `--set grid=true` runs every algorithm
 at every point of `grid_values` (9 (gamma, alpha) points for the kernel methods, 3 alpha values
-for the others) as ONE vmapped call per algorithm, each point a curve "<algorithm> [gamma=..,
-alpha=..]", and the summary names each algorithm's best point. Without it a run is the one
-point (gamma, alpha).
+for the others) as ONE compiled call per algorithm (vmapped, or mapped for the algorithms with
+batching="map"), each point a curve "<algorithm> [gamma=.., alpha=..]", and the summary names
+each algorithm's best point. Without it a run is the one point (gamma, alpha).
 
 D sweeps: `--set async_D_values=1e-4,0.01,1 approx_D_values=1,10,100` adds Async-KernelUCB and
 Approx-DisKernelUCB curves at those thresholds, "<algorithm> (D=<value>)"; the plot's third

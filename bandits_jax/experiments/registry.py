@@ -91,7 +91,7 @@ def build_runs(exp: Experiment, config: dict) -> list:
 
     `build` returns (problem, [algorithms]), or a list of (problem, algorithm) pairs, or of
     (problem, algorithm, grid) triples, where grid is None or a list of (label, hparams) points:
-    the algorithm then runs at every point, all points and seeds in ONE vmapped call, and each
+    the algorithm then runs at every point, all points and seeds in ONE compiled call, and each
     point is stored as its own curve named "<algorithm> [<label>]" (see `grid_names`).
     """
     built = exp.build(config)
