@@ -112,16 +112,13 @@ def assert_one_active_matches(factory, static=None, hp=None, N=4, K=5, d=3, T=40
         hp = {k: jnp.asarray(v, jnp.float64) for k, v in hp_raw.items()}
         contexts, rewards, arrivals, active = (jnp.asarray(a) for a in async_arrays(N, K, d, T, seed))
 
-        jitted = {}
+        def compiled(algo):  # one compilation per algorithm (the two-active run reuses one's)
+            f = jax.jit(lambda h, c, r, a: rollout_seeing_active(algo, spec, h, c, r, a, key))
+            return lambda act: jax.device_get(f(hp, contexts, rewards, act))
 
-        def run(algo, act):  # one compilation per algorithm (the two-active run reuses it)
-            if algo.name not in jitted or jitted[algo.name][0] is not algo:
-                jitted[algo.name] = (algo, jax.jit(
-                    lambda h, c, r, a: rollout_seeing_active(algo, spec, h, c, r, a, key)))
-            return jax.device_get(jitted[algo.name][1](hp, contexts, rewards, act))
-
-        _, (a0, r0, g0, c0) = run(base, active)
-        _, (a1, r1, g1, c1) = run(one, active)
+        run_base, run_one = compiled(base), compiled(one)
+        _, (a0, r0, g0, c0) = run_base(active)
+        _, (a1, r1, g1, c1) = run_one(active)
         rows = np.arange(T), np.asarray(arrivals)
         np.testing.assert_array_equal(a1[rows], a0[rows])
         np.testing.assert_array_equal(r1[rows], r0[rows])
@@ -136,7 +133,7 @@ def assert_one_active_matches(factory, static=None, hp=None, N=4, K=5, d=3, T=40
         # two clients active at a step: loud, not silent
         two = np.asarray(active).copy()
         two[T // 2, :2] = True
-        _, (_, _, _, c2) = run(one, jnp.asarray(two))
+        _, (_, _, _, c2) = run_one(jnp.asarray(two))
         assert np.isnan(c2["comm_up"][T // 2]) and np.isnan(c2["comm_down"][T // 2])
         assert not np.isnan(c2["comm_up"][: T // 2]).any()
 

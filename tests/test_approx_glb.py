@@ -220,34 +220,19 @@ def test_fed_glb_ucb_one_active_matches_all_clients():
     assert 1 < comm["rounds"].sum() < 40
 
 
-def test_approx_dis_kernel_ucb_map_batching_equals_vmap():
-    """The default batching="map" (each run its own scan, so a quiet step skips the sync) gives the
-    numbers of "vmap" (where the cond computes both branches) through the runner."""
-    from bandits_jax.problems import make_problem
-    from bandits_jax.runner import run_batch
-
-    problem = make_problem("async-f1", num_agents=4, num_arms=5, dim=3, horizon=30, noise_std=0.1)
-    alg = adk.approx_dis_kernel_ucb(dict_capacity=24, one_active=True, threshold=0.5, **HP)
-    assert alg.batching == "map"
-    mp = run_batch(problem, alg, [0, 1], first_segment=30)
-    vm = run_batch(problem, alg._replace(batching="vmap"), [0, 1], first_segment=30)
-    np.testing.assert_allclose(mp.regret, vm.regret, rtol=0, atol=1e-12)
-    for key in ("comm_up", "comm_down", "rounds"):
-        np.testing.assert_allclose(getattr(mp, key), getattr(vm, key), rtol=1e-12, err_msg=key)
-    assert 1 < mp.rounds[0].sum() < 30 and mp.regret.sum() > 0
-    with pytest.raises(ConfigError, match="batching"):
-        adk.approx_dis_kernel_ucb(batching="loop")
-
-
-def test_fed_glb_ucb_map_batching_equals_vmap():
-    """FedGLB-UCB's default batching="map" (a quiet step skips the accelerated-gradient sync) gives
-    the numbers of "vmap" through the runner."""
+@pytest.mark.parametrize("which", ["Approx-DisKernelUCB", "FedGLB-UCB"])
+def test_map_batching_is_the_default_and_equals_vmap(which):
+    """The default batching="map" (each run its own scan, so a quiet step skips the sync: the
+    re-embedding, the accelerated-gradient loop) gives the numbers of "vmap" (where the sync cond
+    computes both branches at every step) through the runner."""
     from bandits_jax.algorithms.fed_glb import fed_glb_ucb
     from bandits_jax.problems import make_problem
     from bandits_jax.runner import run_batch
 
+    factory, kw = {"Approx-DisKernelUCB": (adk.approx_dis_kernel_ucb, dict(dict_capacity=24, **HP)),
+                   "FedGLB-UCB": (fed_glb_ucb, HP_GLB)}[which]
     problem = make_problem("async-f1", num_agents=4, num_arms=5, dim=3, horizon=30, noise_std=0.1)
-    alg = fed_glb_ucb(one_active=True, threshold=0.5, **HP_GLB)
+    alg = factory(one_active=True, threshold=0.5, **kw)
     assert alg.batching == "map"
     mp = run_batch(problem, alg, [0, 1], first_segment=30)
     vm = run_batch(problem, alg._replace(batching="vmap"), [0, 1], first_segment=30)
@@ -255,5 +240,7 @@ def test_fed_glb_ucb_map_batching_equals_vmap():
     for key in ("comm_up", "comm_down", "rounds"):
         np.testing.assert_allclose(getattr(mp, key), getattr(vm, key), rtol=1e-12, err_msg=key)
     assert 1 < mp.rounds[0].sum() < 30
+    if which == "Approx-DisKernelUCB":
+        assert mp.regret.sum() > 0
     with pytest.raises(ConfigError, match="batching"):
-        fed_glb_ucb(batching="loop")
+        factory(batching="loop")

@@ -83,8 +83,8 @@ from kernels.linalg import pad_rows
 
 from ..core import Algorithm, ConfigError, EnvSpec, check_hparams, traced_hparams
 from .async_kernel import argmax_random_ties
-from .base import (MULTI_ACTIVE_MESSAGE, active_index, check_one_active, describe_error_bits, one_hot_action,
-                   raise_on_error_bits, raise_on_nan_comm)
+from .base import (MULTI_ACTIVE_MESSAGE, active_index, check_batching, check_one_active, describe_error_bits,
+                   one_hot_action, raise_on_error_bits, raise_on_nan_comm)
 from .kernel import _kernel_params, _resolve_kernel
 from .linear import _float_dtype
 
@@ -158,8 +158,7 @@ def approx_dis_kernel_ucb(
         raise ConfigError(f"{name}: dict_capacity must be a positive integer, got {dict_capacity!r}")
     if trigger_count not in TRIGGER_COUNTS:
         raise ConfigError(f"{name}: trigger_count must be one of {TRIGGER_COUNTS}, got {trigger_count!r}")
-    if batching not in ("map", "vmap"):
-        raise ConfigError(f"{name}: batching must be 'map' or 'vmap', got {batching!r}")
+    check_batching(name, batching)
     defaults = {"lam": 1.0, "alpha": 1.0, "q": 1.0, "threshold": 1.0, "lengthscale": 1.0}
     hp0 = check_hparams(
         name, defaults, dict(lam=lam, alpha=alpha, q=q, threshold=threshold, lengthscale=lengthscale, **kw),

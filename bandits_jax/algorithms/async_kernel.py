@@ -88,7 +88,7 @@ from kernels.functions import Kernel
 from kernels.linalg import pad_rows, sherman_morrison
 
 from ..core import Algorithm, ConfigError, EnvSpec, call_select, check_hparams, traced_hparams
-from .base import MULTI_ACTIVE_MESSAGE, describe_error_bits, raise_on_error_bits, raise_on_nan_comm
+from .base import MULTI_ACTIVE_MESSAGE, check_batching, describe_error_bits, raise_on_error_bits, raise_on_nan_comm
 from .kernel import _kernel_params, _resolve_kernel
 from .linear import _float_dtype
 
@@ -154,8 +154,7 @@ def async_kernel_ucb(
     for cap_name, cap in (("dict_capacity", dict_capacity), ("buffer_capacity", buffer_capacity)):
         if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
             raise ConfigError(f"{name}: {cap_name} must be a positive integer, got {cap!r}")
-    if batching not in ("map", "vmap"):
-        raise ConfigError(f"{name}: batching must be 'map' or 'vmap', got {batching!r}")
+    check_batching(name, batching)
     defaults = {"lam": 1.0, "alpha": 1.0, "q": 1.0, "threshold": 1e-4, "lengthscale": 1.0}
     hp0 = check_hparams(
         name, defaults, dict(lam=lam, alpha=alpha, q=q, threshold=threshold, lengthscale=lengthscale, **kw),

@@ -91,6 +91,13 @@ def check_one_active(name: str, one_active) -> bool:
     return one_active
 
 
+def check_batching(name: str, batching) -> str:
+    """Refuse a `batching` option other than the runner's "map" or "vmap" (core.Algorithm)."""
+    if batching not in ("map", "vmap"):
+        raise ConfigError(f"{name}: batching must be 'map' or 'vmap', got {batching!r}")
+    return batching
+
+
 def active_index(active):
     """int32 index of the active client: argmax of the mask active[N] (0 when none is active)."""
     return jnp.argmax(active).astype(jnp.int32)

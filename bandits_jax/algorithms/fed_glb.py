@@ -64,8 +64,8 @@ from kernels.linalg import pad_rows
 
 from ..core import Algorithm, ConfigError, EnvSpec, check_hparams, traced_hparams
 from .async_kernel import argmax_random_ties
-from .base import (MULTI_ACTIVE_MESSAGE, active_index, check_one_active, describe_error_bits, one_hot_action,
-                   raise_on_error_bits, raise_on_nan_comm)
+from .base import (MULTI_ACTIVE_MESSAGE, active_index, check_batching, check_one_active, describe_error_bits,
+                   one_hot_action, raise_on_error_bits, raise_on_nan_comm)
 from .dis_linear import ridge_logdet, ridge_scores
 from .linear import _float_dtype
 
@@ -114,8 +114,7 @@ def fed_glb_ucb(lam=1.0, alpha=1.0, c_mu=0.2, threshold=1.0, *, max_iters: int =
     check_one_active(name, one_active)
     if isinstance(max_iters, bool) or not isinstance(max_iters, int) or max_iters < 1:
         raise ConfigError(f"{name}: max_iters must be a positive integer, got {max_iters!r}")
-    if batching not in ("map", "vmap"):
-        raise ConfigError(f"{name}: batching must be 'map' or 'vmap', got {batching!r}")
+    check_batching(name, batching)
     defaults = {"lam": 1.0, "alpha": 1.0, "c_mu": 0.2, "threshold": 1.0}
     hp0 = check_hparams(name, defaults, dict(lam=lam, alpha=alpha, c_mu=c_mu, threshold=threshold, **kw),
                         positive=("lam", "c_mu"), nonnegative=("alpha", "threshold"))
