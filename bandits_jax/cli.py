@@ -31,6 +31,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--reuse", action="append", default=[], type=Path, metavar="DIR",
                      help="a finished output folder of another experiment whose identical curves are copied "
                           "instead of computed (repeatable; e.g. fnucb/fig6 from fnucb/fig1a and fig1b)")
+    run.add_argument("--only", action="append", default=[], metavar="ALGORITHM",
+                     help="run only this algorithm (repeatable); its seeds are stored as usual, so a later "
+                          "run without --only reuses them")
     plot = sub.add_parser("plot", help="(re)draw plot.png of a results folder")
     plot.add_argument("dir", type=Path)
     show = sub.add_parser("show", help="print the configuration keys of an experiment")
@@ -78,7 +81,8 @@ def main(argv=None) -> int:
             from .sweep import run_experiment
 
             run_experiment(args.name, size=args.size, overrides=_overrides(args), out=args.out,
-                           chunk=args.chunk, quiet=args.quiet, plot=not args.no_plot, reuse=tuple(args.reuse))
+                           chunk=args.chunk, quiet=args.quiet, plot=not args.no_plot, reuse=tuple(args.reuse),
+                           only=tuple(args.only))
             return 0
         if args.command == "plot":
             from .plotting import plot_results

@@ -47,13 +47,26 @@ def run_experiment(
     quiet: bool = False,
     plot: bool = True,
     reuse: tuple = (),
+    only: tuple = (),
 ) -> Path:
-    """Run (or resume) experiment `name`; returns the output folder."""
+    """Run (or resume) experiment `name`; returns the output folder.
+
+    only: algorithm names; when given, only those algorithms are run (or resumed) and the results
+    file holds only them. Their chunks are stored as usual, so a later run without `only` reuses
+    them: a long experiment can be filled in algorithm by algorithm.
+    """
     exp = get_experiment(name)
     config = resolve_config(exp, size, overrides or {})
     if chunk is not None and chunk < 1:
         raise ConfigError(f"--chunk must be at least 1, got {chunk}")
     runs = build_runs(exp, config)  # (problem, algorithm, grid) triples
+    if only:
+        known = [alg.name for _, alg, _ in runs]
+        unknown = [n for n in only if n not in known]
+        if unknown:
+            raise ConfigError(f"{name}: unknown algorithm(s) {', '.join(map(repr, unknown))} in --only; "
+                              f"this experiment has: {', '.join(known)}")
+        runs = [r for r in runs if r[1].name in only]
     problems = list({id(p): p for p, _, _ in runs}.values())
     curves = []  # (stored name, problem, hparams) of every curve
     for problem, alg, grid in runs:
