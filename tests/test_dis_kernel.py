@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from bandits_jax.algorithms import dis_kernel as dk
+from kernels import panels as panel_ops
 from bandits_jax.algorithms.async_kernel import rollout
 from bandits_jax.core import ConfigError, EnvSpec
 from bench.reference import dis_kernel_np as ref_np
@@ -142,10 +143,13 @@ def test_dis_kernel_ucb_resize_changes_nothing():
 
 
 # ----------------------------------------------------------------------------------- One / N KernelUCB
-def test_one_kernel_ucb_matches_numpy_and_counts_messages():
+@pytest.mark.parametrize("static", [(("storage", "panels"), ("block", 16)), (("storage", "panels"),),
+                                    (("storage", "dense"),)], ids=["panels-16", "panels-1024", "dense"])
+def test_one_kernel_ucb_matches_numpy_and_counts_messages(static):
     with jax.enable_x64(True):
         contexts, rewards, arrivals, active = _env(3, 4, 2, 40, seed=5)
-        state, actions, sinfo, uinfo = _run(dk.one_kernel_ucb, contexts, rewards, active, **HP_KERNEL)
+        state, actions, sinfo, uinfo = _run(dk.one_kernel_ucb, contexts, rewards, active, static=static,
+                                            **HP_KERNEL)
         ref = ref_np.one_kernel_ucb_np(arrivals, contexts, rewards, sinfo["tie_noise"], **HP_KERNEL)
         _check_against(ref, actions, sinfo, arrivals)
         # d = 2, N = 3: up = d + 1 = 3, down = (N - 1)(d + 1) = 6 at every active step
@@ -153,6 +157,24 @@ def test_one_kernel_ucb_matches_numpy_and_counts_messages():
         np.testing.assert_array_equal(uinfo["comm_down"], 6.0)
         np.testing.assert_array_equal(uinfo["rounds"], 1.0)
         assert int(state.model.n) == 40
+        # the incrementally grown factor equals a fresh factorisation of K + lam I
+        X = state.model.X[:40]
+        K = np.exp(-((X[:, None] - X[None]) ** 2).sum(-1) / (2 * 0.7**2)) + np.eye(40)
+        dense = state.model.chol_inv if dict(static)["storage"] == "dense" else panel_ops.to_dense(state.model.panels)
+        np.testing.assert_allclose(dense[:40, :40], np.linalg.inv(np.linalg.cholesky(K)), atol=1e-9)
+        if dict(static).get("block") == 16:  # 40 rows in panels of 16: three panels, the last one part padding
+            assert [p.shape for p in state.model.panels] == [(16, 16), (16, 32), (16, 48)]
+            np.testing.assert_array_equal(dense[40:, 40:], np.eye(8))
+
+
+def test_one_kernel_ucb_options_are_checked():
+    with pytest.raises(ConfigError, match="storage must be one of"):
+        dk.one_kernel_ucb(storage="sparse")
+    with pytest.raises(ConfigError, match="block must be a positive integer"):
+        dk.one_kernel_ucb(block=0)
+    with pytest.raises(ConfigError, match="batching must be"):
+        dk.one_kernel_ucb(batching="pmap")
+    assert dk.one_kernel_ucb().batching == "map" and dk.one_kernel_ucb(storage="dense").batching == "vmap"
 
 
 def test_n_kernel_ucb_matches_numpy():

@@ -55,7 +55,7 @@ that step's comm_up / comm_down (otherwise 0) into NaN, which `check_run` report
 """
 from __future__ import annotations
 
-from typing import NamedTuple, Union
+from typing import NamedTuple, Optional, Union
 
 import jax
 import jax.numpy as jnp
@@ -66,9 +66,10 @@ from kernels.linalg import inv_chol_append, pad_chol, pad_rows, posterior_mean_v
 
 from ..core import Algorithm, ConfigError, EnvSpec, check_hparams, traced_hparams
 from .async_kernel import argmax_random_ties
-from .base import (MULTI_ACTIVE_MESSAGE, active_index, check_one_active, describe_error_bits, independent,
-                   one_hot_action, raise_on_error_bits, raise_on_nan_comm)
-from .kernel import KernelState, _kernel_params, _make_learner, _resolve_kernel, posterior
+from .base import (MULTI_ACTIVE_MESSAGE, active_index, check_batching, check_one_active, describe_error_bits,
+                   independent, one_hot_action, raise_on_error_bits, raise_on_nan_comm)
+from .kernel import (KernelState, PanelKernelState, _kernel_params, _make_learner, _make_panel_learner,
+                     _resolve_kernel, posterior)
 from .linear import _float_dtype
 
 ERR_CAPACITY = 1
@@ -341,9 +342,10 @@ def raw_point_comm(moved, d: int, N: int, dtype):
 
 # ============================================================================ OneKernelUCB
 class OneKernelState(NamedTuple):
-    """State of OneKernelUCB: the pooled model (kernel.KernelState, C rows) and sticky error bits."""
+    """State of OneKernelUCB: the pooled model (kernel.PanelKernelState, or kernel.KernelState with
+    storage="dense"; C rows) and sticky error bits."""
 
-    model: KernelState
+    model: Union[KernelState, PanelKernelState]
     error: jax.Array
 
 
@@ -362,18 +364,37 @@ def scaled_ucb_scores(kern: Kernel, model: KernelState, contexts):
     return mean, var, mean + model.hp["alpha"] * jnp.sqrt(var)
 
 
+STORAGES = ("panels", "dense")
+
+
 def one_kernel_ucb(kernel: Union[str, Kernel] = "rbf", lam=1.0, alpha=1.0, lengthscale=1.0, *,
-                   one_active: bool = False, **kw) -> Algorithm:
+                   one_active: bool = False, storage: str = "panels", block: int = 1024,
+                   batching: Optional[str] = None, **kw) -> Algorithm:
     """OneKernelUCB (spec B1): one exact KernelUCB on the pooled data of all clients.
 
-    hparams: lam > 0, alpha >= 0, lengthscale > 0. Pooled history: `capacity(spec, t_end) = t_end`
-    rows, grown by the runner's doubling segments (a step costs O(N K t^2); O(K t^2) with the
-    static one_active=True, which scores the active client only, see the module docstring).
+    hparams: lam > 0, alpha >= 0, lengthscale > 0. A step costs O(N K t^2), or O(K t^2) with the
+    static one_active=True, which scores the active client only (module docstring).
+
+    Static storage of the inverse factor (the numbers are the same, to rounding):
+      "panels" (default): row panels of `block` rows (kernels.panels) holding only the lower
+          triangle, with a capacity of the horizon (rounded up to the panel height) from the start;
+          panels beyond the live rows are skipped, so a step at time t reads ~t^2 / 2 numbers,
+          the least an exact step can. Default batching "map": the skipping is a lax.cond, which
+          under vmap would run both branches.
+      "dense": a [C, C] buffer grown by the runner's doubling segments (`capacity(spec, t_end) =
+          t_end` rows); a step reads C^2 numbers, C <= 2 t. Default batching "vmap".
     """
     name = "OneKernelUCB"
     kern, hp0 = _ucb_defaults(name, kernel, lam, alpha, lengthscale, kw)
     check_one_active(name, one_active)
-    init1, update1, capacity1, resize1 = _make_learner(kern, hp0, None)
+    if storage not in STORAGES:
+        raise ConfigError(f"{name}: storage must be one of {STORAGES}, got {storage!r}")
+    _check_capacity(name, "block", block)
+    batching = check_batching(name, batching or ("map" if storage == "panels" else "vmap"))
+    if storage == "panels":
+        init1, update1, capacity1, resize1 = _make_panel_learner(kern, hp0, block)
+    else:
+        init1, update1, capacity1, resize1 = _make_learner(kern, hp0, None)
 
     def init(key, spec, hparams, cap=None):
         return OneKernelState(init1(key, spec, hparams, cap), jnp.zeros((), jnp.int32))
@@ -399,8 +420,8 @@ def one_kernel_ucb(kernel: Union[str, Kernel] = "rbf", lam=1.0, alpha=1.0, lengt
         any_active = jnp.any(active)
         i = jnp.argmax(active)
         room = model.n < model.y.shape[0]
-        new = update1(model, contexts[i, actions[i]], rewards[i], key)
-        model = jax.tree_util.tree_map(lambda a, b: jnp.where(any_active, a, b), new, model)
+        # a step without an active client writes nothing (a where over the state would copy it)
+        model = update1(model, contexts[i, actions[i]], rewards[i], key, keep=any_active)
         err = state.error | (jnp.where(any_active & ~room, ERR_CAPACITY, 0)
                              | jnp.where(jnp.sum(active) > 1, ERR_MULTI_ACTIVE, 0))
         up, down = raw_point_comm(any_active, d, N, dtype)
@@ -413,7 +434,7 @@ def one_kernel_ucb(kernel: Union[str, Kernel] = "rbf", lam=1.0, alpha=1.0, lengt
 
     return Algorithm(name, dict(hp0), init, select_one if one_active else select, update, capacity1, resize,
                      description=f"OneKernelUCB ({kern.name} kernel), one exact model on all clients' data",
-                     sees_active=one_active)
+                     sees_active=one_active, batching=batching)
 
 
 # ============================================================================ NKernelUCB

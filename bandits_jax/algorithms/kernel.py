@@ -44,6 +44,7 @@ from typing import NamedTuple, Optional, Union
 import jax
 import jax.numpy as jnp
 
+from kernels import panels as panel_ops
 from kernels.functions import Kernel, get_kernel
 from kernels.linalg import inv_chol_append, pad_chol, pad_rows, posterior_mean_var_inv
 
@@ -66,6 +67,17 @@ class KernelState(NamedTuple):
     X: jax.Array
     y: jax.Array
     chol_inv: jax.Array
+    n: jax.Array
+
+
+class PanelKernelState(NamedTuple):
+    """`KernelState` with the inverse factor held as row panels (`kernels.panels`) instead of a
+    dense [C, C] buffer: products cost ~n^2 / 2 for n live rows, whatever the capacity C."""
+
+    hp: dict
+    X: jax.Array
+    y: jax.Array
+    panels: tuple
     n: jax.Array
 
 
@@ -102,6 +114,8 @@ def posterior(kern: Kernel, state: KernelState, contexts):
     p = kernel_params(kern, state)
     k_cross = kern.fn(contexts, state.X, p)  # [K, C]; columns >= n are masked
     k_diag = kern.diag(contexts, p)  # [K]
+    if isinstance(state, PanelKernelState):
+        return panel_ops.posterior_mean_var(state.panels, k_cross, k_diag, state.y, state.n)
     return posterior_mean_var_inv(state.chol_inv, k_cross, k_diag, state.y, state.n)
 
 
@@ -138,7 +152,8 @@ def _make_learner(kern: Kernel, defaults: dict, max_history: Optional[int]):
             n=jnp.zeros((), jnp.int32),
         )
 
-    def update1(state: KernelState, x, reward, key):
+    def update1(state: KernelState, x, reward, key, keep=True):
+        """Absorb (x, reward); with keep False (traced) nothing is written (no copy of the state)."""
         del key
         dtype = state.y.dtype
         x = x.astype(dtype)
@@ -147,7 +162,7 @@ def _make_learner(kern: Kernel, defaults: dict, max_history: Optional[int]):
         p = kernel_params(kern, state)
         k_col = kern.fn(x[None, :], state.X, p)[0]  # [C]; entries >= n are masked in the append
         k_nn = kern.diag(x[None, :], p)[0] + state.hp["lam"]
-        keep = state.n < limit
+        keep = keep & (state.n < limit)
         row = jnp.where(keep, state.n, C)  # an out-of-range row index writes nothing
         chol_inv, _, _ = inv_chol_append(state.chol_inv, row, k_col, k_nn)
         return KernelState(
@@ -163,6 +178,53 @@ def _make_learner(kern: Kernel, defaults: dict, max_history: Optional[int]):
         return state._replace(
             X=pad_rows(state.X, rows), y=pad_rows(state.y, rows), chol_inv=pad_chol(state.chol_inv, rows)
         )
+
+    return init1, update1, capacity1, resize1
+
+
+def _make_panel_learner(kern: Kernel, defaults: dict, block: int):
+    """init1 / update1 / capacity1 / resize1 of one exact learner on panels (`PanelKernelState`).
+
+    The capacity is the horizon rounded up to the panel height, fixed for the whole run (a step
+    costs ~n^2 / 2 for n live rows, so nothing is gained by growing it; the memory, C^2 / 2 numbers,
+    is taken at the start). update1 absorbs every point (no max_history).
+    """
+
+    def capacity1(spec: EnvSpec, t_end: int) -> int:
+        del t_end
+        return panel_ops.padded_rows(max(int(spec.horizon), 1), block)
+
+    def init1(key, spec, hp, capacity=None):
+        del key
+        dtype = _float_dtype()
+        hp = traced_hparams(defaults, hp, dtype)
+        C = capacity1(spec, spec.horizon) if capacity is None else panel_ops.padded_rows(int(capacity), block)
+        return PanelKernelState(hp=hp, X=jnp.zeros((C, spec.dim), dtype), y=jnp.zeros((C,), dtype),
+                                panels=panel_ops.eye(C, block, dtype), n=jnp.zeros((), jnp.int32))
+
+    def update1(state: PanelKernelState, x, reward, key, keep=True):
+        """Absorb (x, reward); with keep False (traced) nothing is written (no copy of the state)."""
+        del key
+        dtype = state.y.dtype
+        x = x.astype(dtype)
+        C = state.y.shape[0]
+        p = kernel_params(kern, state)
+        k_col = kern.fn(x[None, :], state.X, p)[0]
+        k_nn = kern.diag(x[None, :], p)[0] + state.hp["lam"]
+        keep = keep & (state.n < C)
+        row = jnp.where(keep, state.n, C)  # a full buffer (or keep False) writes nothing
+        panels, _, _ = panel_ops.inv_chol_append(state.panels, row, k_col, k_nn)
+        return PanelKernelState(hp=state.hp, X=state.X.at[row].set(x, mode="drop"),
+                                y=state.y.at[row].set(jnp.asarray(reward, dtype), mode="drop"),
+                                panels=panels, n=state.n + keep.astype(jnp.int32))
+
+    def resize1(state: PanelKernelState, rows: int) -> PanelKernelState:
+        C = panel_ops.padded_rows(int(rows), block)
+        if C == state.y.shape[0]:
+            return state
+        dense = pad_chol(panel_ops.to_dense(state.panels), C)
+        return state._replace(X=pad_rows(state.X, C), y=pad_rows(state.y, C),
+                              panels=panel_ops.from_dense(dense, block))
 
     return init1, update1, capacity1, resize1
 
