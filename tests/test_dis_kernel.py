@@ -167,6 +167,29 @@ def test_one_kernel_ucb_matches_numpy_and_counts_messages(static):
             np.testing.assert_array_equal(dense[40:, 40:], np.eye(8))
 
 
+def test_one_kernel_ucb_distinct_points_is_exact_on_repeated_contexts():
+    """storage="distinct" on a finite context set equals the NumPy loop of exact KRR on the whole history,
+    and more distinct points than its capacity is reported as an overflow."""
+    with jax.enable_x64(True):
+        contexts, rewards, arrivals, active = _env(3, 4, 2, 40, seed=9)
+        pool = contexts[0, 0]  # 4 contexts, shown to every client at every step
+        contexts = np.broadcast_to(pool, contexts.shape).copy()
+        state, actions, sinfo, uinfo = _run(dk.one_kernel_ucb, contexts, rewards, active,
+                                            static=(("storage", "distinct"), ("distinct_capacity", 6)), **HP_KERNEL)
+        ref = ref_np.one_kernel_ucb_np(arrivals, contexts, rewards, sinfo["tie_noise"], **HP_KERNEL)
+        _check_against(ref, actions, sinfo, arrivals)
+        np.testing.assert_allclose(_active_rows(sinfo["mean"], arrivals), ref["mean"], atol=1e-10)
+        np.testing.assert_allclose(_active_rows(sinfo["var"], arrivals), ref["var"], atol=1e-10)
+        assert 2 <= int(state.model.m) <= 4 and float(state.model.counts.sum()) == 40
+        assert int(state.error) == 0 and np.isfinite(uinfo["comm_up"]).all()
+        # fresh contexts every step: the 7th distinct point overflows a capacity of 6
+        contexts, rewards, arrivals, active = _env(3, 4, 2, 40, seed=9)
+        state, _, _, uinfo = _run(dk.one_kernel_ucb, contexts, rewards, active,
+                                  static=(("storage", "distinct"), ("distinct_capacity", 6)), **HP_KERNEL)
+        assert int(state.error) == dk.ERR_CAPACITY
+        assert np.isfinite(uinfo["comm_up"][:6]).all() and np.isnan(uinfo["comm_up"][6:]).all()
+
+
 def test_one_kernel_ucb_options_are_checked():
     with pytest.raises(ConfigError, match="storage must be one of"):
         dk.one_kernel_ucb(storage="sparse")

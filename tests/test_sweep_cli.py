@@ -126,6 +126,20 @@ def test_resume_after_interruption_recomputes_nothing_stored(tmp_path, monkeypat
     assert calls == [("HistoryGreedy", [5]), ("Random", [5])]
 
 
+def test_only_runs_a_subset_and_a_full_run_reuses_it(tmp_path, monkeypatch):
+    out = tmp_path / "r"
+    calls = []
+    real = sweep.run_batch
+    monkeypatch.setattr(sweep, "run_batch", lambda *a, **k: (calls.append(a[1].name), real(*a, **k))[1])
+    sweep.run_experiment("test/toy", "smoke", out=out, quiet=True, plot=False, only=("Random",))
+    assert calls == ["Random"] and load_results(out).algorithms == ["Random"]
+    calls.clear()
+    full = load_results(sweep.run_experiment("test/toy", "smoke", out=out, quiet=True, plot=False))
+    assert calls == ["HistoryGreedy"] and full.algorithms == ["HistoryGreedy", "Random"]
+    with pytest.raises(ConfigError, match="unknown algorithm.*'random'.*has: HistoryGreedy, Random"):
+        sweep.run_experiment("test/toy", "smoke", out=out, quiet=True, plot=False, only=("random",))
+
+
 def test_out_dir_of_another_configuration_is_refused(tmp_path):
     out = tmp_path / "r"
     sweep.run_experiment("test/toy", "smoke", out=out, quiet=True, plot=False)

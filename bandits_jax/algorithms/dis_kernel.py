@@ -68,8 +68,8 @@ from ..core import Algorithm, ConfigError, EnvSpec, check_hparams, traced_hparam
 from .async_kernel import argmax_random_ties
 from .base import (MULTI_ACTIVE_MESSAGE, active_index, check_batching, check_one_active, describe_error_bits,
                    independent, one_hot_action, raise_on_error_bits, raise_on_nan_comm)
-from .kernel import (KernelState, PanelKernelState, _kernel_params, _make_learner, _make_panel_learner,
-                     _resolve_kernel, posterior)
+from .kernel import (DistinctKernelState, KernelState, PanelKernelState, _kernel_params, _make_distinct_learner,
+                     _make_learner, _make_panel_learner, _resolve_kernel, posterior)
 from .linear import _float_dtype
 
 ERR_CAPACITY = 1
@@ -345,7 +345,7 @@ class OneKernelState(NamedTuple):
     """State of OneKernelUCB: the pooled model (kernel.PanelKernelState, or kernel.KernelState with
     storage="dense"; C rows) and sticky error bits."""
 
-    model: Union[KernelState, PanelKernelState]
+    model: Union[KernelState, PanelKernelState, DistinctKernelState]
     error: jax.Array
 
 
@@ -364,12 +364,12 @@ def scaled_ucb_scores(kern: Kernel, model: KernelState, contexts):
     return mean, var, mean + model.hp["alpha"] * jnp.sqrt(var)
 
 
-STORAGES = ("panels", "dense")
+STORAGES = ("panels", "dense", "distinct")
 
 
 def one_kernel_ucb(kernel: Union[str, Kernel] = "rbf", lam=1.0, alpha=1.0, lengthscale=1.0, *,
                    one_active: bool = False, storage: str = "panels", block: int = 1024,
-                   batching: Optional[str] = None, **kw) -> Algorithm:
+                   distinct_capacity: int = 64, batching: Optional[str] = None, **kw) -> Algorithm:
     """OneKernelUCB (spec B1): one exact KernelUCB on the pooled data of all clients.
 
     hparams: lam > 0, alpha >= 0, lengthscale > 0. A step costs O(N K t^2), or O(K t^2) with the
@@ -383,6 +383,12 @@ def one_kernel_ucb(kernel: Union[str, Kernel] = "rbf", lam=1.0, alpha=1.0, lengt
           under vmap would run both branches.
       "dense": a [C, C] buffer grown by the runner's doubling segments (`capacity(spec, t_end) =
           t_end` rows); a step reads C^2 numbers, C <= 2 t. Default batching "vmap".
+      "distinct": for problems whose contexts come from a finite set (the k-means arms of the UCI
+          environments): the distinct points seen, at most `distinct_capacity`, with their counts
+          and reward sums (kernel.distinct_posterior), O(m^3) a step for m distinct points instead
+          of O(t^2). Exact, not an approximation: KRR on repeated points equals this form. More
+          distinct points than distinct_capacity is an overflow (the error bit, NaN communication).
+          Default batching "vmap".
     """
     name = "OneKernelUCB"
     kern, hp0 = _ucb_defaults(name, kernel, lam, alpha, lengthscale, kw)
@@ -391,10 +397,13 @@ def one_kernel_ucb(kernel: Union[str, Kernel] = "rbf", lam=1.0, alpha=1.0, lengt
         raise ConfigError(f"{name}: storage must be one of {STORAGES}, got {storage!r}")
     _check_capacity(name, "block", block)
     batching = check_batching(name, batching or ("map" if storage == "panels" else "vmap"))
+    _check_capacity(name, "distinct_capacity", distinct_capacity)
     if storage == "panels":
         init1, update1, capacity1, resize1 = _make_panel_learner(kern, hp0, block)
-    else:
+    elif storage == "dense":
         init1, update1, capacity1, resize1 = _make_learner(kern, hp0, None)
+    else:
+        init1, update1, capacity1, resize1, has_room = _make_distinct_learner(kern, hp0, distinct_capacity)
 
     def init(key, spec, hparams, cap=None):
         return OneKernelState(init1(key, spec, hparams, cap), jnp.zeros((), jnp.int32))
@@ -415,13 +424,14 @@ def one_kernel_ucb(kernel: Union[str, Kernel] = "rbf", lam=1.0, alpha=1.0, lengt
 
     def update(state, contexts, actions, rewards, active, key):
         model = state.model
-        dtype = model.y.dtype
+        dtype = (model.sums if storage == "distinct" else model.y).dtype
         N, _, d = contexts.shape
         any_active = jnp.any(active)
         i = jnp.argmax(active)
-        room = model.n < model.y.shape[0]
+        x = contexts[i, actions[i]]
+        room = has_room(model, x)[0] if storage == "distinct" else model.n < model.y.shape[0]
         # a step without an active client writes nothing (a where over the state would copy it)
-        model = update1(model, contexts[i, actions[i]], rewards[i], key, keep=any_active)
+        model = update1(model, x, rewards[i], key, keep=any_active)
         err = state.error | (jnp.where(any_active & ~room, ERR_CAPACITY, 0)
                              | jnp.where(jnp.sum(active) > 1, ERR_MULTI_ACTIVE, 0))
         up, down = raw_point_comm(any_active, d, N, dtype)
@@ -432,7 +442,8 @@ def one_kernel_ucb(kernel: Union[str, Kernel] = "rbf", lam=1.0, alpha=1.0, lengt
     def resize(state, rows):
         return state._replace(model=resize1(state.model, rows))
 
-    return Algorithm(name, dict(hp0), init, select_one if one_active else select, update, capacity1, resize,
+    return Algorithm(name, dict(hp0), init, select_one if one_active else select, update, capacity1,
+                     None if capacity1 is None else resize,
                      description=f"OneKernelUCB ({kern.name} kernel), one exact model on all clients' data",
                      sees_active=one_active, batching=batching)
 

@@ -81,6 +81,44 @@ class PanelKernelState(NamedTuple):
     n: jax.Array
 
 
+class DistinctKernelState(NamedTuple):
+    """Exact kernel ridge regression on data drawn from a finite set of contexts, kept as the distinct
+    points Z[m, d] seen so far (m live of a static capacity), their counts[m] and reward sums[m]."""
+
+    hp: dict
+    Z: jax.Array
+    counts: jax.Array
+    sums: jax.Array
+    m: jax.Array
+
+
+def distinct_posterior(kern: Kernel, state: DistinctKernelState, contexts):
+    """Exact KRR mean[K], var[K] (no 1/lam) at contexts[K, d] from the distinct points. O(m^3).
+
+    With c the counts, s the reward sums, G = k(Z, Z), D = diag(sqrt(c)) and A = lam I + D G D,
+    the push-through identity (K + lam I)^{-1} restricted to repeated points gives, for x with
+    k = k(Z, x):
+        var(x)  = k(x, x) - (D k)^T A^{-1} (D k)
+        mean(x) = (k^T s - (D k)^T A^{-1} D G s) / lam
+    i.e. exactly `posterior` on the full history (tested to 1e-10); rows with count 0 drop out.
+    """
+    dtype = state.sums.dtype
+    contexts = contexts.astype(dtype)
+    p = kernel_params(kern, state)
+    lam = state.hp["lam"]
+    sq = jnp.sqrt(state.counts.astype(dtype))
+    G = kern.fn(state.Z, state.Z, p)
+    A = lam * jnp.eye(G.shape[0], dtype=dtype) + sq[:, None] * G * sq[None, :]
+    L = jnp.linalg.cholesky(A)
+    kq = kern.fn(state.Z, contexts, p)  # [m, K]
+    rhs = jnp.concatenate([sq[:, None] * kq, (sq * (G @ state.sums))[:, None]], axis=1)
+    sol = jax.scipy.linalg.solve_triangular(L, rhs, lower=True)
+    V, w = sol[:, :-1], sol[:, -1]
+    var = jnp.maximum(kern.diag(contexts, p) - jnp.sum(V * V, axis=0), 0.0)
+    mean = (kq.T @ state.sums - V.T @ w) / lam
+    return mean, var
+
+
 def _resolve_kernel(algorithm_name, kernel) -> Kernel:
     if isinstance(kernel, Kernel):
         return kernel
@@ -103,13 +141,16 @@ def _kernel_params(defaults, lengthscale, dtype):
     return out
 
 
-def kernel_params(kern: Kernel, state: KernelState) -> dict:
+def kernel_params(kern: Kernel, state) -> dict:
     """The kernel's params for one agent's state (the lengthscale hparam, the rest defaults)."""
-    return _kernel_params(kern.params, state.hp["lengthscale"], state.y.dtype)
+    dtype = state.sums.dtype if isinstance(state, DistinctKernelState) else state.y.dtype
+    return _kernel_params(kern.params, state.hp["lengthscale"], dtype)
 
 
 def posterior(kern: Kernel, state: KernelState, contexts):
     """Posterior mean[K] and variance[K] of one agent at contexts[K, d] (module docstring)."""
+    if isinstance(state, DistinctKernelState):
+        return distinct_posterior(kern, state, contexts)
     contexts = contexts.astype(state.y.dtype)
     p = kernel_params(kern, state)
     k_cross = kern.fn(contexts, state.X, p)  # [K, C]; columns >= n are masked
@@ -227,6 +268,40 @@ def _make_panel_learner(kern: Kernel, defaults: dict, block: int):
                               panels=panel_ops.from_dense(dense, block))
 
     return init1, update1, capacity1, resize1
+
+
+def _make_distinct_learner(kern: Kernel, defaults: dict, rows: int):
+    """init1 / update1 / capacity1 (None) / resize1 of one exact learner on the distinct points
+    (`DistinctKernelState`, `rows` of them at most). A point equal (bitwise) to a stored one adds to
+    its count and reward sum; a new point takes the next row. update1(..., keep) also returns
+    whether the point had room (False: more than `rows` distinct points; nothing is written)."""
+
+    def init1(key, spec, hp, capacity=None):
+        del key, capacity
+        dtype = _float_dtype()
+        hp = traced_hparams(defaults, hp, dtype)
+        return DistinctKernelState(hp=hp, Z=jnp.zeros((rows, spec.dim), dtype), counts=jnp.zeros((rows,), dtype),
+                                   sums=jnp.zeros((rows,), dtype), m=jnp.zeros((), jnp.int32))
+
+    def has_room(state: DistinctKernelState, x):
+        same = jnp.all(state.Z == x.astype(state.Z.dtype)[None, :], axis=1) & (jnp.arange(rows) < state.m)
+        return jnp.any(same) | (state.m < rows), same
+
+    def update1(state: DistinctKernelState, x, reward, key, keep=True):
+        del key
+        dtype = state.sums.dtype
+        x = x.astype(dtype)
+        room, same = has_room(state, x)
+        found = jnp.any(same)
+        slot = jnp.where(found, jnp.argmax(same), state.m)
+        slot = jnp.where(keep & room, slot, rows)  # out of range: nothing is written
+        new = keep & room & ~found
+        return state._replace(Z=state.Z.at[slot].set(x, mode="drop"),
+                              counts=state.counts.at[slot].add(1.0, mode="drop"),
+                              sums=state.sums.at[slot].add(jnp.asarray(reward, dtype), mode="drop"),
+                              m=state.m + new.astype(jnp.int32))
+
+    return init1, update1, None, None, has_room
 
 
 def _common_checks(name, kernel, max_history):

@@ -16,6 +16,11 @@ Hyper-parameters (`--set KEY=VALUE`):
         for the three synchronous methods.
     async_dict_capacity, async_buffer_capacity, approx_dict_capacity: static buffer sizes of the
         Nyström methods; nkernel_capacity: history rows of each NKernelUCB client.
+    one_storage: how exact OneKernelUCB keeps its pooled model (dis_kernel.one_kernel_ucb): "panels"
+        (the default; a step at time t costs ~t^2 / 2), "dense", or "distinct" (the default of the
+        UCI environments, whose 20 k-means arms are the only contexts: counts and sums on the
+        distinct points, O(20^3) a step). The choice changes no number beyond rounding, so a
+        resumed run may change it.
 The paper grid-searches gamma and alpha over {0.1, 1, 4}: `--set grid=true` runs every algorithm
 at every point of `grid_values` (9 (gamma, alpha) points for the kernel methods, 3 alpha values
 for the others) as ONE compiled call per algorithm (vmapped, or mapped for the algorithms with
@@ -80,13 +85,14 @@ COMMON = {
     "async_buffer_capacity": 256,
     "approx_dict_capacity": 512,
     "nkernel_capacity": 256,
+    "one_storage": "panels",
     "grid": False,
     "grid_values": "0.1,1,4",
     "async_D_values": "",
     "approx_D_values": "",
 }
 SYNTH = {**COMMON, "dim": 20, "noise_std": 0.1}
-UCI = {**COMMON, "data_dir": "", "kmeans_n_init": 10}
+UCI = {**COMMON, "data_dir": "", "kmeans_n_init": 10, "one_storage": "distinct"}
 STANDIN = {**COMMON, "standin_total_users": 2500, "standin_total_items": 12000, "standin_num_ratings": 600000,
            "standin_num_users": 2000, "standin_num_items": 10000}
 
@@ -184,7 +190,7 @@ def algorithms(config, spec) -> list:
                          buffer_capacity=config["async_buffer_capacity"], **kern),
         approx_dis_kernel_ucb(q=config["q"], threshold=th["approx_D"],
                               dict_capacity=config["approx_dict_capacity"], one_active=True, **kern),
-        one_kernel_ucb(one_active=True, **kern),
+        one_kernel_ucb(one_active=True, storage=config["one_storage"], **kern),
         capped_history(n_kernel_ucb(one_active=True, **kern), nk),
         fed_glb_ucb(lam=lam, alpha=alpha, c_mu=config["glb_c_mu"], threshold=th["glb_D"], one_active=True),
         dis_lin_ucb(lam=lam, alpha=alpha, threshold=th["dislin_D"], one_active=True),

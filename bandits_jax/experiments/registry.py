@@ -20,7 +20,9 @@ from ..core import ConfigError
 
 COMMON_DEFAULTS = {"seeds": 8, "first_seed": 0, "horizon": 1000, "precision": "float64", "base_key": 0,
                    "first_segment": 128}
-RUN_KEYS = ("seeds", "first_seed", "precision")  # keys that may change between resumed runs
+# keys that may change between resumed runs (one_storage: how exact OneKernelUCB stores its model, the same
+# numbers to rounding)
+RUN_KEYS = ("seeds", "first_seed", "precision", "one_storage")
 
 
 @dataclasses.dataclass(frozen=True)
