@@ -100,6 +100,11 @@ class Algorithm(NamedTuple):
     sees_active: when True the runner passes the step's arrival mask to `select` as a fourth
     argument, so an algorithm of a one-client-per-step protocol scores only the active client
     (the actions of inactive agents are never used: their regret is 0 and `update` ignores them).
+
+    update_sees_select: when True the runner passes the step's select info to `update` as the
+    keyword `select_info`, so work done while scoring (e.g. a column that the update needs again)
+    is not repeated. Keys of the select info that begin with "_" are such caches: the runner never
+    stores them (see `public_info`).
     """
 
     name: str
@@ -112,6 +117,7 @@ class Algorithm(NamedTuple):
     description: str = ""
     batching: str = "vmap"
     sees_active: bool = False
+    update_sees_select: bool = False
 
 
 def call_select(algorithm: "Algorithm", state, contexts, key, active):
@@ -119,6 +125,18 @@ def call_select(algorithm: "Algorithm", state, contexts, key, active):
     if algorithm.sees_active:
         return algorithm.select(state, contexts, key, active)
     return algorithm.select(state, contexts, key)
+
+
+def call_update(algorithm: "Algorithm", state, contexts, actions, rewards, active, key, select_info):
+    """algorithm.update with the select info passed on when the algorithm asks for it."""
+    if algorithm.update_sees_select:
+        return algorithm.update(state, contexts, actions, rewards, active, key, select_info=select_info)
+    return algorithm.update(state, contexts, actions, rewards, active, key)
+
+
+def public_info(info: dict) -> dict:
+    """A select info without its caches (the keys that begin with "_")."""
+    return {k: v for k, v in info.items() if not k.startswith("_")}
 
 
 def gaussian_rewards(noise_std: float) -> Callable[[PyTree, Array, Array], Array]:

@@ -36,7 +36,7 @@ import numpy as np
 from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from .core import COMM_KEYS, Algorithm, ConfigError, Problem, call_select
+from .core import COMM_KEYS, Algorithm, ConfigError, Problem, call_select, call_update
 
 OUTPUT_KEYS = ("regret",) + COMM_KEYS
 
@@ -126,11 +126,11 @@ def make_step(problem: Problem, algorithm: Algorithm) -> Callable:
         else:
             active = problem.active(instance, t, k_act)
         k_sel, k_upd = algorithm_step_keys(algorithm_key, t)
-        actions, _ = call_select(algorithm, state, contexts, k_sel, active)
+        actions, sinfo = call_select(algorithm, state, contexts, k_sel, active)
         rewards = jnp.take_along_axis(all_rewards, actions[:, None], axis=1)[:, 0]
         chosen_means = jnp.take_along_axis(means, actions[:, None], axis=1)[:, 0]
         regret = jnp.where(active, jnp.max(means, axis=1) - chosen_means, 0.0)
-        state, info = algorithm.update(state, contexts, actions, rewards, active, k_upd)
+        state, info = call_update(algorithm, state, contexts, actions, rewards, active, k_upd, sinfo)
         outs = {"regret": regret}
         for key in COMM_KEYS:
             outs[key] = jnp.asarray(info.get(key, 0.0), regret.dtype)

@@ -97,26 +97,30 @@ def set_row(panels, r, row):
     return tuple(out)
 
 
-def inv_chol_append(panels, n, k_col, k_nn):
+def inv_chol_append(panels, n, k_col, k_nn, l=None):
     """`kernels.linalg.inv_chol_append` on panels: append row/column n of A to M = L^{-1}.
 
     k_col[C'] (entries >= n ignored), k_nn = A[n, n]. Returns (panels', l, d) with l = M k and
     d = sqrt(k_nn - l.l) (floored as there); row n of M becomes [-(l^T M) / d, 1 / d]. Two
-    passes over the live triangle (M k and l^T M). An n >= C' writes nothing.
+    passes over the live triangle (M k and l^T M), one when the caller already has l = M k
+    (e.g. the column of `posterior_mean_var` for this point), passed as `l`. An n >= C' writes
+    nothing.
     """
     C = panels[-1].shape[1]
     dtype = panels[0].dtype
-    k = jnp.where(mask_upto(n, C), k_col.astype(dtype), 0.0)
     k_nn = jnp.asarray(k_nn, dtype)
-    l = matmul(panels, k[:, None], n)[:, 0]
+    if l is None:
+        k = jnp.where(mask_upto(n, C), k_col.astype(dtype), 0.0)
+        l = matmul(panels, k[:, None], n)[:, 0]
     d = jnp.sqrt(jnp.maximum(k_nn - jnp.dot(l, l), jnp.finfo(dtype).eps * jnp.abs(k_nn)))
     row = jnp.where(jnp.arange(C) == n, 1.0 / d, -rmatvec(panels, l, n) / d)
     return set_row(panels, n, row), l, d
 
 
-def posterior_mean_var(panels, k_cross, k_diag, y, n):
+def posterior_mean_var(panels, k_cross, k_diag, y, n, columns=False):
     """`kernels.linalg.posterior_mean_var_inv` on panels: mean[m], var[m] (clipped at 0) of kernel
-    ridge regression at m queries, from one product M [k_cross^T, y]. k_cross[m, C'], y[C']."""
+    ridge regression at m queries, from one product M [k_cross^T, y]. k_cross[m, C'], y[C'].
+    With columns=True also V[C', m] = M k_cross^T (the `l` of `inv_chol_append` for each query)."""
     C = panels[-1].shape[1]
     dtype = panels[0].dtype
     mask = mask_upto(n, C)
@@ -125,4 +129,4 @@ def posterior_mean_var(panels, k_cross, k_diag, y, n):
     sol = matmul(panels, jnp.concatenate([kc.T, ym[:, None]], axis=1), n)
     V, w = sol[:, :-1], sol[:, -1]
     var = jnp.maximum(k_diag.astype(dtype) - jnp.sum(V * V, axis=0), 0.0)
-    return V.T @ w, var
+    return (V.T @ w, var, V) if columns else (V.T @ w, var)

@@ -87,7 +87,8 @@ from kernels import nystrom
 from kernels.functions import Kernel
 from kernels.linalg import pad_rows, sherman_morrison
 
-from ..core import Algorithm, ConfigError, EnvSpec, call_select, check_hparams, traced_hparams
+from ..core import (Algorithm, ConfigError, EnvSpec, call_select, call_update, check_hparams, public_info,
+                    traced_hparams)
 from .base import MULTI_ACTIVE_MESSAGE, check_batching, describe_error_bits, raise_on_error_bits, raise_on_nan_comm
 from .kernel import _kernel_params, _resolve_kernel
 from .linear import _float_dtype
@@ -378,8 +379,8 @@ def rollout(algorithm: Algorithm, spec: EnvSpec, hparams, contexts, rewards, act
         k_sel, k_upd = jax.random.split(jax.random.fold_in(key, t))
         actions, sinfo = call_select(algorithm, st, ctx, k_sel, act)
         r = jnp.take_along_axis(rew, actions[:, None], axis=1)[:, 0]
-        st, uinfo = algorithm.update(st, ctx, actions, r, act, k_upd)
-        return st, (actions, sinfo, uinfo)
+        st, uinfo = call_update(algorithm, st, ctx, actions, r, act, k_upd, sinfo)
+        return st, (actions, public_info(sinfo), uinfo)
 
     T = contexts.shape[0]
     state, (actions, sinfo, uinfo) = lax.scan(body, state, (jnp.arange(T), contexts, rewards, active))

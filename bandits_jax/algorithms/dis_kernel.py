@@ -69,7 +69,7 @@ from .async_kernel import argmax_random_ties
 from .base import (MULTI_ACTIVE_MESSAGE, active_index, check_batching, check_one_active, describe_error_bits,
                    independent, one_hot_action, raise_on_error_bits, raise_on_nan_comm)
 from .kernel import (DistinctKernelState, KernelState, PanelKernelState, _kernel_params, _make_distinct_learner,
-                     _make_learner, _make_panel_learner, _resolve_kernel, posterior)
+                     _make_learner, _make_panel_learner, _resolve_kernel, panel_posterior, posterior)
 from .linear import _float_dtype
 
 ERR_CAPACITY = 1
@@ -416,13 +416,20 @@ def one_kernel_ucb(kernel: Union[str, Kernel] = "rbf", lam=1.0, alpha=1.0, lengt
     def select_one(state, contexts, key, active):
         N, K = contexts.shape[:2]
         i = active_index(active)
-        mean, var, scores = scaled_ucb_scores(kern, state.model, contexts[i])
+        if storage == "panels":  # keep the chosen context's column for update1 (one pass fewer)
+            mean, var, cols = panel_posterior(kern, state.model, contexts[i])
+            var = var / state.model.hp["lam"]
+            scores = mean + state.model.hp["alpha"] * jnp.sqrt(var)
+        else:
+            mean, var, scores = scaled_ucb_scores(kern, state.model, contexts[i])
         noise = jax.random.uniform(key, (N, K), scores.dtype)[i]
         action = argmax_random_ties(scores, noise)
-        return one_hot_action(i, action, N), {"mean": mean, "var": var, "scores": scores, "tie_noise": noise,
-                                              "client": i}
+        info = {"mean": mean, "var": var, "scores": scores, "tie_noise": noise, "client": i}
+        if storage == "panels":
+            info["_column"] = cols[:, action]
+        return one_hot_action(i, action, N), info
 
-    def update(state, contexts, actions, rewards, active, key):
+    def update(state, contexts, actions, rewards, active, key, select_info=None):
         model = state.model
         dtype = (model.sums if storage == "distinct" else model.y).dtype
         N, _, d = contexts.shape
@@ -431,7 +438,10 @@ def one_kernel_ucb(kernel: Union[str, Kernel] = "rbf", lam=1.0, alpha=1.0, lengt
         x = contexts[i, actions[i]]
         room = has_room(model, x)[0] if storage == "distinct" else model.n < model.y.shape[0]
         # a step without an active client writes nothing (a where over the state would copy it)
-        model = update1(model, x, rewards[i], key, keep=any_active)
+        if select_info is not None and "_column" in select_info:
+            model = update1(model, x, rewards[i], key, keep=any_active, l=select_info["_column"])
+        else:
+            model = update1(model, x, rewards[i], key, keep=any_active)
         err = state.error | (jnp.where(any_active & ~room, ERR_CAPACITY, 0)
                              | jnp.where(jnp.sum(active) > 1, ERR_MULTI_ACTIVE, 0))
         up, down = raw_point_comm(any_active, d, N, dtype)
@@ -445,7 +455,8 @@ def one_kernel_ucb(kernel: Union[str, Kernel] = "rbf", lam=1.0, alpha=1.0, lengt
     return Algorithm(name, dict(hp0), init, select_one if one_active else select, update, capacity1,
                      None if capacity1 is None else resize,
                      description=f"OneKernelUCB ({kern.name} kernel), one exact model on all clients' data",
-                     sees_active=one_active, batching=batching)
+                     sees_active=one_active, batching=batching,
+                     update_sees_select=one_active and storage == "panels")
 
 
 # ============================================================================ NKernelUCB

@@ -147,6 +147,15 @@ def kernel_params(kern: Kernel, state) -> dict:
     return _kernel_params(kern.params, state.hp["lengthscale"], dtype)
 
 
+def panel_posterior(kern: Kernel, state: PanelKernelState, contexts):
+    """`posterior` of a PanelKernelState with the columns V[C, K] = L^{-1} k(X, contexts) as well
+    (update1 of the panel learner takes the chosen context's column as `l`)."""
+    contexts = contexts.astype(state.y.dtype)
+    p = kernel_params(kern, state)
+    return panel_ops.posterior_mean_var(state.panels, kern.fn(contexts, state.X, p), kern.diag(contexts, p),
+                                        state.y, state.n, columns=True)
+
+
 def posterior(kern: Kernel, state: KernelState, contexts):
     """Posterior mean[K] and variance[K] of one agent at contexts[K, d] (module docstring)."""
     if isinstance(state, DistinctKernelState):
@@ -243,8 +252,9 @@ def _make_panel_learner(kern: Kernel, defaults: dict, block: int):
         return PanelKernelState(hp=hp, X=jnp.zeros((C, spec.dim), dtype), y=jnp.zeros((C,), dtype),
                                 panels=panel_ops.eye(C, block, dtype), n=jnp.zeros((), jnp.int32))
 
-    def update1(state: PanelKernelState, x, reward, key, keep=True):
-        """Absorb (x, reward); with keep False (traced) nothing is written (no copy of the state)."""
+    def update1(state: PanelKernelState, x, reward, key, keep=True, l=None):
+        """Absorb (x, reward); with keep False (traced) nothing is written (no copy of the state).
+        l: the column L^{-1} k(X, x) if the caller has it (`panel_posterior`), saving a pass."""
         del key
         dtype = state.y.dtype
         x = x.astype(dtype)
@@ -254,7 +264,7 @@ def _make_panel_learner(kern: Kernel, defaults: dict, block: int):
         k_nn = kern.diag(x[None, :], p)[0] + state.hp["lam"]
         keep = keep & (state.n < C)
         row = jnp.where(keep, state.n, C)  # a full buffer (or keep False) writes nothing
-        panels, _, _ = panel_ops.inv_chol_append(state.panels, row, k_col, k_nn)
+        panels, _, _ = panel_ops.inv_chol_append(state.panels, row, k_col, k_nn, l=l)
         return PanelKernelState(hp=state.hp, X=state.X.at[row].set(x, mode="drop"),
                                 y=state.y.at[row].set(jnp.asarray(reward, dtype), mode="drop"),
                                 panels=panels, n=state.n + keep.astype(jnp.int32))
