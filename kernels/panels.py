@@ -16,11 +16,19 @@ costs sum_t t^2 / 2 without any resizing. Under `vmap` a cond whose predicate is
 both branches, so the skipping needs the runs of a batch to be run one after another (the
 runner's batching="map"); the numbers are the same either way.
 
-Padding convention as in `kernels.linalg`: rows >= n are unit rows, vectors paired with the
-matrix carry zeros at indices >= n (the functions that take n mask their inputs themselves).
+Appending a row (the Schur step of `kernels.linalg.inv_chol_append`) needs a pass l^T M; `Factor`
+keeps the newest rows pending in a small block and writes them B at a time, so that growing
+the factor costs one pass per B points (see its docstring).
+
+Padding convention as in `kernels.linalg`: rows >= n are unit rows, and vectors paired with the
+matrix must carry zeros at indices >= n.
 """
 from __future__ import annotations
 
+import math
+from typing import NamedTuple
+
+import jax
 import jax.numpy as jnp
 from jax import lax
 
@@ -74,59 +82,96 @@ def matmul(panels, V, n):
     return jnp.concatenate(out, axis=0)
 
 
-def rmatvec(panels, v, n):
-    """v^T M for v[C'] whose entries >= n are zero. ~n^2 / 2."""
+# ---------------------------------------------------------------------------------------------
+# appends in blocks: the pending rows
+
+
+class Factor(NamedTuple):
+    """M = L^{-1} of n live rows with the last p = n - n0 rows pending (not yet written in panels).
+
+    Writing row n of M costs a pass l^T M over the triangle (`inv_chol_append`). Here the new rows
+    wait in a block of B: with A0 the first n0 rows, W[j] = (M0 k_j)^T for pending point j (zero
+    beyond n0) and S = K_pp + lam I - W W^T the Schur complement, of inverse factor S_inv [B, B],
+
+        M = [[M0, 0], [-S_inv W M0, S_inv]],  so  M V = [M0 V_0; S_inv (V_p - W (M0 V_0))]
+
+    costs one pass over M0 plus O(B C m). Every B appends the block is written in one pass
+    (W M0 for B rows at once, `flush`), so a step costs one pass over the triangle instead of two.
+    n0 is a multiple of B and B divides the panel height, so a block never straddles two panels.
+    """
+
+    panels: tuple
+    W: jax.Array
+    S_inv: jax.Array
+    n0: jax.Array
+
+
+def block_rows(rows: int, block: int, pending: int) -> int:
+    """The pending block size B: a divisor of the panel height (gcd of it and `pending`)."""
+    return math.gcd(int(pending), layout(rows, block)[0])
+
+
+def factor_eye(rows: int, block: int, pending: int, dtype) -> Factor:
+    """The factor of no data (the identity) for `rows` rows (rounded up to panels)."""
+    C = padded_rows(rows, block)
+    B = block_rows(rows, block, pending)
+    return Factor(eye(rows, block, dtype), jnp.zeros((B, C), dtype), jnp.eye(B, dtype=dtype), jnp.zeros((), jnp.int32))
+
+
+def rmatmul(panels, U, n):
+    """U^T M for U[C', m] whose rows >= n are zero -> [m, C']. ~n^2 m / 2."""
     b = panels[0].shape[0]
-    out = jnp.zeros((panels[-1].shape[1],), v.dtype)
+    out = jnp.zeros((U.shape[1], panels[-1].shape[1]), U.dtype)
     for i, p in enumerate(panels):
         w = p.shape[1]
-        out = lax.cond(i * b < n, lambda o, p=p, w=w, i=i: o.at[:w].add(v[i * b:(i + 1) * b] @ p),
+        out = lax.cond(i * b < n, lambda o, p=p, w=w, i=i: o.at[:, :w].add(U[i * b:(i + 1) * b].T @ p),
                        lambda o: o, out)
     return out
 
 
-def set_row(panels, r, row):
-    """Panels with row r (traced) replaced by row[C'] (only its first (I + 1) b entries are kept,
-    I = r // b, i.e. the row must be zero beyond). An r >= C' writes nothing."""
-    b = panels[0].shape[0]
-    out = []
-    for i, p in enumerate(panels):
-        local = r - i * b
-        local = jnp.where((local >= 0) & (local < b), local, b)  # b: out of range, dropped (never wrapped)
-        out.append(p.at[local].set(row[:p.shape[1]], mode="drop"))
-    return tuple(out)
+def factor_matmul(F: Factor, V, n):
+    """M V for V[C', m] whose rows >= n are zero (n live rows, n0 of them written)."""
+    B, C = F.W.shape
+    top = matmul(F.panels, jnp.where(mask_upto(F.n0, C)[:, None], V, 0.0), F.n0)
+    Vp = lax.dynamic_slice(jnp.pad(V, [(0, B), (0, 0)]), (F.n0, jnp.zeros_like(F.n0)), (B, V.shape[1]))
+    bottom = F.S_inv @ (Vp - F.W @ top)
+    return lax.dynamic_update_slice(jnp.pad(top, [(0, B), (0, 0)]), bottom, (F.n0, jnp.zeros_like(F.n0)))[:C]
 
 
-def inv_chol_append(panels, n, k_col, k_nn, l=None):
-    """`kernels.linalg.inv_chol_append` on panels: append row/column n of A to M = L^{-1}.
+def flush(F: Factor, n) -> Factor:
+    """Write the pending rows n0 .. n - 1 (rows up to n0 + B - 1 beyond n are identity rows)."""
+    B, C = F.W.shape
+    b = F.panels[0].shape[0]
+    R = -F.S_inv @ rmatmul(F.panels, F.W.T, F.n0)  # [B, C], zero beyond n0
+    rows = lax.dynamic_update_slice(jnp.pad(R, [(0, 0), (0, B)]), F.S_inv, (jnp.zeros_like(F.n0), F.n0))[:, :C]
+    panels = []
+    for i, p in enumerate(F.panels):
+        local = F.n0 - i * b
+        inside = (local >= 0) & (local < b)
+        idx = jnp.where(inside, local + jnp.arange(B), b)  # b: out of range, dropped
+        panels.append(p.at[idx].set(rows[:, :p.shape[1]], mode="drop"))
+    return Factor(tuple(panels), jnp.zeros_like(F.W), jnp.eye(B, dtype=F.S_inv.dtype), jnp.minimum(n, C).astype(jnp.int32))
 
-    k_col[C'] (entries >= n ignored), k_nn = A[n, n]. Returns (panels', l, d) with l = M k and
-    d = sqrt(k_nn - l.l) (floored as there); row n of M becomes [-(l^T M) / d, 1 / d]. Two
-    passes over the live triangle (M k and l^T M), one when the caller already has l = M k
-    (e.g. the column of `posterior_mean_var` for this point), passed as `l`. An n >= C' writes
-    nothing.
-    """
-    C = panels[-1].shape[1]
-    dtype = panels[0].dtype
+
+def factor_append(F: Factor, n, l, k_nn, keep=True) -> Factor:
+    """Append row n (point x) given l = M k(X, x) (`factor_matmul` of the masked kernel column) and
+    k_nn = k(x, x) + lam. Nothing is written when keep is False or n >= C'. The block is flushed
+    when it is full. Returns the factor of n + 1 rows (n rows if nothing was written)."""
+    B, C = F.W.shape
+    dtype = F.W.dtype
     k_nn = jnp.asarray(k_nn, dtype)
-    if l is None:
-        k = jnp.where(mask_upto(n, C), k_col.astype(dtype), 0.0)
-        l = matmul(panels, k[:, None], n)[:, 0]
     d = jnp.sqrt(jnp.maximum(k_nn - jnp.dot(l, l), jnp.finfo(dtype).eps * jnp.abs(k_nn)))
-    row = jnp.where(jnp.arange(C) == n, 1.0 / d, -rmatvec(panels, l, n) / d)
-    return set_row(panels, n, row), l, d
+    p = n - F.n0
+    keep = jnp.asarray(keep) & (n < C)
+    slot = jnp.where(keep, p, B)  # B: out of range, dropped
+    top = jnp.where(mask_upto(F.n0, C), l, 0.0)
+    lp = lax.dynamic_slice(jnp.pad(l, [(0, B)]), (F.n0,), (B,))  # the pending part, zero beyond p
+    row = jnp.where(jnp.arange(B) == p, 1.0 / d, -(lp @ F.S_inv) / d)
+    F = F._replace(W=F.W.at[slot].set(top, mode="drop"), S_inv=F.S_inv.at[slot].set(row, mode="drop"))
+    n_new = n + keep.astype(jnp.int32)
+    return lax.cond(n_new - F.n0 == B, lambda f: flush(f, n_new), lambda f: f, F)
 
 
-def posterior_mean_var(panels, k_cross, k_diag, y, n, columns=False):
-    """`kernels.linalg.posterior_mean_var_inv` on panels: mean[m], var[m] (clipped at 0) of kernel
-    ridge regression at m queries, from one product M [k_cross^T, y]. k_cross[m, C'], y[C'].
-    With columns=True also V[C', m] = M k_cross^T (the `l` of `inv_chol_append` for each query)."""
-    C = panels[-1].shape[1]
-    dtype = panels[0].dtype
-    mask = mask_upto(n, C)
-    kc = jnp.where(mask[None, :], k_cross.astype(dtype), 0.0)
-    ym = jnp.where(mask, y.astype(dtype), 0.0)
-    sol = matmul(panels, jnp.concatenate([kc.T, ym[:, None]], axis=1), n)
-    V, w = sol[:, :-1], sol[:, -1]
-    var = jnp.maximum(k_diag.astype(dtype) - jnp.sum(V * V, axis=0), 0.0)
-    return (V.T @ w, var, V) if columns else (V.T @ w, var)
+def factor_to_dense(F: Factor, n):
+    """The [C', C'] matrix M of a factor of n live rows (tests)."""
+    return to_dense(flush(jax.tree_util.tree_map(jnp.asarray, F), n).panels)

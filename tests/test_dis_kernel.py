@@ -143,8 +143,8 @@ def test_dis_kernel_ucb_resize_changes_nothing():
 
 
 # ----------------------------------------------------------------------------------- One / N KernelUCB
-@pytest.mark.parametrize("static", [(("storage", "panels"), ("block", 16)), (("storage", "panels"),),
-                                    (("storage", "dense"),)], ids=["panels-16", "panels-1024", "dense"])
+@pytest.mark.parametrize("static", [(("storage", "panels"), ("block", 16), ("pending", 4)), (("storage", "panels"),),
+                                    (("storage", "dense"),)], ids=["panels-16-pending-4", "panels-1024", "dense"])
 def test_one_kernel_ucb_matches_numpy_and_counts_messages(static):
     with jax.enable_x64(True):
         contexts, rewards, arrivals, active = _env(3, 4, 2, 40, seed=5)
@@ -160,10 +160,14 @@ def test_one_kernel_ucb_matches_numpy_and_counts_messages(static):
         # the incrementally grown factor equals a fresh factorisation of K + lam I
         X = state.model.X[:40]
         K = np.exp(-((X[:, None] - X[None]) ** 2).sum(-1) / (2 * 0.7**2)) + np.eye(40)
-        dense = state.model.chol_inv if dict(static)["storage"] == "dense" else panel_ops.to_dense(state.model.panels)
+        if dict(static)["storage"] == "dense":
+            dense = state.model.chol_inv
+        else:
+            dense = panel_ops.factor_to_dense(state.model.factor, 40)
         np.testing.assert_allclose(dense[:40, :40], np.linalg.inv(np.linalg.cholesky(K)), atol=1e-9)
         if dict(static).get("block") == 16:  # 40 rows in panels of 16: three panels, the last one part padding
-            assert [p.shape for p in state.model.panels] == [(16, 16), (16, 32), (16, 48)]
+            assert [p.shape for p in state.model.factor.panels] == [(16, 16), (16, 32), (16, 48)]
+            assert int(state.model.factor.n0) == 40  # ten blocks of 4 written
             np.testing.assert_array_equal(dense[40:, 40:], np.eye(8))
 
 

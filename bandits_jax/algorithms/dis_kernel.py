@@ -368,7 +368,7 @@ STORAGES = ("panels", "dense", "distinct")
 
 
 def one_kernel_ucb(kernel: Union[str, Kernel] = "rbf", lam=1.0, alpha=1.0, lengthscale=1.0, *,
-                   one_active: bool = False, storage: str = "panels", block: int = 1024,
+                   one_active: bool = False, storage: str = "panels", block: int = 1024, pending: int = 64,
                    distinct_capacity: int = 64, batching: Optional[str] = None, **kw) -> Algorithm:
     """OneKernelUCB (spec B1): one exact KernelUCB on the pooled data of all clients.
 
@@ -378,9 +378,11 @@ def one_kernel_ucb(kernel: Union[str, Kernel] = "rbf", lam=1.0, alpha=1.0, lengt
     Static storage of the inverse factor (the numbers are the same, to rounding):
       "panels" (default): row panels of `block` rows (kernels.panels) holding only the lower
           triangle, with a capacity of the horizon (rounded up to the panel height) from the start;
-          panels beyond the live rows are skipped, so a step at time t reads ~t^2 / 2 numbers,
-          the least an exact step can. Default batching "map": the skipping is a lax.cond, which
-          under vmap would run both branches.
+          panels beyond the live rows are skipped, so a step at time t reads ~t^2 / 2 numbers.
+          New rows wait in a block of `pending` and are written together, and the update reuses
+          select's column for the chosen context, so a step makes ONE pass over the triangle (the
+          product with the K contexts and y). Default batching "map": the skipping and the block
+          writes are lax.conds, which under vmap would run both branches at every step.
       "dense": a [C, C] buffer grown by the runner's doubling segments (`capacity(spec, t_end) =
           t_end` rows); a step reads C^2 numbers, C <= 2 t. Default batching "vmap".
       "distinct": for problems whose contexts come from a finite set (the k-means arms of the UCI
@@ -396,10 +398,11 @@ def one_kernel_ucb(kernel: Union[str, Kernel] = "rbf", lam=1.0, alpha=1.0, lengt
     if storage not in STORAGES:
         raise ConfigError(f"{name}: storage must be one of {STORAGES}, got {storage!r}")
     _check_capacity(name, "block", block)
+    _check_capacity(name, "pending", pending)
     batching = check_batching(name, batching or ("map" if storage == "panels" else "vmap"))
     _check_capacity(name, "distinct_capacity", distinct_capacity)
     if storage == "panels":
-        init1, update1, capacity1, resize1 = _make_panel_learner(kern, hp0, block)
+        init1, update1, capacity1, resize1 = _make_panel_learner(kern, hp0, block, pending)
     elif storage == "dense":
         init1, update1, capacity1, resize1 = _make_learner(kern, hp0, None)
     else:

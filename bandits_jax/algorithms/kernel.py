@@ -46,7 +46,7 @@ import jax.numpy as jnp
 
 from kernels import panels as panel_ops
 from kernels.functions import Kernel, get_kernel
-from kernels.linalg import inv_chol_append, pad_chol, pad_rows, posterior_mean_var_inv
+from kernels.linalg import inv_chol_append, mask_upto, pad_chol, pad_rows, posterior_mean_var_inv
 
 from ..core import Algorithm, ConfigError, EnvSpec, check_hparams, traced_hparams
 from .base import independent
@@ -71,13 +71,14 @@ class KernelState(NamedTuple):
 
 
 class PanelKernelState(NamedTuple):
-    """`KernelState` with the inverse factor held as row panels (`kernels.panels`) instead of a
-    dense [C, C] buffer: products cost ~n^2 / 2 for n live rows, whatever the capacity C."""
+    """`KernelState` with the inverse factor held as row panels with a pending block
+    (`kernels.panels.Factor`) instead of a dense [C, C] buffer: a step costs ~n^2 / 2 for n live
+    rows, whatever the capacity C."""
 
     hp: dict
     X: jax.Array
     y: jax.Array
-    panels: tuple
+    factor: panel_ops.Factor
     n: jax.Array
 
 
@@ -152,8 +153,20 @@ def panel_posterior(kern: Kernel, state: PanelKernelState, contexts):
     (update1 of the panel learner takes the chosen context's column as `l`)."""
     contexts = contexts.astype(state.y.dtype)
     p = kernel_params(kern, state)
-    return panel_ops.posterior_mean_var(state.panels, kern.fn(contexts, state.X, p), kern.diag(contexts, p),
-                                        state.y, state.n, columns=True)
+    return panel_factor_posterior(state, kern.fn(contexts, state.X, p), kern.diag(contexts, p))
+
+
+def panel_factor_posterior(state: PanelKernelState, k_cross, k_diag):
+    """mean[m], var[m], V[C, m] = L^{-1} k_cross^T from one product with the factor (pending rows included)."""
+    C = state.y.shape[0]
+    dtype = state.y.dtype
+    mask = mask_upto(state.n, C)
+    kc = jnp.where(mask[None, :], k_cross.astype(dtype), 0.0)
+    ym = jnp.where(mask, state.y, 0.0)
+    sol = panel_ops.factor_matmul(state.factor, jnp.concatenate([kc.T, ym[:, None]], axis=1), state.n)
+    V, w = sol[:, :-1], sol[:, -1]
+    var = jnp.maximum(k_diag.astype(dtype) - jnp.sum(V * V, axis=0), 0.0)
+    return V.T @ w, var, V
 
 
 def posterior(kern: Kernel, state: KernelState, contexts):
@@ -165,7 +178,7 @@ def posterior(kern: Kernel, state: KernelState, contexts):
     k_cross = kern.fn(contexts, state.X, p)  # [K, C]; columns >= n are masked
     k_diag = kern.diag(contexts, p)  # [K]
     if isinstance(state, PanelKernelState):
-        return panel_ops.posterior_mean_var(state.panels, k_cross, k_diag, state.y, state.n)
+        return panel_factor_posterior(state, k_cross, k_diag)[:2]
     return posterior_mean_var_inv(state.chol_inv, k_cross, k_diag, state.y, state.n)
 
 
@@ -232,12 +245,13 @@ def _make_learner(kern: Kernel, defaults: dict, max_history: Optional[int]):
     return init1, update1, capacity1, resize1
 
 
-def _make_panel_learner(kern: Kernel, defaults: dict, block: int):
+def _make_panel_learner(kern: Kernel, defaults: dict, block: int, pending: int):
     """init1 / update1 / capacity1 / resize1 of one exact learner on panels (`PanelKernelState`).
 
     The capacity is the horizon rounded up to the panel height, fixed for the whole run (a step
     costs ~n^2 / 2 for n live rows, so nothing is gained by growing it; the memory, C^2 / 2 numbers,
-    is taken at the start). update1 absorbs every point (no max_history).
+    is taken at the start). update1 absorbs every point (no max_history). New rows wait in a block
+    of `pending` (kernels.panels.Factor) and are written together.
     """
 
     def capacity1(spec: EnvSpec, t_end: int) -> int:
@@ -248,9 +262,10 @@ def _make_panel_learner(kern: Kernel, defaults: dict, block: int):
         del key
         dtype = _float_dtype()
         hp = traced_hparams(defaults, hp, dtype)
-        C = capacity1(spec, spec.horizon) if capacity is None else panel_ops.padded_rows(int(capacity), block)
+        rows = capacity1(spec, spec.horizon) if capacity is None else int(capacity)
+        C = panel_ops.padded_rows(rows, block)
         return PanelKernelState(hp=hp, X=jnp.zeros((C, spec.dim), dtype), y=jnp.zeros((C,), dtype),
-                                panels=panel_ops.eye(C, block, dtype), n=jnp.zeros((), jnp.int32))
+                                factor=panel_ops.factor_eye(rows, block, pending, dtype), n=jnp.zeros((), jnp.int32))
 
     def update1(state: PanelKernelState, x, reward, key, keep=True, l=None):
         """Absorb (x, reward); with keep False (traced) nothing is written (no copy of the state).
@@ -260,22 +275,22 @@ def _make_panel_learner(kern: Kernel, defaults: dict, block: int):
         x = x.astype(dtype)
         C = state.y.shape[0]
         p = kernel_params(kern, state)
-        k_col = kern.fn(x[None, :], state.X, p)[0]
         k_nn = kern.diag(x[None, :], p)[0] + state.hp["lam"]
+        if l is None:
+            k_col = jnp.where(mask_upto(state.n, C), kern.fn(x[None, :], state.X, p)[0], 0.0)
+            l = panel_ops.factor_matmul(state.factor, k_col[:, None], state.n)[:, 0]
         keep = keep & (state.n < C)
         row = jnp.where(keep, state.n, C)  # a full buffer (or keep False) writes nothing
-        panels, _, _ = panel_ops.inv_chol_append(state.panels, row, k_col, k_nn, l=l)
+        factor = panel_ops.factor_append(state.factor, state.n, l, k_nn, keep)
         return PanelKernelState(hp=state.hp, X=state.X.at[row].set(x, mode="drop"),
                                 y=state.y.at[row].set(jnp.asarray(reward, dtype), mode="drop"),
-                                panels=panels, n=state.n + keep.astype(jnp.int32))
+                                factor=factor, n=state.n + keep.astype(jnp.int32))
 
     def resize1(state: PanelKernelState, rows: int) -> PanelKernelState:
-        C = panel_ops.padded_rows(int(rows), block)
-        if C == state.y.shape[0]:
-            return state
-        dense = pad_chol(panel_ops.to_dense(state.panels), C)
-        return state._replace(X=pad_rows(state.X, C), y=pad_rows(state.y, C),
-                              panels=panel_ops.from_dense(dense, block))
+        if panel_ops.padded_rows(int(rows), block) != state.y.shape[0]:
+            raise ConfigError(f"panel storage has a fixed capacity of {state.y.shape[0]} rows (the horizon); "
+                              f"it cannot be resized to {rows}")
+        return state
 
     return init1, update1, capacity1, resize1
 
