@@ -26,12 +26,13 @@ The prefix run comes first; a full-horizon run whose estimate (prefix run second
 the rough model "sum over segments of steps x C^2") exceeds --budget-seconds is skipped, with the
 prefix columns and the ratio still reported.
 
-OneKernelUCB's pooled kernel matrix grows through the runner's doubling capacity segments. Its
-capacity comparison (bench.__main__.capacity_comparison) times the default doubling segments
-against one fixed buffer of the final capacity (first_segment = T) at --async-capacity-seeds
-seeds; model ratio = (T x T^2) / (sum over segments of steps x C^2). When the fixed run would
-exceed --budget-seconds at T, it is measured at the largest T' = T / 2^k that fits, and the
-fixed run time at T is extrapolated from it by the model ((T / T')^3); the table says so.
+OneKernelUCB's pooled inverse factor is, by default, stored as row panels whose dead part is
+skipped (a step at time t costs ~t^2 / 2; model units sum_t t^2). Its storage comparison times,
+at --async-capacity-seeds seeds and T, the dense storage grown by the runner's doubling capacity
+segments (model sum over segments of steps x C^2), and the dense storage in one fixed buffer of
+the final capacity (first_segment = T, model T x T^2; bench.__main__.capacity_comparison). When
+the fixed run would exceed --budget-seconds at T, it is measured at the largest T' = T / 2^k
+that fits, and its run time at T is extrapolated by the model ((T / T')^3); the table says so.
 """
 from __future__ import annotations
 
@@ -256,17 +257,59 @@ def bench_algorithm(name, alg, problem, prefix_problem, cfg, args, seed_counts, 
                   numpy_horizon=Tp, segments=[list(s) for s in runner.segments(alg, problem, fs)],
                   hparams={k: float(v) for k, v in alg.hparams.items()}, numpy=ref, rows=rows)
     if name == "OneKernelUCB":
-        if last is not None:
-            result["capacity"] = capacity_section(CapacityCase(name, fs), alg, cfg, problem, args, last, compiled,
-                                                  rows, capacity_comparison)
-        else:
-            result["capacity"] = dict(seeds=args.async_capacity_seeds, skipped=True,
-                                      note="skipped: no full-horizon run was measured")
+        result["capacity"] = storage_section(alg, cfg, problem, args, last, capacity_comparison)
     return result
 
 
+# ------------------------------------------------------------------------------------ OneKernelUCB storage
+def dense_variant(cfg: dict, problem):
+    """OneKernelUCB as the experiment builds it, with the dense segment-grown storage."""
+    return dict(zip(async_exps.ALGORITHMS, async_exps.algorithms({**cfg, "one_storage": "dense"},
+                                                                 problem.spec)))["OneKernelUCB"]
+
+
+def panel_work(problem) -> float:
+    """Model units of the default (panel) storage: sum over steps of t^2 (the live triangle, twice)."""
+    T = problem.spec.horizon
+    return float(sum(float(t) ** 2 for t in range(1, T + 1)))
+
+
+def storage_section(alg, cfg, problem, args, last, capacity_comparison) -> dict:
+    """The default panel storage (the rows above) against the dense storage at S = --async-capacity-seeds:
+    dense with the runner's doubling segments, measured at T, and dense in one fixed T x T buffer
+    (capacity_section: measured at T, or at T' and extrapolated)."""
+    S, T, fs = args.async_capacity_seeds, problem.spec.horizon, cfg["first_segment"]
+    if last is None:
+        return dict(seeds=S, skipped=True, note="skipped: no full-horizon panel run was measured")
+    panels_T = last["run_seconds"] * S / last["seeds"]
+    dense = dense_variant(cfg, problem)
+    case = CapacityCase("OneKernelUCB (dense)", fs)
+    est = panels_T * case.work(dense, problem, fs) / panel_work(problem)
+    if est > args.budget_seconds:
+        return dict(seeds=S, skipped=True, panels_run_seconds=panels_T,
+                    note=f"skipped: dense doubling run est. {est:.0f} s > budget {args.budget_seconds:.0f} s")
+    log(f"[OneKernelUCB] dense storage, doubling segments, S = {S} at T = {T} ...")
+    out, peak, final = jax_batch(problem, dense, S, fs)
+    log(f"[OneKernelUCB] dense doubling: run {out.run_seconds:.1f} s (panels {panels_T:.1f} s)")
+    dense_last = dict(seeds=S, run_seconds=out.run_seconds, peak_bytes=float(peak))
+    info = capacity_section(case, dense, cfg, problem, args, dense_last, {}, [], capacity_comparison)
+    info.update(panels_run_seconds=panels_T, dense_doubling_run_seconds=out.run_seconds,
+                dense_doubling_peak_mb=peak / MB, dense_doubling_regret_mean=final,
+                panels_model_units=panel_work(problem), dense_doubling_model_units=case.work(dense, problem, fs),
+                doubling_over_panels=out.run_seconds / panels_T)
+    fixed = info.get("fixed_run_seconds_at_horizon_extrapolated")
+    if fixed is None and not info.get("skipped"):
+        fixed = info.get("fixed_run_seconds")
+    if fixed is not None:
+        info["fixed_over_panels"] = fixed / panels_T
+    return info
+
+
 def step_model(alg, problem, first: int) -> float:
-    """Rough cost of a run for the skip estimate only: sum over segments of steps x C^2."""
+    """Rough cost of a run for the skip estimate only: sum over segments of steps x C^2, or sum of t^2
+    for a state of fixed capacity whose cost grows with the live rows (OneKernelUCB's panels)."""
+    if alg.name == "OneKernelUCB" and alg.capacity is not None and alg.batching == "map":
+        return panel_work(problem)
     return float(sum((t1 - t0) * float(cap or 1) ** 2 for t0, t1, cap in runner.segments(alg, problem, first)))
 
 
@@ -372,12 +415,19 @@ def table(section: dict) -> str:
         cap = res.get("capacity")
         if not cap:
             continue
-        head = f"{res['algorithm']} fixed final-capacity buffer vs doubling segments at S = {cap['seeds']}"
+        head = f"{res['algorithm']} storage at S = {cap['seeds']}"
         if cap.get("skipped"):
             out.append(f"{head}: {cap['note']}")
-        elif cap.get("extrapolated"):
+            continue
+        out.append(
+            f"{head}, T={cap['horizon']}: panels (default, ~t^2/2 a step) {cap['panels_run_seconds']:.1f} s; dense "
+            f"doubling segments {cap['dense_doubling_run_seconds']:.1f} s = x{cap['doubling_over_panels']:.2f} of "
+            f"panels (model x{cap['dense_doubling_model_units'] / cap['panels_model_units']:.2f})"
+            + (f"; dense fixed T x T buffer x{cap['fixed_over_panels']:.1f} of panels" if "fixed_over_panels" in cap
+               else ""))
+        if cap.get("extrapolated"):
             out.append(
-                f"{head}: at T'={cap['measured_horizon']}: run {cap['fixed_run_seconds']:.2f} s vs "
+                f"  dense fixed vs doubling: at T'={cap['measured_horizon']}: run {cap['fixed_run_seconds']:.2f} s vs "
                 f"{cap['doubling_run_seconds']:.2f} s = x{cap['ratio']:.2f} measured (model x{cap['model_ratio']:.2f}); "
                 f"at T={cap['horizon']}: fixed {cap['fixed_run_seconds_at_horizon_extrapolated']:.3g} s EXTRAPOLATED vs "
                 f"doubling {cap['doubling_run_seconds_at_horizon']:.2f} s measured = "
@@ -385,7 +435,8 @@ def table(section: dict) -> str:
                 f"{cap['note']}")
         else:
             out.append(
-                f"{head}, T={cap['horizon']}: run {cap['fixed_run_seconds']:.2f} s vs {cap['doubling_run_seconds']:.2f} s "
-                f"= x{cap['ratio']:.2f} measured (model sum steps x C^2: x{cap['model_ratio']:.2f}); compile "
-                f"{cap['fixed_compile_seconds']:.1f} s vs {cap['doubling_compile_seconds']:.1f} s")
+                f"  dense fixed vs doubling, T={cap['horizon']}: run {cap['fixed_run_seconds']:.2f} s vs "
+                f"{cap['doubling_run_seconds']:.2f} s = x{cap['ratio']:.2f} measured (model sum steps x C^2: "
+                f"x{cap['model_ratio']:.2f}); compile {cap['fixed_compile_seconds']:.1f} s vs "
+                f"{cap['doubling_compile_seconds']:.1f} s")
     return "\n".join(out)

@@ -112,17 +112,23 @@ def test_async_rows_are_measured(quick_result):
     assert "NumPy/JAX" in quick_result["table"] and "OneKernelUCB" in quick_result["table"]
 
 
-def test_async_one_kernel_capacity_comparison(quick_result):
+def test_async_one_kernel_storage_comparison(quick_result):
     one = next(res for res in quick_result["async_section"]["results"] if res["algorithm"] == "OneKernelUCB")
-    assert len(one["segments"]) > 1  # the quick size still has doubling segments
+    assert len(one["segments"]) == 1  # panels: one capacity (the horizon) for the whole run
     cap = one["capacity"]
     assert cap["skipped"] is False and cap["extrapolated"] is False
     assert cap["ratio"] == pytest.approx(cap["fixed_run_seconds"] / cap["doubling_run_seconds"])
-    # model: T x T^2 over the sum over segments of steps x C^2
+    assert cap["doubling_over_panels"] == pytest.approx(cap["dense_doubling_run_seconds"] / cap["panels_run_seconds"])
+    assert cap["fixed_over_panels"] == pytest.approx(cap["fixed_run_seconds"] / cap["panels_run_seconds"])
+    # models: T x T^2 (fixed) over the sum over the dense doubling segments of steps x C^2, and sum_t t^2 (panels)
     T = one["spec"]["horizon"]
-    doubling = sum((t1 - t0) * c * c for t0, t1, c in one["segments"])
-    assert cap["model_ratio"] == pytest.approx(T * T * T / doubling)
+    assert cap["panels_model_units"] == pytest.approx(sum(t * t for t in range(1, T + 1)))
+    assert cap["model_ratio"] == pytest.approx(T * T * T / cap["dense_doubling_model_units"])
     assert cap["model_ratio"] > 1
+    # the dense storage computes the same run as the panels (same regret to rounding)
+    row = next(r for r in one["rows"] if r["seeds"] == cap["seeds"])
+    assert cap["dense_doubling_regret_mean"] == pytest.approx(row["final_regret_mean"], rel=1e-9)
+    assert "dense doubling segments" in quick_result["table"]
 
 
 def test_async_only_selects_the_section():
