@@ -20,9 +20,20 @@ def plot_results(out_dir, filename: str = "plot.png") -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    fig = draw_results(load_results(out_dir))
+    path = Path(out_dir) / filename
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def draw_results(res):
+    """The matplotlib figure of `plot_results` for loaded results (each curve one color in every panel)."""
+    import matplotlib
+    import matplotlib.pyplot as plt
     import matplotlib.ticker  # noqa: F401  (the N panel's tick formatter)
 
-    res = load_results(out_dir)
     ddof = int(res.metadata.get("se_ddof", 0))
     hidden = {n for points in res.metadata.get("grids", {}).values() for n in points}
     shown = hidden & set(grid_choices(res).values())
@@ -32,6 +43,8 @@ def plot_results(out_dir, filename: str = "plot.png") -> Path:
     final = {row["algorithm"]: row for row in summary_rows(res)}  # final regret mean and SE per curve
     by_n = agent_count_groups(algorithms, res.metadata.get("algorithm_problems", {}))
     panels = (3 if any_comm else 1) + (1 if by_n else 0)
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    color = {alg: cycle[k % len(cycle)] for k, alg in enumerate(algorithms)}  # the same in every panel
     fig, axes = plt.subplots(1, panels, figsize=(5.4 * panels + 1.1, 4.2), squeeze=False)
     ax = axes[0, 0]
     for alg in algorithms:
@@ -40,8 +53,8 @@ def plot_results(out_dir, filename: str = "plot.png") -> Path:
         n = cum.shape[0]
         se = cum.std(axis=0, ddof=ddof) / np.sqrt(n) if n > ddof else np.zeros_like(mean)
         t = np.arange(1, mean.shape[0] + 1)
-        ax.plot(t, mean, label=alg)
-        ax.fill_between(t, mean - se, mean + se, alpha=0.2)
+        ax.plot(t, mean, label=alg, color=color[alg])
+        ax.fill_between(t, mean - se, mean + se, alpha=0.2, color=color[alg])
     agents = res.metadata.get("agents", "mean")
     ax.set_xlabel("iteration t")
     ax.set_ylabel("cumulative regret" + (" (mean over agents)" if agents == "mean" else " (sum over agents)"))
@@ -53,7 +66,7 @@ def plot_results(out_dir, filename: str = "plot.png") -> Path:
         for alg in algorithms:
             total = np.cumsum(comm[alg].astype(np.float64), axis=1).mean(axis=0)
             if total[-1] > 0:
-                ax.plot(np.arange(1, total.shape[0] + 1), total, label=alg)
+                ax.plot(np.arange(1, total.shape[0] + 1), total, label=alg, color=color[alg])
         ax.set_yscale("log")
         ax.set_xlabel("iteration t")
         ax.set_ylabel("cumulative scalars communicated")
@@ -63,7 +76,7 @@ def plot_results(out_dir, filename: str = "plot.png") -> Path:
         for alg in algorithms:
             total = float(np.sum(comm[alg].astype(np.float64), axis=1).mean())
             if total > 0:
-                ax.scatter([total], [final[alg]["final_regret_mean"]], label=alg)
+                ax.scatter([total], [final[alg]["final_regret_mean"]], label=alg, color=color[alg])
                 ax.annotate(alg, (total, final[alg]["final_regret_mean"]), fontsize=6, alpha=0.8)
         ax.set_xscale("log")
         ax.set_xlabel("total scalars communicated")
@@ -86,10 +99,7 @@ def plot_results(out_dir, filename: str = "plot.png") -> Path:
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
     fig.tight_layout()
-    path = Path(out_dir) / filename
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return fig
 
 
 _N_SUFFIX = re.compile(r"\s*\(N=(\d+)\)$")

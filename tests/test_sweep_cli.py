@@ -170,6 +170,30 @@ def test_bad_input_is_one_line_and_exit_2_before_compiling(argv, needle, capsys,
     assert len(err.splitlines()) == 1 and needle in err
 
 
+def test_a_curve_has_one_color_in_every_panel(tmp_path):
+    """A curve that does not communicate is left out of the communication panels; the others keep their colors."""
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_rgb
+
+    from bandits_jax.plotting import draw_results
+
+    if "test/toy-comm" not in _REGISTRY:
+        register(Experiment("test/toy-comm", "toy: a silent and a communicating algorithm", {"num_agents": 2},
+                            {"smoke": {"horizon": 20, "seeds": 2}},
+                            lambda c: (toy_problem(horizon=c["horizon"], num_agents=c["num_agents"]),
+                                       [uniform_random(), history_greedy(comm_per_step=3.0)])))
+    fig = draw_results(load_results(sweep.run_experiment("test/toy-comm", "smoke", out=tmp_path / "c", quiet=True,
+                                                         plot=False)))
+    regret_ax, comm_ax, tradeoff_ax = fig.axes
+    colors = {line.get_label(): line.get_color() for line in regret_ax.get_lines()}
+    assert set(colors) == {"Random", "HistoryGreedy"} and colors["Random"] != colors["HistoryGreedy"]
+    assert [(line.get_label(), line.get_color()) for line in comm_ax.get_lines()] == [
+        ("HistoryGreedy", colors["HistoryGreedy"])]
+    (points,) = tradeoff_ax.collections
+    assert tuple(points.get_facecolor()[0][:3]) == pytest.approx(to_rgb(colors["HistoryGreedy"]))
+    plt.close(fig)
+
+
 def test_list_and_plot_commands(tmp_path, capsys):
     assert main(["list"]) == 0
     listing = capsys.readouterr().out
