@@ -184,6 +184,14 @@ def test_uci_mushroom_format_matches_project_file(tmp_path):
     assert xu.shape == xk.shape and xu.shape[0] == 300
     np.testing.assert_array_equal(xu, xk)
     np.testing.assert_array_equal(yu, yk)
+    # missing="category": the row with '?' is kept and '?' gets its own stalk-root column
+    xc, yc = load_mushroom(path=tmp_path / "agaricus-lepiota.data", missing="category")
+    assert xc.shape == (301, xk.shape[1] + 1)
+    only_row_5 = [j for j in range(xc.shape[1]) if xc[5, j] == 1 and xc[:, j].sum() == 1]
+    assert len(only_row_5) == 1  # the '?' column
+    np.testing.assert_array_equal(np.delete(np.delete(xc, 5, axis=0), only_row_5, axis=1), xk)
+    with pytest.raises(ConfigError, match="missing must be one of"):
+        load_mushroom(path=tmp_path / "mushroom.dat", missing="impute")
 
 
 # ----------------------------------------------------------------------------------- look-up and errors

@@ -192,8 +192,9 @@ def onehot_encode(raw: np.ndarray, names=None):
     return np.concatenate(blocks, axis=1), columns
 
 
-def _parse_mushroom_raw(data: bytes, source: str):
-    """(attributes str [n, 22], labels int64 [n]) with rows containing '?' dropped.
+def _parse_mushroom_raw(data: bytes, source: str, keep_missing: bool = False):
+    """(attributes str [n, 22], labels int64 [n]) with rows containing '?' dropped (keep_missing:
+    every row kept, '?' then being a value of its own).
 
     The class (e or p) is the LAST field in the project's mushroom.dat and the FIRST in UCI's
     agaricus-lepiota.data; the column holding only e/p values is taken as the class.
@@ -210,12 +211,12 @@ def _parse_mushroom_raw(data: bytes, source: str):
         label_col, attrs = table[:, 0], table[:, 1:]
     else:
         raise ConfigError(f"{source}: no class column of e/p values (first or last field)")
-    keep = ~np.any(attrs == "?", axis=1)
+    keep = np.ones(len(attrs), bool) if keep_missing else ~np.any(attrs == "?", axis=1)
     return attrs[keep], (label_col[keep] == "p").astype(np.int64)
 
 
-def _parse_mushroom(data: bytes, source: str) -> Dataset:
-    attrs, labels = _parse_mushroom_raw(data, source)
+def _parse_mushroom(data: bytes, source: str, keep_missing: bool = False) -> Dataset:
+    attrs, labels = _parse_mushroom_raw(data, source, keep_missing)
     features, _ = onehot_encode(attrs, MUSHROOM_ATTRIBUTES)
     return features, labels
 
@@ -290,8 +291,11 @@ def _read(path: Path, parse) -> Dataset:
     return parse(data, str(path))
 
 
-def _load(name: str, path=None, data_dir=None, download: bool = True) -> Dataset:
+def _load(name: str, path=None, data_dir=None, download: bool = True, parse=None) -> Dataset:
+    """Find, read (or download and cache) data set `name`; `parse(bytes, source)` overrides its parser."""
     source = SOURCES[name]
+    if parse is not None:
+        source = source._replace(parse=parse)
     if path is not None:
         file = Path(path).expanduser()
         if not file.is_file():
@@ -342,15 +346,23 @@ def load_magic(path=None, data_dir=None, *, download: bool = True) -> Dataset:
     return _load("magic", path, data_dir, download)
 
 
-def load_mushroom(path=None, data_dir=None, *, download: bool = True) -> Dataset:
+MISSING = ("drop", "category")
+
+
+def load_mushroom(path=None, data_dir=None, *, download: bool = True, missing: str = "drop") -> Dataset:
     """Mushroom: (features float64 [5644, 98] one-hot, labels int64 [5644]; e -> 0, p -> 1).
 
     Accepts mushroom.dat (22 letters then the class) or UCI's agaricus-lepiota.data (the class
-    first); rows with a missing value ('?') are dropped (8,124 -> 5,644 for UCI's file). Column
-    order: the 22 attributes in UCI order (MUSHROOM_ATTRIBUTES), each expanded into one column per
-    value present, values in alphabetical order (`onehot_encode`).
+    first). missing="drop" (default): rows with a missing value ('?', only in stalk-root) are
+    dropped (8,124 -> 5,644 for UCI's file); missing="category": every row is kept and '?' is a
+    value of its own ([8124, 117]; the asynchronous kernel bandits' preprocessing). Column order:
+    the 22 attributes in UCI order (MUSHROOM_ATTRIBUTES), each expanded into one column per value
+    present, values in alphabetical order (`onehot_encode`).
     """
-    return _load("mushroom", path, data_dir, download)
+    if missing not in MISSING:
+        raise ConfigError(f"mushroom: missing must be one of {MISSING}, got {missing!r}")
+    parse = None if missing == "drop" else (lambda data, source: _parse_mushroom(data, source, keep_missing=True))
+    return _load("mushroom", path, data_dir, download, parse=parse)
 
 
 def load_shuttle(path=None, data_dir=None, *, download: bool = True) -> Dataset:
@@ -366,8 +378,9 @@ def load_shuttle(path=None, data_dir=None, *, download: bool = True) -> Dataset:
 LOADERS = {"magic": load_magic, "mushroom": load_mushroom, "shuttle": load_shuttle}
 
 
-def load_dataset(name: str, path=None, data_dir=None, *, download: bool = True) -> Dataset:
-    """Load dataset `name` ("magic", "mushroom" or "shuttle"); returns (features [n, d_raw], labels [n])."""
+def load_dataset(name: str, path=None, data_dir=None, *, download: bool = True, **options) -> Dataset:
+    """Load dataset `name` ("magic", "mushroom" or "shuttle"); returns (features [n, d_raw], labels [n]).
+    options: the loader's own keywords (mushroom: missing)."""
     if name not in LOADERS:
         raise ConfigError(f"unknown dataset {name!r}; known: {', '.join(sorted(LOADERS))}")
-    return LOADERS[name](path, data_dir, download=download)
+    return LOADERS[name](path, data_dir, download=download, **options)
