@@ -58,7 +58,7 @@ def eye(rows: int, block: int, dtype):
 
 def to_dense(panels):
     """The [C', C'] matrix of `panels` (tests and debugging)."""
-    b, C = panels[0].shape[0], panels[-1].shape[1]
+    C = panels[-1].shape[1]
     return jnp.concatenate([jnp.pad(p, [(0, 0), (0, C - p.shape[1])]) for p in panels], axis=0)
 
 
