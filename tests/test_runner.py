@@ -211,3 +211,32 @@ def test_map_batching_gives_the_same_numbers_as_vmap():
     np.testing.assert_array_equal(mp.comm_up, vm.comm_up)
     with pytest.raises(ConfigError, match="batching"):
         run_batch(prob, alg._replace(batching="loop"), [0])
+
+
+def test_update_sees_select_gets_the_select_info_and_caches_are_not_stored():
+    """An algorithm with update_sees_select=True receives select's info (here its scores' maximum, a "_"
+    cache) in update; run_batch and rollout give the same numbers, and rollout drops the cache."""
+    from bandits_jax.algorithms.async_kernel import rollout
+    from bandits_jax.core import EnvSpec
+
+    base = uniform_random()
+
+    def select(state, contexts, key):
+        actions, info = base.select(state, contexts, key)
+        return actions, {**info, "norm": jnp.sum(contexts ** 2, axis=(1, 2)), "_first": contexts[:, 0, 0]}
+
+    def update(state, contexts, actions, rewards, active, key, select_info=None):
+        state, info = base.update(state, contexts, actions, rewards, active, key)
+        return state, {**info, "comm_up": jnp.sum(select_info["_first"]) + 0.0 * rewards.sum()}
+
+    alg = base._replace(select=select, update=update, update_sees_select=True)
+    prob = toy_problem(horizon=20, num_agents=2)
+    out = run_batch(prob, alg, [0])
+    with jax.enable_x64(False):
+        key = jax.random.PRNGKey(0)
+        contexts = jax.random.normal(key, (20, 2, 3, 4))
+        _, _, sinfo, uinfo = rollout(alg, EnvSpec(2, 3, 4, 20), {}, contexts, jnp.zeros((20, 2, 3)),
+                                     jnp.ones((20, 2), bool), key)
+    np.testing.assert_allclose(uinfo["comm_up"], contexts[:, :, 0, 0].sum(axis=1), rtol=1e-6)
+    assert "_first" not in sinfo and "norm" in sinfo
+    assert np.all(out.comm_up != 0)  # the runner passed the info: comm_up is the sum of first coordinates
