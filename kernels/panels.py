@@ -150,7 +150,8 @@ def flush(F: Factor, n) -> Factor:
         inside = (local >= 0) & (local < b)
         idx = jnp.where(inside, local + jnp.arange(B), b)  # b: out of range, dropped
         panels.append(p.at[idx].set(rows[:, :p.shape[1]], mode="drop"))
-    return Factor(tuple(panels), jnp.zeros_like(F.W), jnp.eye(B, dtype=F.S_inv.dtype), jnp.minimum(n, C).astype(jnp.int32))
+    n0 = jnp.minimum(n, C).astype(jnp.int32)
+    return Factor(tuple(panels), jnp.zeros_like(F.W), jnp.eye(B, dtype=F.S_inv.dtype), n0)
 
 
 def factor_append(F: Factor, n, l, k_nn, keep=True) -> Factor:
