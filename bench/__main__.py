@@ -210,12 +210,14 @@ def bench_case(case, args, ceilings: dict) -> dict:
     return result
 
 
-def capacity_comparison(case, problem, alg, args, last, compiled, rows, seeds=None) -> dict:
+def capacity_comparison(case, problem, alg, args, last, compiled, rows, seeds=None, doubling=None) -> dict:
     """Fixed T x T buffer (first_segment = T) against the default doubling segments, same S.
 
     Both are timed back to back here (the doubling executables are reused when a row of the same
-    S compiled them, so its compile seconds are then those of that row). S = `seeds`, default
-    --capacity-seeds. model_ratio = case.work at first_segment T / at the doubling first segment.
+    S compiled them, so its compile seconds are then those of that row), unless the caller has
+    already measured the doubling run at this S and passes its RunOutput as `doubling`. S =
+    `seeds`, default --capacity-seeds. model_ratio = case.work at first_segment T / at the
+    doubling first segment.
     """
     S, T = (args.capacity_seeds if seeds is None else seeds), problem.spec.horizon
     model_ratio = case.work(alg, problem, T) / case.work(alg, problem, case.first_segment)
@@ -229,7 +231,8 @@ def capacity_comparison(case, problem, alg, args, last, compiled, rows, seeds=No
             return info
     log(f"[{case.name}] capacity comparison at S = {S}: doubling, then fixed {T} x {T} ...")
     reuse = compiled.get(S)
-    doubling, _, _ = jax_run(case, problem, alg, S, case.first_segment, reuse)
+    if doubling is None:
+        doubling, _, _ = jax_run(case, problem, alg, S, case.first_segment, reuse)
     fixed, _, _ = jax_run(case, problem, alg, S, T)
     if reuse:
         row = next((r for r in rows if r["seeds"] == S and not r["skipped"]), None)

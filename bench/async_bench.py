@@ -292,7 +292,7 @@ def storage_section(alg, cfg, problem, args, last, capacity_comparison) -> dict:
     out, peak, final = jax_batch(problem, dense, S, fs)
     log(f"[OneKernelUCB] dense doubling: run {out.run_seconds:.1f} s (panels {panels_T:.1f} s)")
     dense_last = dict(seeds=S, run_seconds=out.run_seconds, peak_bytes=float(peak))
-    info = capacity_section(case, dense, cfg, problem, args, dense_last, {}, [], capacity_comparison)
+    info = capacity_section(case, dense, cfg, problem, args, dense_last, {}, [], capacity_comparison, doubling=out)
     info.update(panels_run_seconds=panels_T, dense_doubling_run_seconds=out.run_seconds,
                 dense_doubling_peak_mb=peak / MB, dense_doubling_regret_mean=final,
                 panels_model_units=panel_work(problem), dense_doubling_model_units=case.work(dense, problem, fs),
@@ -318,11 +318,13 @@ def step_model(alg, problem, first: int) -> float:
     return float(sum((t1 - t0) * float(cap or 1) ** 2 for t0, t1, cap in runner.segments(alg, problem, first)))
 
 
-def capacity_section(case, alg, cfg, problem, args, last, compiled, rows, capacity_comparison) -> dict:
+def capacity_section(case, alg, cfg, problem, args, last, compiled, rows, capacity_comparison,
+                     doubling=None) -> dict:
     """Doubling segments vs one fixed final-capacity buffer at T; at a shorter T' (extrapolated) if
-    the fixed run would not fit in --budget-seconds."""
+    the fixed run would not fit in --budget-seconds. doubling: the doubling run at T if already
+    measured (it is then not run again)."""
     S, T = args.async_capacity_seeds, problem.spec.horizon
-    info = capacity_comparison(case, problem, alg, args, last, compiled, rows, seeds=S)
+    info = capacity_comparison(case, problem, alg, args, last, compiled, rows, seeds=S, doubling=doubling)
     info.update(horizon=T, measured_horizon=T, extrapolated=False)
     if not info.get("skipped"):
         return info

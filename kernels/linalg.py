@@ -232,12 +232,23 @@ def posterior_mean_var_inv(M, k_cross, k_diag, y, n):
     One matrix product M [k_cross^T, y] gives V = L^{-1} k^T and w = L^{-1} y; then
     mean = V^T w and var = k_diag - sum(V^2, axis=0), clipped at 0. Shapes as there.
     """
-    C = M.shape[-1]
+    return posterior_from_product(lambda rhs: M @ rhs, k_cross, k_diag, y, n, M.dtype)
+
+
+def posterior_from_product(apply, k_cross, k_diag, y, n, dtype, columns=False):
+    """Kernel-ridge mean[m], var[m] (clipped at 0) given `apply(rhs) = L^{-1} rhs` for rhs[C, m + 1].
+
+    k_cross[m, C] and y[C] are masked beyond n here; one call of apply on [k_cross^T, y] gives
+    V = L^{-1} k^T and w = L^{-1} y, mean = V^T w, var = k_diag - sum(V^2, axis=0). With
+    columns=True also V[C, m] (the L^{-1} k column of each query). Any storage of the inverse
+    factor (a dense buffer, kernels.panels) supplies its own product.
+    """
+    C = k_cross.shape[-1]
     mask = mask_upto(n, C)
-    kc = jnp.where(mask[None, :], k_cross.astype(M.dtype), 0.0)
-    ym = jnp.where(mask, y.astype(M.dtype), 0.0)
-    sol = M @ jnp.concatenate([kc.T, ym[:, None]], axis=1)  # [C, m + 1]
+    kc = jnp.where(mask[None, :], k_cross.astype(dtype), 0.0)
+    ym = jnp.where(mask, y.astype(dtype), 0.0)
+    sol = apply(jnp.concatenate([kc.T, ym[:, None]], axis=1))  # [C, m + 1]
     V, w = sol[:, :-1], sol[:, -1]
     mean = V.T @ w
-    var = jnp.maximum(k_diag.astype(M.dtype) - jnp.sum(V * V, axis=0), 0.0)
-    return mean, var
+    var = jnp.maximum(k_diag.astype(dtype) - jnp.sum(V * V, axis=0), 0.0)
+    return (mean, var, V) if columns else (mean, var)

@@ -342,8 +342,8 @@ def raw_point_comm(moved, d: int, N: int, dtype):
 
 # ============================================================================ OneKernelUCB
 class OneKernelState(NamedTuple):
-    """State of OneKernelUCB: the pooled model (kernel.PanelKernelState, or kernel.KernelState with
-    storage="dense"; C rows) and sticky error bits."""
+    """State of OneKernelUCB: the pooled model (kernel.PanelKernelState; kernel.KernelState with
+    storage="dense", kernel.DistinctKernelState with storage="distinct") and sticky error bits."""
 
     model: Union[KernelState, PanelKernelState, DistinctKernelState]
     error: jax.Array
@@ -359,7 +359,11 @@ def _ucb_defaults(name, kernel, lam, alpha, lengthscale, kw):
 
 def scaled_ucb_scores(kern: Kernel, model: KernelState, contexts):
     """(mean[K], var[K], scores[K]) of one kernel.KernelState at contexts[K, d], var with 1/lam."""
-    mean, var = posterior(kern, model, contexts)
+    return _scaled_ucb(model, *posterior(kern, model, contexts))
+
+
+def _scaled_ucb(model, mean, var):
+    """(mean, var / lam, mean + alpha sqrt(var / lam)) with the model's hyper-parameters."""
     var = var / model.hp["lam"]
     return mean, var, mean + model.hp["alpha"] * jnp.sqrt(var)
 
@@ -421,8 +425,7 @@ def one_kernel_ucb(kernel: Union[str, Kernel] = "rbf", lam=1.0, alpha=1.0, lengt
         i = active_index(active)
         if storage == "panels":  # keep the chosen context's column for update1 (one pass fewer)
             mean, var, cols = panel_posterior(kern, state.model, contexts[i])
-            var = var / state.model.hp["lam"]
-            scores = mean + state.model.hp["alpha"] * jnp.sqrt(var)
+            mean, var, scores = _scaled_ucb(state.model, mean, var)
         else:
             mean, var, scores = scaled_ucb_scores(kern, state.model, contexts[i])
         noise = jax.random.uniform(key, (N, K), scores.dtype)[i]

@@ -46,7 +46,8 @@ import jax.numpy as jnp
 
 from kernels import panels as panel_ops
 from kernels.functions import Kernel, get_kernel
-from kernels.linalg import inv_chol_append, mask_upto, pad_chol, pad_rows, posterior_mean_var_inv
+from kernels.linalg import (inv_chol_append, mask_upto, pad_chol, pad_rows, posterior_from_product,
+                            posterior_mean_var_inv)
 
 from ..core import Algorithm, ConfigError, EnvSpec, check_hparams, traced_hparams
 from .base import independent
@@ -150,35 +151,25 @@ def kernel_params(kern: Kernel, state) -> dict:
 
 def panel_posterior(kern: Kernel, state: PanelKernelState, contexts):
     """`posterior` of a PanelKernelState with the columns V[C, K] = L^{-1} k(X, contexts) as well
-    (update1 of the panel learner takes the chosen context's column as `l`)."""
+    (update1 of the panel learner takes the chosen context's column as `l`); the pending rows of
+    the factor are included."""
     contexts = contexts.astype(state.y.dtype)
     p = kernel_params(kern, state)
-    return panel_factor_posterior(state, kern.fn(contexts, state.X, p), kern.diag(contexts, p))
-
-
-def panel_factor_posterior(state: PanelKernelState, k_cross, k_diag):
-    """mean[m], var[m], V[C, m] = L^{-1} k_cross^T from one product with the factor (pending rows included)."""
-    C = state.y.shape[0]
-    dtype = state.y.dtype
-    mask = mask_upto(state.n, C)
-    kc = jnp.where(mask[None, :], k_cross.astype(dtype), 0.0)
-    ym = jnp.where(mask, state.y, 0.0)
-    sol = panel_ops.factor_matmul(state.factor, jnp.concatenate([kc.T, ym[:, None]], axis=1), state.n)
-    V, w = sol[:, :-1], sol[:, -1]
-    var = jnp.maximum(k_diag.astype(dtype) - jnp.sum(V * V, axis=0), 0.0)
-    return V.T @ w, var, V
+    return posterior_from_product(lambda rhs: panel_ops.factor_matmul(state.factor, rhs, state.n),
+                                  kern.fn(contexts, state.X, p), kern.diag(contexts, p), state.y, state.n,
+                                  state.y.dtype, columns=True)
 
 
 def posterior(kern: Kernel, state: KernelState, contexts):
     """Posterior mean[K] and variance[K] of one agent at contexts[K, d] (module docstring)."""
     if isinstance(state, DistinctKernelState):
         return distinct_posterior(kern, state, contexts)
+    if isinstance(state, PanelKernelState):
+        return panel_posterior(kern, state, contexts)[:2]
     contexts = contexts.astype(state.y.dtype)
     p = kernel_params(kern, state)
     k_cross = kern.fn(contexts, state.X, p)  # [K, C]; columns >= n are masked
     k_diag = kern.diag(contexts, p)  # [K]
-    if isinstance(state, PanelKernelState):
-        return panel_factor_posterior(state, k_cross, k_diag)[:2]
     return posterior_mean_var_inv(state.chol_inv, k_cross, k_diag, state.y, state.n)
 
 
@@ -297,9 +288,9 @@ def _make_panel_learner(kern: Kernel, defaults: dict, block: int, pending: int):
 
 def _make_distinct_learner(kern: Kernel, defaults: dict, rows: int):
     """init1 / update1 / capacity1 (None) / resize1 of one exact learner on the distinct points
-    (`DistinctKernelState`, `rows` of them at most). A point equal (bitwise) to a stored one adds to
-    its count and reward sum; a new point takes the next row. update1(..., keep) also returns
-    whether the point had room (False: more than `rows` distinct points; nothing is written)."""
+    (`DistinctKernelState`, `rows` of them at most), and has_room(state, x) -> (room, same). A point
+    equal (bitwise) to a stored one adds to its count and reward sum; a new point takes the next
+    row; a point without room (more than `rows` distinct points) is not written."""
 
     def init1(key, spec, hp, capacity=None):
         del key, capacity
