@@ -27,6 +27,15 @@ Algorithms whose state grows with time (a Gram matrix, a training history) decla
 result). The runner then splits the horizon into segments of doubling capacity so a step
 costs in proportion to the data seen so far, not to the final size.
 
+Buffers whose fill is not a function of time (a Nyström dictionary, per-client upload buffers)
+are sized by demand instead: the algorithm declares `demand(state) -> rows in use` (one run's
+state, an int32 scalar) and `demand_limit` (the largest size it accepts), and its `resize` takes
+a third argument, `resize(state, rows, dict_rows)`, the size of those buffers. Before each
+segment the runner reads the largest demand of the batch and gives the buffers room to grow;
+if a run overflows inside the segment anyway (the algorithm's error marker), the segment is run
+again from its start with the buffers doubled, up to `demand_limit`. A dictionary of 100 points
+then costs as 100-odd rows, not as its worst-case capacity.
+
 Pure-exploration algorithms, which run in phases rather than steps, are plain functions
 `trial(key) -> outcome` and go through `runner.run_trials`, with the same keys and sharding.
 """
@@ -105,6 +114,8 @@ class Algorithm(NamedTuple):
     keyword `select_info`, so work done while scoring (e.g. a column that the update needs again)
     is not repeated. Keys of the select info that begin with "_" are such caches: the runner never
     stores them (see `public_info`).
+
+    demand, demand_limit: demand-sized buffers (module docstring); demand None means none.
     """
 
     name: str
@@ -118,6 +129,8 @@ class Algorithm(NamedTuple):
     batching: str = "vmap"
     sees_active: bool = False
     update_sees_select: bool = False
+    demand: Optional[Callable[[PyTree], Array]] = None
+    demand_limit: int = 0
 
 
 def call_select(algorithm: "Algorithm", state, contexts, key, active):

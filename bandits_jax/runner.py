@@ -13,7 +13,11 @@ however the sweep is cut; and two algorithms on the same seed see the same conte
 Segments. When an algorithm declares a `capacity`, the horizon is split into segments
 [0, s0), [s0, 2 s0), [2 s0, 4 s0), ... ; each segment runs with buffers of the capacity it
 needs at its end, and the state is padded (`algorithm.resize`) between segments. A growing
-kernel matrix or training history then costs in proportion to its current size.
+kernel matrix or training history then costs in proportion to its current size. Buffers sized
+by demand (`Algorithm.demand`, a Nyström dictionary) get, before each segment, room for about
+1.5 times the batch's largest fill (`grown_rows`); a segment in which a run outgrows them is
+run again from its start with twice the rows (the keys do not depend on sizes, so the numbers
+are those of a run that had the room from the start).
 
 Errors. The algorithms of this package mark a broken run (a capacity overflow, two active
 clients in a one-client protocol) by NaN in its communication outputs. After each segment the
@@ -103,7 +107,7 @@ def segments(algorithm: Algorithm, problem: Problem, first: int = 128):
     start, end = 0, min(first, horizon)
     while start < horizon:
         cap = int(algorithm.capacity(problem.spec, end))
-        if out and out[-1][2] == cap:
+        if out and out[-1][2] == cap and algorithm.demand is None:  # demand-sized buffers re-size at every doubling
             out[-1] = (out[-1][0], end, cap)
         else:
             out.append((start, end, cap))
@@ -264,17 +268,65 @@ def _run_batch(problem, algorithm, seeds, hp, base_key, first_segment, progress,
     pk, ak, inst, state = f_start(seed_arr, hp)
     run_s += time.perf_counter() - t_r
 
+    run_segment = _segment_runner(algorithm, step, report, compiled)
     outputs = []
     marked = np.zeros(padded, bool)
+    grow = algorithm.demand is not None
+    limit = int(algorithm.demand_limit)
+    dict_rows = min(segs[0][2], limit) if grow else None  # what `init` built for the first segment
     for t0, t1, cap in segs:
         length = t1 - t0
+        if grow and t0 > 0:
+            f_demand = compiled("demand", lambda st: jnp.max(jax.vmap(algorithm.demand)(st)), state,
+                                static=(_shape_sig(state),))
+            dict_rows = grown_rows(int(f_demand(state)), dict_rows, limit)
+        start_state = state
+        while True:
+            state, outs, seconds = run_segment(start_state, inst, pk, ak, t0, length, cap, dict_rows)
+            run_s += seconds
+            fresh = error_marked(outs) & ~marked
+            if not (grow and fresh.any() and dict_rows < limit):
+                break
+            dict_rows = min(2 * dict_rows, limit)  # a run outgrew the buffers: again, with room
+        outputs.append(outs)
+        marked |= error_marked(outs)
+        if stop_on_error and t1 < problem.spec.horizon and marked[:batch].all():
+            raise ConfigError(
+                f"{algorithm.name}: every run of this batch (seeds {seeds[0]}..{seeds[-1]}) carries the error "
+                f"marker (NaN communication) by step {t1} of {problem.spec.horizon}, so the rest of the horizon "
+                "was not computed. The marker means a capacity was outgrown (dict_capacity, buffer_capacity, the "
+                "history capacity) or more than one client was active at a step; the algorithm's check_error "
+                "on a rollout's state.error names which. Raise that capacity and run again.")
 
-        def seg_fn(state, inst, pk, ak, t0_, _len=length, _cap=cap):
-            if _cap is not None:
-                state = jax.vmap(lambda s: algorithm.resize(s, _cap))(state)
-            return _segment_scan(state, inst, pk, ak, t0_, _len)
+    def gather(key):
+        arr = np.concatenate([o[key] for o in outputs], axis=0)  # [T, B, ...]
+        return np.moveaxis(arr, 0, 1)[:batch]
 
-        def _segment_scan(state, inst, pk, ak, t0_, length):
+    return RunOutput(gather("regret"), gather("comm_up"), gather("comm_down"), gather("rounds"),
+                     compile_s, run_s)
+
+
+def grown_rows(need: int, current: int, limit: int, quantum: int = 64) -> int:
+    """Rows of a demand-sized buffer for the next segment: room for 1.5 times the fill `need` plus
+    16, rounded up to a multiple of `quantum` (few distinct shapes, so few compilations), never
+    fewer than `current` (buffers only grow) nor more than `limit`."""
+    want = -(-(3 * need // 2 + 16) // quantum) * quantum
+    return min(limit, max(current, want))
+
+
+def _segment_runner(algorithm, step, report, compiled):
+    """run_segment(state, inst, pk, ak, t0, length, cap, dict_rows) -> (state, outs [T, B, ...], seconds)."""
+
+    def run_segment(state, inst, pk, ak, t0, length, cap, dict_rows):
+        def seg_fn(state, inst, pk, ak, t0_):
+            if cap is not None:
+                if dict_rows is None:
+                    state = jax.vmap(lambda s: algorithm.resize(s, cap))(state)
+                else:
+                    state = jax.vmap(lambda s: algorithm.resize(s, cap, dict_rows))(state)
+            return segment_scan(state, inst, pk, ak, t0_)
+
+        def segment_scan(state, inst, pk, ak, t0_):
             ts = t0_ + jnp.arange(length)
             if algorithm.batching == "map":
                 # runs one after another, each a whole scan: no per-step slicing of the batch
@@ -302,27 +354,14 @@ def _run_batch(problem, algorithm, seeds, hp, base_key, first_segment, progress,
             return lax.scan(body, state, ts)
 
         t0_arr = jnp.asarray(t0, jnp.int32)
-        f_seg = compiled("segment", seg_fn, state, inst, pk, ak, t0_arr, static=(length, cap, _shape_sig(state)))
+        f_seg = compiled("segment", seg_fn, state, inst, pk, ak, t0_arr,
+                         static=(length, cap, dict_rows, _shape_sig(state)))
         t_r = time.perf_counter()
         state, outs = f_seg(state, inst, pk, ak, t0_arr)
         outs = jax.device_get(outs)
-        run_s += time.perf_counter() - t_r
-        outputs.append(outs)
-        marked |= error_marked(outs)
-        if stop_on_error and t1 < problem.spec.horizon and marked[:batch].all():
-            raise ConfigError(
-                f"{algorithm.name}: every run of this batch (seeds {seeds[0]}..{seeds[-1]}) carries the error "
-                f"marker (NaN communication) by step {t1} of {problem.spec.horizon}, so the rest of the horizon "
-                "was not computed. The marker means a capacity was outgrown (dict_capacity, buffer_capacity, the "
-                "history capacity) or more than one client was active at a step; the algorithm's check_error "
-                "on a rollout's state.error names which. Raise that capacity and run again.")
+        return state, outs, time.perf_counter() - t_r
 
-    def gather(key):
-        arr = np.concatenate([o[key] for o in outputs], axis=0)  # [T, B, ...]
-        return np.moveaxis(arr, 0, 1)[:batch]
-
-    return RunOutput(gather("regret"), gather("comm_up"), gather("comm_down"), gather("rounds"),
-                     compile_s, run_s)
+    return run_segment
 
 
 def run_trials(trial: Callable, seeds: Sequence[int], *, base_key: int = 0, precision: str = "float64",

@@ -240,3 +240,35 @@ def test_update_sees_select_gets_the_select_info_and_caches_are_not_stored():
     np.testing.assert_allclose(uinfo["comm_up"], contexts[:, :, 0, 0].sum(axis=1), rtol=1e-6)
     assert "_first" not in sinfo and "norm" in sinfo
     assert np.all(out.comm_up != 0)  # the runner passed the info: comm_up is the sum of first coordinates
+
+
+def test_grown_rows_leaves_room_in_multiples_of_64_and_never_shrinks():
+    assert runner.grown_rows(90, 128, 512) == 192  # 1.5 * 90 + 16 = 151 -> 192
+    assert runner.grown_rows(0, 128, 512) == 128
+    assert runner.grown_rows(300, 128, 512) == 512  # 466 -> 512, the limit
+    assert runner.grown_rows(300, 128, 400) == 400
+    assert runner.grown_rows(20, 256, 512) == 256
+
+
+def test_demand_sized_buffers_give_the_numbers_of_time_sized_ones_and_rerun_an_overflowing_segment():
+    from toy import growing_dictionary
+    prob = toy_problem(num_agents=1, horizon=460)
+    demand, cache = growing_dictionary(limit=1024), {}
+    # every point kept: at t = 256 the dictionary holds 256 rows and gets 400 -> 448; the segment
+    # [256, 460) outgrows them at t = 448 and is run again with 896
+    out = run_batch(prob, demand, [0, 1], first_segment=128, compiled_cache=cache)
+    timed = run_batch(prob, demand._replace(demand=None), [0, 1], first_segment=460)  # one segment, 460 rows
+    np.testing.assert_array_equal(out.regret, timed.regret)
+    np.testing.assert_array_equal(out.comm_up, timed.comm_up)
+    np.testing.assert_array_equal(out.comm_up[:, -1], [460.0, 460.0])
+    rows = sorted(k[7][:3] for k in cache if k[0] == "segment")  # (length, history rows, dict_rows)
+    assert rows == [(128, 128, 128), (128, 256, 256), (204, 460, 448), (204, 460, 896)]
+    # a tenth of the points kept: room enough at every doubling, no segment runs twice (the first
+    # segment is the one compiled above; the others are new, with 128 dictionary rows)
+    tenth = run_batch(prob, demand, [0, 1], hparams={"keep": 0.1}, first_segment=128, compiled_cache=cache)
+    rows_now = sorted(k[7][:3] for k in cache if k[0] == "segment")
+    assert rows_now == sorted(rows + [(128, 256, 128), (204, 460, 128)])
+    assert 20 < tenth.comm_up[0, -1] < 80
+    # past the algorithm's limit an overflow stays an error, marked from the step it happens
+    capped = run_batch(prob, growing_dictionary(limit=300), [0, 1], first_segment=256)
+    assert np.isnan(capped.comm_up[:, 300:]).all() and not np.isnan(capped.comm_up[:, :300]).any()

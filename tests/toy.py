@@ -68,3 +68,44 @@ def history_greedy(comm_per_step: float = 0.0) -> Algorithm:
                 "count": state["count"], "hp": state["hp"]}
 
     return Algorithm("HistoryGreedy", {"eps": 0.5}, init, select, update, capacity, resize, "test algorithm")
+
+
+def growing_dictionary(limit: int = 1024) -> Algorithm:
+    """Greedy on <x, sum of dictionary rows>, keeping each chosen context with probability hp keep.
+
+    Its dictionary is sized by demand (`Algorithm.demand`): the runner gives it rows from its
+    fill, not from the time. Overflow marks the run (NaN communication) from then on; comm_up
+    reports the dictionary size, so the outputs show every row the run kept.
+    """
+
+    def capacity(spec, t_end):
+        return t_end
+
+    def init(key, spec, hp, cap):
+        return {"D": jnp.zeros((min(cap, limit), spec.dim)), "n": jnp.zeros((), jnp.int32),
+                "error": jnp.zeros((), bool), "hp": hp}
+
+    def select(state, contexts, key):
+        w = jnp.sum(state["D"], axis=0)
+        explore = jax.random.uniform(key, contexts.shape[:2])
+        return jnp.argmax(contexts @ w + explore, axis=1).astype(jnp.int32), {}
+
+    def update(state, contexts, actions, rewards, active, key):
+        x = jnp.take_along_axis(contexts, actions[:, None, None], axis=1)[:, 0, :]
+        keep = jax.random.uniform(key, (x.shape[0],)) < state["hp"]["keep"]
+        D, n, error = state["D"], state["n"], state["error"]
+        for a in range(x.shape[0]):  # static, tiny N
+            add = keep[a] & active[a]
+            room = n < D.shape[0]
+            D = D.at[jnp.where(add & room, n, D.shape[0])].set(x[a] * rewards[a], mode="drop")
+            error = error | (add & ~room)
+            n = n + (add & room).astype(jnp.int32)
+        info = no_comm(rewards.dtype)
+        info["comm_up"] = info["comm_up"] + n + jnp.where(error, jnp.nan, 0.0)
+        return {"D": D, "n": n, "error": error, "hp": state["hp"]}, info
+
+    def resize(state, rows, dict_rows=None):
+        return {**state, "D": pad_rows(state["D"], min(rows if dict_rows is None else dict_rows, limit))}
+
+    return Algorithm("GrowingDictionary", {"keep": 1.0}, init, select, update, capacity, resize, "test algorithm",
+                     demand=lambda state: state["n"], demand_limit=limit)

@@ -46,7 +46,11 @@ points), with its near-duplicate rule in place of the eigenvalue cut.
 State. The history of all clients lives in one arrival-order buffer (hist_X [C, d], hist_y [C],
 hist_owner [C]), C = `capacity(spec, t_end) = t_end` rows; since the rebuilt statistics are
 sums over clients, (c)-(d) are computed as one embedding of the pooled history. The dictionary
-has M = min(C, dict_capacity) rows. Each client keeps (A_i + lam I)^{-1} (loc_Pinv [N, M, M],
+has at most dict_capacity rows, sized by demand (`Algorithm.demand`): before each of the runner's
+doubling segments, room for about 1.5 times the dictionary in use, and a segment in which a
+re-sampled dictionary overflows is run again with twice the rows. The work of a step and of a
+synchronisation then follows the dictionary's actual size (~110 points on synthetic f1) instead
+of its capacity. Each client keeps (A_i + lam I)^{-1} (loc_Pinv [N, M, M],
 Sherman-Morrison rank-one updates between syncs) and b_i; a client with no new point since the
 last sync (loc_n = 0) uses the global (g_Pinv, g_b) instead, so a sync writes the one fresh
 Cholesky inverse of the global model and no N x M x M broadcast.
@@ -189,8 +193,10 @@ def approx_dis_kernel_ucb(
             error=jnp.zeros((), jnp.int32),
         )
 
-    def resize(state: ApproxDisKernelState, rows: int) -> ApproxDisKernelState:
+    def resize(state: ApproxDisKernelState, rows: int, dict_rows=None) -> ApproxDisKernelState:
         C, M = _rows(int(rows))
+        if dict_rows is not None:
+            M = min(int(dict_rows), dict_capacity)
         m0 = state.Linv.shape[0]
         lam = state.hp["lam"]
 
@@ -342,7 +348,7 @@ def approx_dis_kernel_ucb(
         name, dict(hp0), init, select_one if one_active else select, update, capacity, resize,
         description=f"Approx-DisKernelUCB ({kern.name} kernel), Nyström dictionary re-sampled at every "
                     "synchronisation of all clients",
-        sees_active=one_active, batching=batching,
+        sees_active=one_active, batching=batching, demand=lambda state: state.dict_n, demand_limit=dict_capacity,
     )
 
 

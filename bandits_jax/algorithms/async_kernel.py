@@ -53,8 +53,12 @@ noise is still drawn as uniform(key, (N, K)) and row i is used.
 State and capacities (static): the dictionary has `dict_capacity` rows, each client's upload
 buffer `buffer_capacity` rows. Client snapshots are stored as (dictionary size, (A + lam I)^{-1},
 (A + lam I)^{-1} b): the size selects the prefix of the server's Linv, so only [N, M, M] once
-(memory N M^2). The runner grows both buffers in doubling segments (`capacity`, `resize`);
-padding changes no number.
+(memory N M^2). Both are sized by demand (`Algorithm.demand`: the dictionary size or the fullest
+buffer, whichever is larger): before each of the runner's doubling segments they get room for
+about 1.5 times that, up to their capacities, and a segment in which they overflow is run again
+with twice the rows. So a step costs as the dictionary in use (a 100-point dictionary at
+M = 192 rather than 512: ~9x faster at N = 100, T = 1000, where the dictionary holds ~90 points).
+Padding changes no number.
 
 Batching. The default is the runner's batching="vmap". The event is not a `lax.cond` (which
 under vmap evaluates both branches and selects every array it returns): `communicate` always
@@ -187,8 +191,8 @@ def async_kernel_ucb(
             num_comms=jnp.zeros((), jnp.int32), error=jnp.zeros((), jnp.int32),
         )
 
-    def resize(state: AsyncKernelState, rows: int) -> AsyncKernelState:
-        M, B = _rows(int(rows))
+    def resize(state: AsyncKernelState, rows: int, dict_rows=None) -> AsyncKernelState:
+        M, B = _rows(int(rows if dict_rows is None else dict_rows))
         M_old = state.A.shape[-1]
 
         def sq(a):  # pad the two trailing matrix axes with zeros
@@ -322,10 +326,13 @@ def async_kernel_ucb(
         }
         return state, info
 
+    def demand(state: AsyncKernelState):
+        return jnp.maximum(state.dict_n, jnp.max(state.buf_n))
+
     return Algorithm(
         name, dict(hp0), init, select, update, capacity, resize,
         description=f"Async-KernelUCB ({kern.name} kernel), Nyström dictionary, one active client per step",
-        batching=batching, sees_active=True,
+        batching=batching, sees_active=True, demand=demand, demand_limit=max(dict_capacity, buffer_capacity),
     )
 
 
