@@ -35,9 +35,10 @@ def async_arrays(N, K, d, T, seed):
     return contexts, rewards, arrivals, active
 
 
-def drive_with_and_without_resize(algo, spec, contexts, rewards, active, split: int):
+def drive_with_and_without_resize(algo, spec, contexts, rewards, active, split: int, dict_rows=None):
     """Run an algorithm step by step on given arrays twice: with capacity T from the start, and with
-    capacity `split` resized to T at step `split`. Float64 hparams; call inside jax.enable_x64.
+    capacity `split` resized to T at step `split` (demand-sized buffers to `dict_rows` when given).
+    Float64 hparams; call inside jax.enable_x64.
     Returns (state_full, actions_full [T, N], state_resized, actions_resized [T, N])."""
     T, N = contexts.shape[0], contexts.shape[1]
     hp = {k: jnp.asarray(v, jnp.float64) for k, v in algo.hparams.items()}
@@ -56,7 +57,8 @@ def drive_with_and_without_resize(algo, spec, contexts, rewards, active, split: 
 
     full, acts_full = steps(algo.init(key, spec, hp, T), 0, T)
     small, acts_small = steps(algo.init(key, spec, hp, split), 0, split)
-    small, acts_rest = steps(algo.resize(small, T), split, T)
+    small = algo.resize(small, T) if dict_rows is None else algo.resize(small, T, dict_rows)
+    small, acts_rest = steps(small, split, T)
     return full, np.array(acts_full), small, np.array(acts_small + acts_rest)
 
 

@@ -105,14 +105,19 @@ def test_approx_dis_kernel_ucb_errors_are_loud():
         adk.approx_dis_kernel_ucb(trigger_count="sometimes")
 
 
-def test_approx_dis_kernel_ucb_resize_changes_nothing():
+@pytest.mark.parametrize("dict_rows", [None, 12])
+def test_approx_dis_kernel_ucb_resize_changes_nothing(dict_rows):
     with jax.enable_x64(True):
         contexts, rewards, arrivals, active = async_arrays(3, 4, 2, 16, seed=13)
         algo = adk.approx_dis_kernel_ucb(threshold=2.0, lengthscale=0.7)
         big, acts_big, small, acts_small = drive_with_and_without_resize(
-            algo, EnvSpec(3, 4, 2, 16), contexts, rewards, active, split=8)
+            algo, EnvSpec(3, 4, 2, 16), contexts, rewards, active, split=8, dict_rows=dict_rows)
         np.testing.assert_array_equal(acts_big, acts_small)
         assert int(big.num_syncs) == int(small.num_syncs) > 0
+        assert int(small.error) == 0 and int(algo.demand(small)) == int(small.dict_n) > 0
+        np.testing.assert_allclose(small.g_b[:int(small.dict_n)], big.g_b[:int(big.dict_n)], atol=1e-10)
+        if dict_rows is not None:  # demand-sized: the dictionary has dict_rows rows, the history T
+            assert small.Linv.shape == (12, 12) and small.hist_X.shape == (16, 2)
 
 
 # ----------------------------------------------------------------------------------- FedGLB-UCB

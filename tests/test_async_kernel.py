@@ -147,16 +147,21 @@ def test_long_run_keeps_p_equal_to_a_fresh_inverse():
         np.testing.assert_allclose(state.snap_coef[last], state.P @ state.b, atol=1e-12)
 
 
-def test_resize_changes_nothing():
+@pytest.mark.parametrize("dict_rows", [None, 18])
+def test_resize_changes_nothing(dict_rows):
     with jax.enable_x64(True):
         contexts, rewards, arrivals, active = _env(3, 4, 2, 20, seed=4)
         algo = async_kernel_ucb(threshold=0.3, lengthscale=0.7, dict_capacity=20, buffer_capacity=20)
         big, acts_big, small, acts_small = drive_with_and_without_resize(
-            algo, EnvSpec(3, 4, 2, 20), contexts, rewards, active, split=8)
+            algo, EnvSpec(3, 4, 2, 20), contexts, rewards, active, split=8, dict_rows=dict_rows)
         np.testing.assert_array_equal(acts_big, acts_small)
         assert int(big.dict_n) == int(small.dict_n) > 8 and int(big.num_comms) > 0
+        assert int(small.error) == 0 and int(algo.demand(small)) == int(small.dict_n)
+        if dict_rows is not None:  # demand-sized: the dictionary and the buffers have dict_rows rows
+            assert small.A.shape == (18, 18) and small.buf_X.shape == (3, 18, 2)
         for name in ("Linv", "A", "b", "P", "snap_Pinv", "snap_coef", "dict_X", "buf_X", "acc"):
-            np.testing.assert_allclose(getattr(big, name), getattr(small, name), atol=1e-12, err_msg=name)
+            lead = tuple(slice(0, n) for n in getattr(small, name).shape)  # demand-sized: the leading block
+            np.testing.assert_allclose(getattr(big, name)[lead], getattr(small, name), atol=1e-12, err_msg=name)
         np.testing.assert_array_equal(big.snap_n, small.snap_n)
 
 
