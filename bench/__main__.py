@@ -69,6 +69,9 @@ def parse_args(argv):
                         f"runner) are timed (default {async_bench.FULL_NUMPY_HORIZON}; quick {async_bench.QUICK['numpy_horizon']})")
     p.add_argument("--async-capacity-seeds", type=int, default=None,
                    help=f"S of OneKernelUCB's fixed-buffer versus doubling comparison (default {async_bench.FULL_CAPACITY_SEEDS})")
+    p.add_argument("--async-sizing-horizon", type=int, default=None,
+                   help="T of the Nyström methods' demand- versus time-sized dictionary comparison (default "
+                        f"{async_bench.FULL_SIZING_HORIZON}; quick: the section's T)")
     p.add_argument("--out", default=None, help="JSON path, or a directory for bench.json (default bench/results/bench.json)")
     args = p.parse_args(argv)
     try:
@@ -88,7 +91,7 @@ def parse_args(argv):
         p.error("--capacity-seeds must be a positive integer")
     if args.async_capacity_seeds is None:
         args.async_capacity_seeds = async_bench.FULL_CAPACITY_SEEDS
-    for flag in ("async_horizon", "async_agents", "async_numpy_horizon", "async_capacity_seeds"):
+    for flag in ("async_horizon", "async_agents", "async_numpy_horizon", "async_capacity_seeds", "async_sizing_horizon"):
         if getattr(args, flag) is not None and getattr(args, flag) < 1:
             p.error(f"--{flag.replace('_', '-')} must be a positive integer")
     known = {c.name.lower(): c.name for c in configs.cases()}

@@ -26,6 +26,11 @@ The prefix run comes first; a full-horizon run whose estimate (prefix run second
 the rough model "sum over segments of steps x C^2") exceeds --budget-seconds is skipped, with the
 prefix columns and the ratio still reported.
 
+The two Nyström methods size their dictionaries by demand (bandits_jax.core, `Algorithm.demand`).
+Their sizing comparison times, at S = 1 and T = --async-sizing-horizon, the default against
+dictionaries sized by time (rows min(t_end, capacity), what the runner did before), and checks
+that the regret curves agree.
+
 OneKernelUCB's pooled inverse factor is, by default, stored as row panels whose dead part is
 skipped (a step at time t costs ~t^2 / 2; model units sum_t t^2). Its storage comparison times,
 at --async-capacity-seeds seeds and T, the dense storage grown by the runner's doubling capacity
@@ -63,6 +68,7 @@ FULL_AGENTS = 100
 FULL_NUMPY_HORIZON = 500  # NumPy loops at N = 100: T_np = 300 took 16 + 5 + 2 s; T_np = 1000: 86 s (One), 128 s (Approx), > 210 s (Async)
 FULL_SEEDS = (1,)
 FULL_CAPACITY_SEEDS = 1
+FULL_SIZING_HORIZON = 1000  # time-sized dictionaries reach 512 rows from t = 512 on; at N = 100, T = 1000 ~90 points are in use
 QUICK = dict(horizon=50, num_agents=4, numpy_horizon=50, first_segment=25)  # two doubling segments
 QUICK_SEEDS = (1,)
 MB = float(1 << 20)
@@ -258,7 +264,38 @@ def bench_algorithm(name, alg, problem, prefix_problem, cfg, args, seed_counts, 
                   hparams={k: float(v) for k, v in alg.hparams.items()}, numpy=ref, rows=rows)
     if name == "OneKernelUCB":
         result["capacity"] = storage_section(alg, cfg, problem, args, last, capacity_comparison)
+    if alg.demand is not None:
+        result["sizing"] = sizing_section(alg, cfg, args)
     return result
+
+
+# ------------------------------------------------------------------------------------ Nyström dictionary sizing
+def sizing_section(alg, cfg: dict, args) -> dict:
+    """Demand-sized dictionaries (the default) against time-sized ones (rows = min(t_end, capacity),
+    `demand=None`), S = 1, on a problem of horizon --async-sizing-horizon: run seconds of each, the
+    ratio, and the largest difference of their cumulative regret (the numbers must agree)."""
+    Ts = sizing_horizon(args, cfg["horizon"])
+    problem, _ = build({**cfg, "horizon": Ts})
+    fs = min(cfg["first_segment"], Ts)
+    log(f"[{alg.name}] dictionary sizing at T = {Ts}: by demand, then by time ...")
+    out = {}
+    for label, variant in (("demand", alg), ("time", alg._replace(demand=None))):
+        o, _, final = jax_batch(problem, variant, 1, fs)
+        out[label] = dict(run_seconds=o.run_seconds, compile_seconds=o.compile_seconds, final_regret=final,
+                          curve=cumulative_regret(o.regret, agents="sum")[0])
+    diff = float(np.max(np.abs(out["demand"].pop("curve") - out["time"].pop("curve"))))
+    ratio = out["time"]["run_seconds"] / out["demand"]["run_seconds"]
+    log(f"[{alg.name}] sizing: demand {out['demand']['run_seconds']:.2f} s, time {out['time']['run_seconds']:.2f} s "
+        f"(x{ratio:.2f}), max regret difference {diff:.2e}")
+    return dict(horizon=Ts, seeds=1, demand=out["demand"], time=out["time"], time_over_demand=ratio,
+                max_regret_difference=diff)
+
+
+def sizing_horizon(args, horizon: int) -> int:
+    raw = getattr(args, "async_sizing_horizon", None)
+    if raw is None:
+        raw = QUICK["horizon"] if args.quick else FULL_SIZING_HORIZON
+    return max(1, min(int(raw), horizon))
 
 
 # ------------------------------------------------------------------------------------ OneKernelUCB storage
@@ -419,6 +456,12 @@ def table(section: dict) -> str:
             out.append(f"  {res['algorithm']}: NumPy regret on T_np={Tp} {ref['regret']:.1f} (seed 0; JAX prefix "
                        f"regret {_fmt(next((r['prefix_regret_mean'] for r in res['rows'] if 'prefix_regret_mean' in r), None), '.1f')}"
                        f"), segments {[tuple(s) for s in res['segments']]}")
+        siz = res.get("sizing")
+        if siz:
+            out.append(
+                f"{res['algorithm']} dictionary sizing, T={siz['horizon']}, S=1: by demand (default) "
+                f"{siz['demand']['run_seconds']:.2f} s, by time (rows min(t_end, capacity)) {siz['time']['run_seconds']:.2f} s "
+                f"= x{siz['time_over_demand']:.2f}; largest regret difference {siz['max_regret_difference']:.1e}")
         cap = res.get("capacity")
         if not cap:
             continue

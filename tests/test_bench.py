@@ -139,3 +139,17 @@ def test_async_only_selects_the_section():
     assert parse_args(["--only", "onekernelucb,LinUCB"]).only_names == {"OneKernelUCB", "LinUCB"}
     with pytest.raises(SystemExit):
         parse_args(["--async-numpy-horizon", "0"])
+
+
+def test_async_dictionary_sizing_comparison(quick_result):
+    nystrom = [res for res in quick_result["async_section"]["results"]
+               if res["algorithm"] in ("Async-KernelUCB", "Approx-DisKernelUCB")]
+    if not nystrom:
+        pytest.skip("the Nyström rows run under -m slow")
+    for res in nystrom:
+        siz = res["sizing"]
+        assert siz["horizon"] == quick_result["async_section"]["spec"]["horizon"]
+        assert siz["time_over_demand"] == pytest.approx(siz["time"]["run_seconds"] / siz["demand"]["run_seconds"])
+        assert siz["max_regret_difference"] < 1e-9  # demand sizing changes no number
+        assert siz["demand"]["final_regret"] == pytest.approx(siz["time"]["final_regret"], rel=1e-12)
+        assert "dictionary sizing" in quick_result["table"]
