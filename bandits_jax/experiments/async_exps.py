@@ -42,8 +42,9 @@ D = 1/N^2, one seed): with gamma = 1 the ridge-leverage dictionary of Async-Kern
 from the span) and keeps growing; with gamma = 0.1 it holds 23 / 64 / 90, and a 10^4-step run
 fits in 512. The client snapshots cost N M^2 numbers (0.2 GB a run at M = 512, 13 GB at
 M = 4096), and a synchronisation of Approx-DisKernelUCB re-embeds the whole history at
-O(t M^2), both at the padded capacity M; so the capacities default to 512, and gamma = 1 or 4
-(the rest of the grid) needs them raised and pays for it. An overflow stops the run early with
+O(t M^2). M is sized by demand (the runner gives the dictionaries room for 1.5 times their
+fill, `Algorithm.demand`), so these costs follow the dictionary in use; the capacities (512 by
+default) are the limits, and gamma = 1 or 4 (the rest of the grid) needs them raised. An overflow stops the run early with
 a message naming the capacity (the runner's error marker check).
 """
 from __future__ import annotations
