@@ -73,12 +73,17 @@ def draw_results(res):
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
         ax = axes[0, 2]  # the trade-off: one point per curve that communicates
-        for alg in algorithms:
-            total = float(np.sum(comm[alg].astype(np.float64), axis=1).mean())
-            if total > 0:
-                ax.scatter([total], [final[alg]["final_regret_mean"]], label=alg, color=color[alg])
-                ax.annotate(alg, (total, final[alg]["final_regret_mean"]), fontsize=6, alpha=0.8)
+        points = [(float(np.sum(comm[alg].astype(np.float64), axis=1).mean()), final[alg]["final_regret_mean"], alg)
+                  for alg in algorithms]
+        points = sorted(p for p in points if p[0] > 0)
+        for k, (total, regret, alg) in enumerate(points):
+            ax.scatter([total], [regret], label=alg, color=color[alg])
+            # neighbours along x take turns above and below their point, so close labels do not overprint
+            ax.annotate(alg, (total, regret), xytext=(4, (4, -9, 13)[k % 3]), textcoords="offset points",
+                        fontsize=6, alpha=0.8)
         ax.set_xscale("log")
+        if points:  # room on the right for the last label
+            ax.set_xlim(points[0][0] / 1.6, points[-1][0] * 6.0)
         ax.set_xlabel("total scalars communicated")
         ax.set_ylabel("final cumulative regret")
         ax.set_title("regret against communication")
