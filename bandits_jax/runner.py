@@ -284,12 +284,12 @@ def _run_batch(problem, algorithm, seeds, hp, base_key, first_segment, progress,
         while True:
             state, outs, seconds = run_segment(start_state, inst, pk, ak, t0, length, cap, dict_rows)
             run_s += seconds
-            fresh = error_marked(outs) & ~marked
-            if not (grow and fresh.any() and dict_rows < limit):
+            seg_marks = error_marked(outs)
+            if not (grow and (seg_marks & ~marked).any() and dict_rows < limit):
                 break
             dict_rows = min(2 * dict_rows, limit)  # a run outgrew the buffers: again, with room
         outputs.append(outs)
-        marked |= error_marked(outs)
+        marked |= seg_marks
         if stop_on_error and t1 < problem.spec.horizon and marked[:batch].all():
             raise ConfigError(
                 f"{algorithm.name}: every run of this batch (seeds {seeds[0]}..{seeds[-1]}) carries the error "
