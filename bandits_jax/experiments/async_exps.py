@@ -110,7 +110,7 @@ NOTES = (
     "Regret: cumulative pseudo-regret summed over clients (one client acts per step: the paper's R_t), "
     "mean over seeds; the paper's error bands are not stated (our plan: +- 1 std; the summary shows the "
     "standard error). Communication: cumulative scalars up + down, every synchronisation counting all N "
-    "clients. Hyper-parameters: lam = 1 and q = 1 everywhere, one (gamma, alpha) point per run, default "
+    "clients. Hyper-parameters: lam = 1 and q = 1 everywhere; without grid=true one (gamma, alpha) point per run, default "
     "gamma = 0.1, alpha = 1 (the paper grid-searches both over {0.1, 1, 4}; gamma = 0.1 keeps the Nystrom "
     "dictionaries small enough for paper size); thresholds: Async-KernelUCB D = 1/N^2 (theory), FedLinUCB "
     "alpha_c = 1/N^2, Approx-DisKernelUCB / DisLinUCB / FedGLB-UCB T / (N d ln(N T)) (the paper states none "
