@@ -45,7 +45,7 @@ def draw_results(res):
     panels = (3 if any_comm else 1) + (1 if by_n else 0)
     cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     if len(algorithms) > len(cycle):  # more curves than the cycle (a D sweep): distinct colours, not repeats
-        cycle = [plt.get_cmap("tab20")(k % 20) for k in range(len(algorithms))]
+        cycle = [plt.get_cmap("tab20")(k) for k in range(20)]
     color = {alg: cycle[k % len(cycle)] for k, alg in enumerate(algorithms)}  # the same in every panel
     fig, axes = plt.subplots(1, panels, figsize=(5.4 * panels + 1.1, 4.2), squeeze=False)
     ax = axes[0, 0]
