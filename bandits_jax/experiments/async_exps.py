@@ -46,8 +46,9 @@ fits in 512. The client snapshots cost N M^2 numbers (0.2 GB a run at M = 512, 1
 M = 4096), and a synchronisation of Approx-DisKernelUCB re-embeds the whole history at
 O(t M^2). M is sized by demand (the runner gives the dictionaries room for 1.5 times their
 fill, `Algorithm.demand`), so these costs follow the dictionary in use; the capacities (512 by
-default) are the limits, and gamma = 1 or 4 (the rest of the grid) needs them raised. An overflow stops the run early with
-a message naming the capacity (the runner's error marker check).
+default) are the limits, and gamma = 1 or 4 (the rest of the grid) needs them raised. An
+overflow stops the run early with a message naming the capacity (the runner's error marker
+check).
 """
 from __future__ import annotations
 
