@@ -1,46 +1,46 @@
-"""The two contracts every part of the simulator speaks: a problem and an algorithm.
+"""The contracts every part of the simulator speaks: a problem, an algorithm, and one step.
 
-A *problem* is the world: it draws an instance once per seed (`init`), then at each global
-step `t` hands every agent K contexts and knows their noiseless mean rewards. Rewards for
-ALL K arms are drawn at each step from the problem's own key, so two algorithms run on the
-same seed see the same contexts and the same noise (common random numbers).
+A *problem* is the world. It draws an instance once per seed (`init`), then at each global step
+`t` hands every agent K contexts and knows their noiseless mean rewards. Rewards for ALL K arms
+are drawn from the problem's own key, so two algorithms on one seed see the same contexts and
+noise (common random numbers). `public(instance)` is what the agents may know of the instance (a
+graph, a candidate set); `spec.one_active` declares a protocol in which one agent acts per step.
 
-An *algorithm* is a NamedTuple of pure functions in the manner of optax:
+An *algorithm* is a NamedTuple of pure functions, module-level functions bound to a frozen
+configuration (in the manner of optax):
 
-    init(key, spec, hparams, capacity) -> state
-    select(state, contexts[N, K, d], key) -> (actions[N] int32, info)
-        (or select(state, contexts, key, active[N] bool) when `sees_active` is True)
-    update(state, contexts[N, K, d], actions[N], rewards[N], active[N] bool, key) -> (state, info)
+    init(key, spec, params, sizes, public) -> state
+    select(params, state, step, key) -> (actions[N] int32, aux)
+    update(params, state, step, actions[N], rewards[N], aux, key) -> (state, Report)
 
-`hparams` is a dict of float hyper-parameters; `init` stores them in the state as traced
-values, so a grid over them is a `vmap`, not a recompile. Everything shape-like (N, K, d,
-capacities, the horizon, network widths) is static and lives in the closure that built the
-algorithm.
+`step` is a `Step`: the time index `t` (the same for every run of a batch, so a condition on it
+stays a real `lax.cond` under the runner's `vmap`), the contexts [N, K, d] and the arrival mask
+[N]. `aux` is whatever `select` computed that `update` needs; the runner hands it over and never
+stores it. `params` are the float hyper-parameters, declared once (`Algorithm.params`: name ->
+`Param` with its default and sign) and passed as traced scalars, so a grid is a `vmap`. One
+signature for all: an algorithm ignores the inputs it does not need, and no flag changes how the
+runner calls it.
 
-`update` reports communication in its info dict under the keys of `COMM_KEYS`: scalars sent
-up to the server (or to peers), scalars sent down, and whether a communication round took
-place at this step (0 or 1). Algorithms that never communicate report zeros.
+`Report` is what a step tells the runner: communication (scalars up, scalars down, rounds; never
+NaN), integer error bits whose messages the algorithm declares (`Algorithm.errors`), and named
+per-step diagnostics the runner records beside the regret.
 
-Algorithms whose state grows with time (a Gram matrix, a training history) declare
-`capacity(spec, t_end) -> rows` (buffer rows needed to run steps 0..t_end-1) and
-`resize(state, rows) -> state` (pad the buffers to a larger static size, without changing any
-result). The runner then splits the horizon into segments of doubling capacity so a step
-costs in proportion to the data seen so far, not to the final size.
+Sizing. Buffers that grow with time declare `Sizing.rows(spec, t_end)`, the rows needed for steps
+[0, t_end); the runner runs the horizon in segments of doubling size and pads the state between
+them with `Sizing.resize(state, Sizes)`, so a step costs in proportion to the data seen. Buffers
+whose fill is not a function of time (a Nyström dictionary) declare `Sizing.demand(state)` (rows in
+use, one run) and `demand_limit`; the runner gives them room for about 1.5 times the batch's
+fill and re-runs a segment with twice the room when a run overflows (error bit
+`Sizing.overflow`).
 
-Buffers whose fill is not a function of time (a Nyström dictionary, per-client upload buffers)
-are sized by demand instead: the algorithm declares `demand(state) -> rows in use` (one run's
-state, an int32 scalar) and `demand_limit` (the largest size it accepts), and its `resize` takes
-a third argument, `resize(state, rows, dict_rows)`, the size of those buffers. Before each
-segment the runner reads the largest demand of the batch and gives the buffers room to grow;
-if a run overflows inside the segment anyway (the algorithm's error marker), the segment is run
-again from its start with the buffers doubled, up to `demand_limit`. A dictionary of 100 points
-then costs as 100-odd rows, not as its worst-case capacity.
-
-Pure-exploration algorithms, which run in phases rather than steps, are plain functions
-`trial(key) -> outcome` and go through `runner.run_trials`, with the same keys and sharding.
+Why this shape rather than the old one (13 fields, two call dispatchers and a batching option):
+every input goes to every algorithm, so the runner has one code path; rare expensive work is
+written as `algorithms.base.batch_cond`, which stays one conditional for the whole batch of runs,
+so no algorithm needs its seeds run one after another.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable, NamedTuple, Optional
 
 import jax
@@ -48,8 +48,6 @@ import jax.numpy as jnp
 
 Array = jax.Array
 PyTree = Any
-
-COMM_KEYS = ("comm_up", "comm_down", "rounds")
 
 
 class ConfigError(ValueError):
@@ -61,18 +59,21 @@ class ConfigError(ValueError):
 
 
 class EnvSpec(NamedTuple):
-    """Static sizes of a multi-agent contextual bandit run.
+    """Static sizes of a multi-agent contextual bandit run, and its protocol.
 
-    num_agents: N, agents acting at each global step (inactive ones are masked).
+    num_agents: N, agents (inactive ones are masked by `Step.active`).
     num_arms:   K, contexts offered to each agent per step.
     dim:        d, context dimension.
     horizon:    T, number of global steps.
+    one_active: exactly one agent acts at each step (the asynchronous protocol); algorithms may
+                then work on that agent alone.
     """
 
     num_agents: int
     num_arms: int
     dim: int
     horizon: int
+    one_active: bool = False
 
 
 class Problem(NamedTuple):
@@ -83,6 +84,7 @@ class Problem(NamedTuple):
     mean_reward(instance, t, contexts) -> [N, K]   the noiseless means; regret is measured on them.
     sample_rewards(instance, means, key) -> [N, K]  a noisy reward for every arm (CRN).
     active(instance, t, key) -> [N] bool     which agents act at step t (None: all of them).
+    public(instance) -> pytree               what agents may know of the instance (None: nothing).
     description: one line, shown in outputs (e.g. "synthetic stand-in for MovieLens").
     """
 
@@ -94,62 +96,144 @@ class Problem(NamedTuple):
     sample_rewards: Callable[[PyTree, Array, Array], Array]
     active: Optional[Callable[[PyTree, Array, Array], Array]] = None
     description: str = ""
+    public: Optional[Callable[[PyTree], PyTree]] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One global step as an algorithm sees it.
+
+    t:          int32 scalar time index, unbatched under the runner's vmap.
+    contexts:   [N, K, d] the arms offered to each agent.
+    active:     [N] bool, which agents act (their regret counts; the others' actions are unused).
+    one_active: static; True when the problem declares one active agent per step.
+    """
+
+    t: Array
+    contexts: Array
+    active: Array
+    one_active: bool = False
+
+
+jax.tree_util.register_dataclass(Step, data_fields=["t", "contexts", "active"], meta_fields=["one_active"])
+
+
+class Report(NamedTuple):
+    """What `update` tells the runner about one step (scalars of one run).
+
+    comm_up, comm_down: scalars sent towards the server or peers, and back.
+    rounds:      1 where a communication round took place.
+    errors:      int32 bits of `Algorithm.errors` (0: nothing wrong); the runner ORs them over time.
+    diagnostics: {name: scalar} recorded per step (a dictionary size, a trigger value, ...).
+    """
+
+    comm_up: Array
+    comm_down: Array
+    rounds: Array
+    errors: Array
+    diagnostics: dict
+
+
+def report(dtype, comm_up=0.0, comm_down=0.0, rounds=0.0, errors=0, **diagnostics) -> Report:
+    """A `Report` with the communication cast to `dtype` (zeros by default)."""
+    cast = lambda v: jnp.asarray(v).astype(dtype)  # noqa: E731
+    return Report(cast(comm_up), cast(comm_down), cast(rounds), jnp.asarray(errors).astype(jnp.int32),
+                  dict(diagnostics))
+
+
+class Param(NamedTuple):
+    """A float hyper-parameter: its default and the sign it must have ("positive", "nonnegative" or
+    "" for any)."""
+
+    default: float
+    sign: str = ""
+
+
+class Sizes(NamedTuple):
+    """Static buffer sizes handed to `init` and `Sizing.resize`: rows of the time-grown buffers
+    (None when the algorithm has none) and rows of the demand-sized ones (None likewise)."""
+
+    rows: Optional[int] = None
+    demand_rows: Optional[int] = None
+
+
+class Sizing(NamedTuple):
+    """How an algorithm's buffers are sized (module docstring).
+
+    rows(spec, t_end) -> int: rows of the time-grown buffers that steps [0, t_end) need.
+    resize(state, sizes) -> state: pad one run's state to larger Sizes, changing no number.
+    demand(state) -> int32: rows in use of the demand-sized buffers (None: there are none).
+    demand_limit: the most rows the demand-sized buffers may get.
+    overflow: the error bit that means a demand-sized buffer was outgrown.
+    """
+
+    rows: Callable[[EnvSpec, int], int]
+    resize: Callable[[PyTree, Sizes], PyTree]
+    demand: Optional[Callable[[PyTree], Array]] = None
+    demand_limit: int = 0
+    overflow: int = 0
 
 
 class Algorithm(NamedTuple):
     """A (multi-agent) bandit algorithm as pure functions; see the module docstring.
 
-    batching: how the runner spreads a batch of runs over one step. "vmap" (default) vectorises
-    them; "map" loops over them inside the compiled step (`lax.map`). Under `vmap` a `lax.cond`
-    whose predicate differs between runs becomes a select that computes BOTH branches, so an
-    algorithm whose rare event-triggered work (a synchronisation, a retraining) is expensive
-    may be faster with "map", where each run pays only for the branch it takes. Under "map" each
-    run executes its whole segment scan in turn (runs are mapped outside the time loop).
-
-    sees_active: when True the runner passes the step's arrival mask to `select` as a fourth
-    argument, so an algorithm of a one-client-per-step protocol scores only the active client
-    (the actions of inactive agents are never used: their regret is 0 and `update` ignores them).
-
-    update_sees_select: when True the runner passes the step's select info to `update` as the
-    keyword `select_info`, so work done while scoring (e.g. a column that the update needs again)
-    is not repeated. Keys of the select info that begin with "_" are such caches: the runner never
-    stores them (see `public_info`).
-
-    demand, demand_limit: demand-sized buffers (module docstring); demand None means none.
+    params: {name: Param}, the float hyper-parameters with this algorithm's defaults.
+    sizing: None for fixed-size state.
+    errors: {bit: message} of the error bits its reports may carry.
     """
 
     name: str
-    hparams: dict
+    params: dict
     init: Callable[..., PyTree]
     select: Callable[..., tuple]
     update: Callable[..., tuple]
-    capacity: Optional[Callable[[EnvSpec, int], int]] = None
-    resize: Optional[Callable[[PyTree, int], PyTree]] = None
+    sizing: Optional[Sizing] = None
+    errors: dict = {}
     description: str = ""
-    batching: str = "vmap"
-    sees_active: bool = False
-    update_sees_select: bool = False
-    demand: Optional[Callable[[PyTree], Array]] = None
-    demand_limit: int = 0
+
+    @property
+    def defaults(self) -> dict:
+        """{name: default value} of the float hyper-parameters."""
+        return {name: p.default for name, p in self.params.items()}
+
+    def with_defaults(self, **values) -> "Algorithm":
+        """This algorithm with other default hyper-parameters, checked as the factory checks them."""
+        return self._replace(params=declare_params(self.name, self.params, values))
 
 
-def call_select(algorithm: "Algorithm", state, contexts, key, active):
-    """algorithm.select with the arrival mask passed on when the algorithm asks for it."""
-    if algorithm.sees_active:
-        return algorithm.select(state, contexts, key, active)
-    return algorithm.select(state, contexts, key)
+def declare_params(algorithm_name: str, declared: dict, given: dict) -> dict:
+    """{name: Param} with the `given` values as defaults, each checked against its declaration.
+
+    declared: {name: Param} of the algorithm; given: {name: number}. Unknown names, non-numbers and
+    wrong signs raise ConfigError (before anything compiles).
+    """
+    out = dict(declared)
+    for name, value in given.items():
+        out[name] = declared_param(algorithm_name, declared, name)._replace(
+            default=check_param(algorithm_name, declared, name, value))
+    return out
 
 
-def call_update(algorithm: "Algorithm", state, contexts, actions, rewards, active, key, select_info):
-    """algorithm.update with the select info passed on when the algorithm asks for it."""
-    if algorithm.update_sees_select:
-        return algorithm.update(state, contexts, actions, rewards, active, key, select_info=select_info)
-    return algorithm.update(state, contexts, actions, rewards, active, key)
+def declared_param(algorithm_name: str, declared: dict, name: str) -> Param:
+    """The declaration of `name`, or a ConfigError that lists the known names."""
+    if name not in declared:
+        raise ConfigError(f"{algorithm_name}: unknown hyper-parameter {name}; "
+                          f"known: {', '.join(sorted(declared)) or 'none'}")
+    return declared[name]
 
 
-def public_info(info: dict) -> dict:
-    """A select info without its caches (the keys that begin with "_")."""
-    return {k: v for k, v in info.items() if not k.startswith("_")}
+def check_param(algorithm_name: str, declared: dict, name: str, value) -> float:
+    """`value` as a float, refused when it is not a number or has the wrong sign."""
+    sign = declared_param(algorithm_name, declared, name).sign
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{algorithm_name}: hyper-parameter {name} must be a number, got {value!r}") from None
+    if sign == "positive" and not value > 0:
+        raise ConfigError(f"{algorithm_name}: {name} must be > 0, got {value}")
+    if sign == "nonnegative" and not value >= 0:
+        raise ConfigError(f"{algorithm_name}: {name} must be >= 0, got {value}")
+    return value
 
 
 def gaussian_rewards(noise_std: float) -> Callable[[PyTree, Array, Array], Array]:
@@ -169,46 +253,12 @@ def bernoulli_rewards(instance, means, key):
     return jax.random.bernoulli(key, p).astype(means.dtype)
 
 
-def no_comm(dtype=jnp.float32) -> dict:
-    """The info dict of a step without communication."""
-    zero = jnp.zeros((), dtype)
-    return {"comm_up": zero, "comm_down": zero, "rounds": zero}
-
-
-def check_hparams(algorithm_name: str, defaults: dict, given: dict, positive=(), nonnegative=()) -> dict:
-    """Merge user hyper-parameters into the defaults, refusing unknown names and bad signs."""
-    unknown = sorted(set(given) - set(defaults))
-    if unknown:
-        raise ConfigError(
-            f"{algorithm_name}: unknown hyper-parameter(s) {', '.join(unknown)}; "
-            f"known: {', '.join(sorted(defaults))}"
-        )
-    out = dict(defaults)
-    for name, value in given.items():
-        try:
-            out[name] = float(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"{algorithm_name}: hyper-parameter {name} must be a number, got {value!r}") from None
-    for name in positive:
-        if not out[name] > 0:
-            raise ConfigError(f"{algorithm_name}: {name} must be > 0, got {out[name]}")
-    for name in nonnegative:
-        if not out[name] >= 0:
-            raise ConfigError(f"{algorithm_name}: {name} must be >= 0, got {out[name]}")
-    return out
-
-
-def traced_hparams(defaults: dict, given, dtype) -> dict:
-    """The hyper-parameters an `init` stores in its state: `given` (a dict of scalars or traced
-    values, possibly None) over `defaults`, as arrays of `dtype`."""
-    given = given or {}
-    return {name: jnp.asarray(given.get(name, value), dtype) for name, value in defaults.items()}
-
-
 def check_spec(spec: EnvSpec) -> EnvSpec:
     """Refuse impossible sizes with a message that names the field."""
-    for field in EnvSpec._fields:
+    for field in EnvSpec._fields[:4]:
         value = getattr(spec, field)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ConfigError(f"{field} must be a positive integer, got {value!r}")
+    if not isinstance(spec.one_active, bool):
+        raise ConfigError(f"one_active must be True or False, got {spec.one_active!r}")
     return spec

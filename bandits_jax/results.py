@@ -5,6 +5,8 @@ results.npz keys, per algorithm name A:
     A/comm_up   [S, T]     scalars sent up per step
     A/comm_down [S, T]     scalars sent down per step
     A/rounds    [S, T]     communication rounds per step (0/1)
+    A/errors    [S]        the error bits of each run (0: none; metadata.json "errors" names them)
+    A/diag/NAME [S, T]     the per-step diagnostics the algorithm reports
     seeds       [S]
 Algorithm order is kept in metadata.json ("algorithms").
 """
@@ -17,7 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .runner import OUTPUT_KEYS, cumulative_regret
+from .runner import cumulative_regret
 
 
 class Results(NamedTuple):
@@ -41,8 +43,8 @@ def save_results(out_dir: Path, arrays: dict, seeds, metadata: dict) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     flat = {"seeds": np.asarray(seeds)}
     for alg, per in arrays.items():
-        for key in OUTPUT_KEYS:
-            flat[f"{alg}/{key}"] = per[key]
+        for key, value in per.items():
+            flat[f"{alg}/{key}"] = value
     atomic_savez(out_dir / "results.npz", flat)
     atomic_write_text(out_dir / "metadata.json", json.dumps(metadata, indent=2, default=str))
     results = Results(arrays, np.asarray(seeds), metadata)
@@ -62,7 +64,8 @@ def load_results(out_dir) -> Results:
         for name in data.files:
             if "/" not in name:
                 continue
-            alg, key = name.rsplit("/", 1)
+            alg, key = name.split("/diag/", 1) if "/diag/" in name else name.rsplit("/", 1)
+            key = f"diag/{key}" if "/diag/" in name else key
             arrays.setdefault(alg, {})[key] = data[name]
     return Results(arrays, seeds, metadata)
 
@@ -90,11 +93,13 @@ def summary_rows(results: Results):
 
 def grid_choices(results: Results) -> dict:
     """For each algorithm run over a hyper-parameter grid: the curve name of its point of lowest
-    mean final cumulative regret. A point whose regret is non-finite, or whose communication
-    carries the NaN error marker (a run that outgrew a capacity: its regret is finite but its
-    model was broken), never wins."""
+    mean final cumulative regret. A point whose regret is non-finite, or one of whose runs carries
+    error bits (a run that outgrew a capacity: its regret is finite but its model was broken), never
+    wins."""
+    broken = results.metadata.get("errors", {})
+
     def score(r):
-        sound = all(np.isfinite(r[k]) for k in ("final_regret_mean", "comm_up", "comm_down"))
+        sound = np.isfinite(r["final_regret_mean"]) and r["algorithm"] not in broken
         return r["final_regret_mean"] if sound else np.inf
 
     final = {r["algorithm"]: score(r) for r in summary_rows(results)}
@@ -130,6 +135,9 @@ def summary_markdown(results: Results) -> str:
             label = best[len(base):].strip().strip("[]")
             lines.append(f"| {base} | {label} | {final[best]['final_regret_mean']:.3f} +- "
                          f"{final[best]['final_regret_se']:.3f} | {len(md['grids'][base])} |")
+    if md.get("errors"):
+        lines += ["", "Runs with errors (their numbers are not to be trusted):", ""]
+        lines += [f"- {curve}: {message}" for curve, message in md["errors"].items()]
     if md.get("notes"):
         lines += ["", md["notes"]]
     return "\n".join(lines) + "\n"

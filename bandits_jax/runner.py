@@ -2,28 +2,34 @@
 
 A *run* is one (seed, hyper-parameter point) pair. A batch of runs executes as ONE compiled
 call per capacity segment: the scan body is `vmap(step)` over the batch, with the time index
-unbatched (so progress can be reported from inside the compiled loop), and the batch axis is
-sharded over every available device with `jax.sharding` (one device is a mesh of size one).
+unbatched (so conditions on it stay real conditionals, and progress can be reported from inside
+the compiled loop), and the batch axis is sharded over every available device with
+`jax.sharding` (one device is a mesh of size one). Every algorithm runs this way: rare expensive
+work is the algorithm's `batch_cond`, never a loop over runs.
+
+Chunks. On a CPU a step over a vmap of many runs touches all their states, which then fall out
+of the caches; so each device's runs are cut into equal chunks of at most `vmap_size` runs
+(CPU_VMAP_SIZE by default on a CPU, the whole batch on an accelerator), each chunk one vmap, the
+chunks one after another (`lax.map`) inside the same compiled call. Chunking changes no key and
+no number beyond float rounding.
 
 Keys. Seed s owns `fold_in(PRNGKey(base_key), s)`; from it a problem key and an algorithm key
 are derived, and from those, per-step keys by `fold_in(., t)`. Nothing depends on the batch
 size, the chunking, the segmenting or the device count, so seed s gives the same numbers
 however the sweep is cut; and two algorithms on the same seed see the same contexts and noise.
+`replay` (given arrays instead of a problem) uses the same step and the same algorithm keys.
 
-Segments. When an algorithm declares a `capacity`, the horizon is split into segments
-[0, s0), [s0, 2 s0), [2 s0, 4 s0), ... ; each segment runs with buffers of the capacity it
-needs at its end, and the state is padded (`algorithm.resize`) between segments. A growing
-kernel matrix or training history then costs in proportion to its current size. Buffers sized
-by demand (`Algorithm.demand`, a Nyström dictionary) get, before each segment, room for about
-1.5 times the batch's largest fill (`grown_rows`); a segment in which a run outgrows them is
-run again from its start with twice the rows (the keys do not depend on sizes, so the numbers
-are those of a run that had the room from the start).
+Segments. When an algorithm declares a `Sizing`, the horizon is split into segments
+[0, s0), [s0, 2 s0), [2 s0, 4 s0), ... ; each segment runs with buffers of the rows it needs at
+its end, and the state is padded (`Sizing.resize`) between segments. Buffers sized by demand
+get, before each segment, room for about 1.5 times the batch's largest fill (`grown_rows`); a
+segment in which a run outgrows them (its report carries `Sizing.overflow`) is run again from its
+start with twice the rows (the keys do not depend on sizes, so the numbers are those of a run
+that had the room from the start).
 
-Errors. The algorithms of this package mark a broken run (a capacity overflow, two active
-clients in a one-client protocol) by NaN in its communication outputs. After each segment the
-runner looks at them; when EVERY run of the batch is marked it stops with a ConfigError instead
-of computing the rest of the horizon (with some runs still sound, e.g. other points of a
-hyper-parameter grid, it goes on, and the marked runs are reported by the algorithm's check).
+Errors. A report's error bits are ORed over time per run and returned. When EVERY run of the
+batch carries one after a segment, the runner stops with a ConfigError naming them instead of
+computing the rest of the horizon.
 
 Precision. `precision="float64"` runs tracing and execution inside a scoped
 `jax.enable_x64(True)`; the user's global setting is left alone.
@@ -40,8 +46,12 @@ import numpy as np
 from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from .core import COMM_KEYS, Algorithm, ConfigError, Problem, call_select, call_update
+from .core import Algorithm, ConfigError, EnvSpec, Problem, Sizes, Step, check_param
 
+COMM_KEYS = ("comm_up", "comm_down", "rounds")
+# Runs under one vmap on a CPU: a larger vmap makes every step touch the state of all its runs, which
+# then no longer stays in the caches (README, "Seeds per vmap"); chunks of this size run one after another.
+CPU_VMAP_SIZE = 8
 OUTPUT_KEYS = ("regret",) + COMM_KEYS
 
 
@@ -52,6 +62,8 @@ class RunOutput(NamedTuple):
     comm_up:   [B, T] scalars sent towards the server / peers at each step.
     comm_down: [B, T] scalars sent back.
     rounds:    [B, T] 1 where a communication round took place.
+    errors:    [B] int64, the error bits of each run ORed over time (0: none).
+    diagnostics: {name: [B, T]} the per-step values the algorithm reports.
     compile_seconds, run_seconds: wall-clock split of the call.
     """
 
@@ -59,6 +71,8 @@ class RunOutput(NamedTuple):
     comm_up: np.ndarray
     comm_down: np.ndarray
     rounds: np.ndarray
+    errors: np.ndarray
+    diagnostics: dict
     compile_seconds: float
     run_seconds: float
 
@@ -94,216 +108,80 @@ def algorithm_step_keys(algorithm_key, t):
 
 
 def init_keys(problem_key, algorithm_key):
+    """The keys of the problem's and the algorithm's `init`."""
     return jax.random.fold_in(problem_key, 0), jax.random.fold_in(algorithm_key, 0)
 
 
-# ----------------------------------------------------------------------------------- segments
-def segments(algorithm: Algorithm, problem: Problem, first: int = 128):
-    """[(t_start, t_end, capacity)] covering the horizon; capacity None for fixed-size state."""
-    horizon = problem.spec.horizon
-    if algorithm.capacity is None:
-        return [(0, horizon, None)]
-    out = []
-    start, end = 0, min(first, horizon)
-    while start < horizon:
-        cap = int(algorithm.capacity(problem.spec, end))
-        if out and out[-1][2] == cap and algorithm.demand is None:  # demand-sized buffers re-size at every doubling
-            out[-1] = (out[-1][0], end, cap)
-        else:
-            out.append((start, end, cap))
-        start, end = end, min(2 * end, horizon)
-    return out
-
-
 # ----------------------------------------------------------------------------------- one step
-def make_step(problem: Problem, algorithm: Algorithm) -> Callable:
-    """The pure step of ONE run: (state, instance, keys, t) -> (state, outputs)."""
-    num_agents = problem.spec.num_agents
+def act(algorithm: Algorithm, params, state, step: Step, means, all_rewards, algorithm_key):
+    """select -> reward -> update of one run at one step.
 
-    def step(state, instance, problem_key, algorithm_key, t):
+    means, all_rewards: [N, K] noiseless and noisy rewards of every arm. Returns
+    (state, actions[N], aux, regret[N], report).
+    """
+    k_sel, k_upd = algorithm_step_keys(algorithm_key, step.t)
+    actions, aux = algorithm.select(params, state, step, k_sel)
+    rewards = jnp.take_along_axis(all_rewards, actions[:, None], axis=1)[:, 0]
+    chosen_means = jnp.take_along_axis(means, actions[:, None], axis=1)[:, 0]
+    regret = jnp.where(step.active, jnp.max(means, axis=1) - chosen_means, 0.0)
+    state, rep = algorithm.update(params, state, step, actions, rewards, aux, k_upd)
+    return state, actions, aux, regret, rep
+
+
+def make_step(problem: Problem, algorithm: Algorithm) -> Callable:
+    """The pure step of ONE run: (params, state, instance, keys, t) -> (state, outputs)."""
+    spec = problem.spec
+
+    def step(params, state, instance, problem_key, algorithm_key, t):
         k_ctx, k_rew, k_act = problem_step_keys(problem_key, t)
         contexts = problem.contexts(instance, t, k_ctx)
         means = problem.mean_reward(instance, t, contexts)
         all_rewards = problem.sample_rewards(instance, means, k_rew)
         if problem.active is None:
-            active = jnp.ones((num_agents,), bool)
+            active = jnp.ones((spec.num_agents,), bool)
         else:
             active = problem.active(instance, t, k_act)
-        k_sel, k_upd = algorithm_step_keys(algorithm_key, t)
-        actions, sinfo = call_select(algorithm, state, contexts, k_sel, active)
-        rewards = jnp.take_along_axis(all_rewards, actions[:, None], axis=1)[:, 0]
-        chosen_means = jnp.take_along_axis(means, actions[:, None], axis=1)[:, 0]
-        regret = jnp.where(active, jnp.max(means, axis=1) - chosen_means, 0.0)
-        state, info = call_update(algorithm, state, contexts, actions, rewards, active, k_upd, sinfo)
-        outs = {"regret": regret}
-        for key in COMM_KEYS:
-            outs[key] = jnp.asarray(info.get(key, 0.0), regret.dtype)
-        return state, outs
+        here = Step(t, contexts, active, spec.one_active)
+        state, _, _, regret, rep = act(algorithm, params, state, here, means, all_rewards, algorithm_key)
+        return state, step_outputs(regret, rep)
 
     return step
 
 
-def state_batch(state) -> int:
-    """The (static) number of runs of a batched state: the leading size of its first leaf."""
-    return int(jax.tree_util.tree_leaves(state)[0].shape[0])
+def step_outputs(regret, rep) -> dict:
+    """The per-step record of one run: regret, communication, error bits and diagnostics."""
+    outs = {"regret": regret, "errors": rep.errors}
+    for key in COMM_KEYS:
+        outs[key] = jnp.asarray(getattr(rep, key), regret.dtype)
+    outs.update({f"diag/{name}": value for name, value in rep.diagnostics.items()})
+    return outs
 
 
-def _progress_callback(report: Optional[Callable[[int], None]], every: int):
-    if report is None:
-        return lambda t: None
-
-    def maybe_report(t):
-        lax.cond((t + 1) % every == 0, lambda: jax.debug.callback(report, t + 1), lambda: None)
-
-    return maybe_report
-
-
-# ----------------------------------------------------------------------------------- batch runner
-def error_marked(outs) -> np.ndarray:
-    """[B] bool: runs whose comm_up or comm_down (arrays [T, B, ...]) hold a NaN in these steps."""
-    def nan_rows(x):
-        x = np.asarray(x)
-        return np.isnan(x.reshape(x.shape[0], x.shape[1], -1)).any(axis=(0, 2))
-
-    return nan_rows(outs["comm_up"]) | nan_rows(outs["comm_down"])
-
-
-def _mesh():
-    devices = np.array(jax.devices())
-    return Mesh(devices, ("runs",))
-
-
-def run_batch(
-    problem: Problem,
-    algorithm: Algorithm,
-    seeds: Sequence[int],
-    hparams: Optional[dict] = None,
-    *,
-    base_key: int = 0,
-    precision: str = "float64",
-    first_segment: int = 128,
-    progress: Optional[Callable[[int], None]] = None,
-    progress_every: int = 250,
-    compiled_cache: Optional[dict] = None,
-    stop_on_error: bool = True,
-) -> RunOutput:
-    """Run `algorithm` on `problem` for each seed in ONE compiled call per capacity segment.
-
-    seeds:   B ints, one run each.
-    hparams: None (the algorithm's defaults for every run) or a dict of arrays [B] (one
-             hyper-parameter point per run; names must be the algorithm's).
-    progress: called on the host with the global step reached, every `progress_every` steps.
-    stop_on_error: raise ConfigError at the end of a segment in which every run carries the NaN
-             error marker in its communication (see the module docstring); False runs to the end.
-    Returns a RunOutput with arrays of leading size B.
-    """
-    seeds = [int(s) for s in seeds]
-    if not seeds:
-        raise ConfigError("no seeds to run: --seeds must be at least 1")
-    if algorithm.batching not in ("vmap", "map"):
-        raise ConfigError(f"{algorithm.name}: batching must be 'vmap' or 'map', got {algorithm.batching!r}")
-    hp = _batched_hparams(algorithm, hparams, len(seeds))
-    with precision_scope(precision):
-        return _run_batch(problem, algorithm, seeds, hp, base_key, first_segment, progress,
-                          progress_every, compiled_cache if compiled_cache is not None else {}, stop_on_error)
-
-
-def _batched_hparams(algorithm: Algorithm, hparams, batch: int) -> dict:
-    given = {} if hparams is None else dict(hparams)
-    unknown = sorted(set(given) - set(algorithm.hparams))
-    if unknown:
-        raise ConfigError(f"{algorithm.name}: unknown hyper-parameter(s) {', '.join(unknown)}; "
-                          f"known: {', '.join(sorted(algorithm.hparams)) or 'none'}")
-    out = {}
-    for name, default in algorithm.hparams.items():
-        value = np.asarray(given.get(name, default), dtype=np.float64)
-        if value.ndim == 0:
-            value = np.full((batch,), float(value))
-        if value.shape != (batch,):
-            raise ConfigError(f"{algorithm.name}: hyper-parameter {name} has shape {value.shape}, expected ({batch},)")
-        out[name] = value
+# ----------------------------------------------------------------------------------- segments
+def segments(algorithm: Algorithm, spec: EnvSpec, first: int = 128):
+    """[(t_start, t_end, rows)] covering the horizon; rows None for fixed-size state."""
+    horizon = spec.horizon
+    sizing = algorithm.sizing
+    if sizing is None:
+        return [(0, horizon, None)]
+    out = []
+    start, end = 0, min(first, horizon)
+    while start < horizon:
+        rows = int(sizing.rows(spec, end))
+        if out and out[-1][2] == rows and sizing.demand is None:  # demand-sized buffers re-size at every doubling
+            out[-1] = (out[-1][0], end, rows)
+        else:
+            out.append((start, end, rows))
+        start, end = end, min(2 * end, horizon)
     return out
 
 
-def _run_batch(problem, algorithm, seeds, hp, base_key, first_segment, progress, every, cache, stop_on_error):
-    mesh = _mesh()
-    n_dev = mesh.devices.size
-    batch = len(seeds)
-    padded = -(-batch // n_dev) * n_dev
-    seed_arr = np.array(seeds + [seeds[-1]] * (padded - batch), dtype=np.uint32)
-    hp = {k: np.concatenate([v, np.repeat(v[-1:], padded - batch)]) for k, v in hp.items()}
-    sharding = NamedSharding(mesh, PartitionSpec("runs"))
-    dtype = jnp.zeros(()).dtype
-    seed_arr = jax.device_put(seed_arr, sharding)
-    hp = {k: jax.device_put(jnp.asarray(v, dtype), sharding) for k, v in hp.items()}
-
-    step = make_step(problem, algorithm)
-    segs = segments(algorithm, problem, first_segment)
-    report = _progress_callback(progress, every)
-    compile_s = run_s = 0.0
-
-    def start(seeds_, hp_):
-        def one(seed):
-            pk, ak = problem_and_algorithm_keys(seed_key(seed, base_key))
-            pik, aik = init_keys(pk, ak)
-            return pk, ak, problem.init(pik), aik
-
-        pk, ak, inst, aik = jax.vmap(one)(seeds_)
-        cap0 = segs[0][2]
-        state = jax.vmap(lambda k, h: algorithm.init(k, problem.spec, h, cap0))(aik, hp_)
-        return pk, ak, inst, state
-
-    def compiled(name, fn, *args, static=()):
-        key = (name, problem.name, algorithm.name, id(problem), id(algorithm), batch, padded, static,
-               str(dtype))
-        nonlocal compile_s
-        if key not in cache:
-            t_c = time.perf_counter()
-            cache[key] = jax.jit(fn).lower(*args).compile()
-            compile_s += time.perf_counter() - t_c
-        return cache[key]
-
-    f_start = compiled("start", start, seed_arr, hp)
-    t_r = time.perf_counter()
-    pk, ak, inst, state = f_start(seed_arr, hp)
-    run_s += time.perf_counter() - t_r
-
-    run_segment = _segment_runner(algorithm, step, report, compiled)
-    outputs = []
-    marked = np.zeros(padded, bool)
-    grow = algorithm.demand is not None
-    limit = int(algorithm.demand_limit)
-    dict_rows = min(segs[0][2], limit) if grow else None  # what `init` built for the first segment
-    for t0, t1, cap in segs:
-        length = t1 - t0
-        if grow and t0 > 0:
-            f_demand = compiled("demand", lambda st: jnp.max(jax.vmap(algorithm.demand)(st)), state,
-                                static=(_shape_sig(state),))
-            dict_rows = grown_rows(int(f_demand(state)), dict_rows, limit)
-        start_state = state
-        while True:
-            state, outs, seconds = run_segment(start_state, inst, pk, ak, t0, length, cap, dict_rows)
-            run_s += seconds
-            seg_marks = error_marked(outs)
-            if not (grow and (seg_marks & ~marked).any() and dict_rows < limit):
-                break
-            dict_rows = min(2 * dict_rows, limit)  # a run outgrew the buffers: again, with room
-        outputs.append(outs)
-        marked |= seg_marks
-        if stop_on_error and t1 < problem.spec.horizon and marked[:batch].all():
-            raise ConfigError(
-                f"{algorithm.name}: every run of this batch (seeds {seeds[0]}..{seeds[-1]}) carries the error "
-                f"marker (NaN communication) by step {t1} of {problem.spec.horizon}, so the rest of the horizon "
-                "was not computed. The marker means a capacity was outgrown (dict_capacity, buffer_capacity, the "
-                "history capacity) or more than one client was active at a step; the algorithm's check_error "
-                "on a rollout's state.error names which. Raise that capacity and run again.")
-
-    def gather(key):
-        arr = np.concatenate([o[key] for o in outputs], axis=0)  # [T, B, ...]
-        return np.moveaxis(arr, 0, 1)[:batch]
-
-    return RunOutput(gather("regret"), gather("comm_up"), gather("comm_down"), gather("rounds"),
-                     compile_s, run_s)
+def first_sizes(algorithm: Algorithm, rows) -> Sizes:
+    """The Sizes `init` builds for a first segment of `rows` rows."""
+    sizing = algorithm.sizing
+    if sizing is None:
+        return Sizes()
+    return Sizes(rows, min(rows, sizing.demand_limit) if sizing.demand is not None else None)
 
 
 def grown_rows(need: int, current: int, limit: int, quantum: int = 64) -> int:
@@ -314,54 +192,266 @@ def grown_rows(need: int, current: int, limit: int, quantum: int = 64) -> int:
     return min(limit, max(current, want))
 
 
-def _segment_runner(algorithm, step, report, compiled):
-    """run_segment(state, inst, pk, ak, t0, length, cap, dict_rows) -> (state, outs [T, B, ...], seconds)."""
+# ----------------------------------------------------------------------------------- batch runner
+def run_batch(
+    problem: Problem,
+    algorithm: Algorithm,
+    seeds: Sequence[int],
+    params: Optional[dict] = None,
+    *,
+    base_key: int = 0,
+    precision: str = "float64",
+    first_segment: int = 128,
+    progress: Optional[Callable[[int], None]] = None,
+    progress_every: int = 250,
+    compiled_cache: Optional[dict] = None,
+    stop_on_error: bool = True,
+    vmap_size: Optional[int] = None,
+) -> RunOutput:
+    """Run `algorithm` on `problem` for each seed in ONE compiled call per capacity segment.
 
-    def run_segment(state, inst, pk, ak, t0, length, cap, dict_rows):
-        def seg_fn(state, inst, pk, ak, t0_):
-            if cap is not None:
-                if dict_rows is None:
-                    state = jax.vmap(lambda s: algorithm.resize(s, cap))(state)
-                else:
-                    state = jax.vmap(lambda s: algorithm.resize(s, cap, dict_rows))(state)
-            return segment_scan(state, inst, pk, ak, t0_)
+    seeds:  B ints, one run each.
+    params: None (the algorithm's defaults for every run) or {name: scalar or [B] values} (one
+            hyper-parameter point per run; names and signs as the algorithm declares them).
+    progress: called on the host with the global step reached, every `progress_every` steps.
+    stop_on_error: raise ConfigError at the end of a segment after which every run carries an
+            error bit (see the module docstring); False runs to the end.
+    vmap_size: at most this many runs of a device under one vmap; a larger batch is cut into
+            equal chunks that run one after another in the same compiled call (module docstring).
+            None: CPU_VMAP_SIZE on a CPU backend, the whole batch on an accelerator.
+    Returns a RunOutput with arrays of leading size B.
+    """
+    seeds = [int(s) for s in seeds]
+    if not seeds:
+        raise ConfigError("no seeds to run: --seeds must be at least 1")
+    if vmap_size is not None and int(vmap_size) < 1:
+        raise ConfigError(f"vmap_size must be at least 1 (None: the backend's default), got {vmap_size}")
+    batched = batched_params(algorithm, params, len(seeds))
+    with precision_scope(precision):
+        return _run_batch(problem, algorithm, seeds, batched, base_key, first_segment, progress,
+                          progress_every, compiled_cache if compiled_cache is not None else {}, stop_on_error,
+                          vmap_size)
 
-        def segment_scan(state, inst, pk, ak, t0_):
-            ts = t0_ + jnp.arange(length)
-            if algorithm.batching == "map":
-                # runs one after another, each a whole scan: no per-step slicing of the batch
-                # (which would copy every run's state in and out at every step); progress is
-                # reported by the last run, so it reaches the end when the segment is done
-                last = state_batch(state) - 1
 
-                def one_run(xs):
-                    i, st, ins, p, a = xs
+def chunk_layout(batch: int, devices: int, vmap_size: Optional[int]) -> tuple:
+    """(m, padded): each device's share of `batch` runs as m equal chunks of at most vmap_size
+    runs (None: the backend's default), and the batch padded (with copies of the last run) to
+    devices * m * c."""
+    if vmap_size is None:
+        vmap_size = CPU_VMAP_SIZE if jax.default_backend() == "cpu" else batch
+    per = -(-batch // devices)
+    m = -(-per // int(vmap_size))
+    return m, devices * m * -(-per // m)
 
-                    def body(s, t):
-                        lax.cond(i == last, lambda: report(t), lambda: None)
-                        return step(s, ins, p, a, t)
 
-                    return lax.scan(body, st, ts)
+def batched_params(algorithm: Algorithm, params, batch: int) -> dict:
+    """{name: float64 [batch]} for every declared hyper-parameter, each value checked once."""
+    given = {} if params is None else dict(params)
+    for name in given:
+        if name not in algorithm.params:
+            check_param(algorithm.name, algorithm.params, name, 0.0)  # raises: unknown name
+    out = {}
+    for name, declared in algorithm.params.items():
+        value = np.asarray(given.get(name, declared.default), dtype=object)
+        value = np.full((batch,), value.item(), dtype=object) if value.ndim == 0 else value
+        if value.shape != (batch,):
+            raise ConfigError(f"{algorithm.name}: hyper-parameter {name} has shape {value.shape}, expected ({batch},)")
+        out[name] = np.array([check_param(algorithm.name, algorithm.params, name, v) for v in value], np.float64)
+    return out
 
-                runs = jnp.arange(last + 1)
-                state, outs = lax.map(one_run, (runs, state, inst, pk, ak))
-                return state, jax.tree_util.tree_map(lambda x: jnp.swapaxes(x, 0, 1), outs)  # [T, B, ...]
+
+def describe_errors(algorithm: Algorithm, bits: int) -> str:
+    """One line naming every set error bit of `bits` by the algorithm's message."""
+    parts = [text for bit, text in algorithm.errors.items() if bits & bit]
+    unknown = bits & ~sum(algorithm.errors)
+    if unknown:
+        parts.append(f"error bits {unknown:#x}")
+    return f"{algorithm.name}: " + "; ".join(parts)
+
+
+def _run_batch(problem, algorithm, seeds, params, base_key, first_segment, progress, every, cache, stop_on_error,
+               vmap_size):
+    mesh = _mesh()
+    batch = len(seeds)
+    D = mesh.devices.size
+    m, padded = chunk_layout(batch, D, vmap_size)
+    sharding = NamedSharding(mesh, PartitionSpec("runs"))
+    dtype = jnp.zeros(()).dtype
+    seed_arr = jax.device_put(np.array(seeds + [seeds[-1]] * (padded - batch), dtype=np.uint32), sharding)
+    params = {k: jax.device_put(jnp.asarray(np.concatenate([v, np.repeat(v[-1:], padded - batch)]), dtype),
+                                sharding) for k, v in params.items()}
+    spec = problem.spec
+    step = make_step(problem, algorithm)
+    segs = segments(algorithm, spec, first_segment)
+    sizing = algorithm.sizing
+    sizes = first_sizes(algorithm, segs[0][2])
+    report = _progress_callback(progress, every)
+    timer = {"compile": 0.0, "run": 0.0}
+
+    def compiled(name, fn, *args, static=()):
+        key = (name, problem.name, algorithm.name, id(problem), id(algorithm), batch, padded, m, static, str(dtype))
+        if key not in cache:
+            t_c = time.perf_counter()
+            cache[key] = jax.jit(fn).lower(*args).compile()
+            timer["compile"] += time.perf_counter() - t_c
+        return cache[key]
+
+    def start(seeds_, params_):
+        def one(seed, p):
+            pk, ak = problem_and_algorithm_keys(seed_key(seed, base_key))
+            pik, aik = init_keys(pk, ak)
+            instance = problem.init(pik)
+            public = None if problem.public is None else problem.public(instance)
+            return pk, ak, instance, algorithm.init(aik, spec, p, sizes, public)
+
+        return jax.vmap(one)(seeds_, params_)
+
+    f_start = compiled("start", start, seed_arr, params, static=(sizes,))
+    t_r = time.perf_counter()
+    pk, ak, inst, state = f_start(seed_arr, params)
+    timer["run"] += time.perf_counter() - t_r
+
+    run_segment = _segment_runner(algorithm, step, report, compiled, timer, (D, m))
+    outputs = []
+    errors = np.zeros(padded, np.int64)
+    grow = sizing is not None and sizing.demand is not None
+    for t0, t1, rows in segs:
+        if grow and t0 > 0:
+            f_demand = compiled("demand", lambda st: jnp.max(jax.vmap(sizing.demand)(st)), state,
+                                static=(_shape_sig(state),))
+            sizes = Sizes(rows, grown_rows(int(f_demand(state)), sizes.demand_rows, sizing.demand_limit))
+        else:
+            sizes = sizes._replace(rows=rows)
+        start_state = state
+        while True:
+            state, outs = run_segment(params, start_state, inst, pk, ak, t0, t1 - t0, sizes)
+            seg_errors = np.bitwise_or.reduce(np.asarray(outs["errors"], np.int64), axis=0)
+            overflow = (seg_errors & ~errors & sizing.overflow) != 0 if grow else np.zeros(padded, bool)
+            if not (overflow.any() and sizes.demand_rows < sizing.demand_limit):
+                break
+            sizes = sizes._replace(demand_rows=min(2 * sizes.demand_rows, sizing.demand_limit))  # again, with room
+        outputs.append(outs)
+        errors |= seg_errors
+        if stop_on_error and t1 < spec.horizon and (errors[:batch] != 0).all():
+            raise ConfigError(
+                f"every run of this batch (seeds {seeds[0]}..{seeds[-1]}) failed by step {t1} of {spec.horizon}, so "
+                f"the rest of the horizon was not computed: {describe_errors(algorithm, int(np.bitwise_or.reduce(errors)))}")
+
+    def gather(key):
+        arr = np.concatenate([o[key] for o in outputs], axis=0)  # [T, B, ...]
+        return np.moveaxis(arr, 0, 1)[:batch]
+
+    diagnostics = {k[len("diag/"):]: gather(k) for k in outputs[0] if k.startswith("diag/")}
+    return RunOutput(gather("regret"), gather("comm_up"), gather("comm_down"), gather("rounds"), errors[:batch],
+                     diagnostics, timer["compile"], timer["run"])
+
+
+def _segment_runner(algorithm, step, report, compiled, timer, chunks):
+    """run_segment(params, state, inst, pk, ak, t0, length, sizes) -> (state, outs {key: [T, B, ...]}).
+
+    chunks = (D, m): the batch is D device blocks of m chunks; each chunk's runs are one vmap, and
+    the m chunks of a block run one after another (`lax.map`) inside the same compiled call."""
+    resize = None if algorithm.sizing is None else algorithm.sizing.resize
+    D, m = chunks
+
+    def run_segment(params, state, inst, pk, ak, t0, length, sizes):
+        def scan_runs(params, state, inst, pk, ak, t0_, i):
+            if resize is not None:
+                state = jax.vmap(lambda s: resize(s, sizes))(state)
 
             def body(st, t):
-                report(t)
-                return jax.vmap(step, in_axes=(0, 0, 0, 0, None))(st, inst, pk, ak, t)
+                report(t0_ * m + i * length + (t - t0_), m)
+                return jax.vmap(step, in_axes=(0, 0, 0, 0, 0, None))(params, st, inst, pk, ak, t)
 
-            return lax.scan(body, state, ts)
+            return lax.scan(body, state, t0_ + jnp.arange(length))
+
+        def seg_fn(params, state, inst, pk, ak, t0_):
+            if m == 1:
+                return scan_runs(params, state, inst, pk, ak, t0_, 0)
+            args = _to_chunks((params, state, inst, pk, ak), D, m)
+            state, outs = lax.map(lambda a: scan_runs(*a[0], t0_, a[1]), (args, jnp.arange(m)))
+            return _from_chunks(state, D, m, 0), _from_chunks(outs, D, m, 1)
 
         t0_arr = jnp.asarray(t0, jnp.int32)
-        f_seg = compiled("segment", seg_fn, state, inst, pk, ak, t0_arr,
-                         static=(length, cap, dict_rows, _shape_sig(state)))
+        f_seg = compiled("segment", seg_fn, params, state, inst, pk, ak, t0_arr,
+                         static=(length, sizes, _shape_sig(state)))
         t_r = time.perf_counter()
-        state, outs = f_seg(state, inst, pk, ak, t0_arr)
+        state, outs = f_seg(params, state, inst, pk, ak, t0_arr)
         outs = jax.device_get(outs)
-        return state, outs, time.perf_counter() - t_r
+        timer["run"] += time.perf_counter() - t_r
+        return state, outs
 
     return run_segment
+
+
+def _to_chunks(tree, D: int, m: int):
+    """[D * m * c, ...] -> [m, D * c, ...]: chunk j holds the j-th c runs of every device block."""
+    def f(x):
+        c = x.shape[0] // (D * m)
+        return x.reshape((D, m, c) + x.shape[1:]).swapaxes(0, 1).reshape((m, D * c) + x.shape[1:])
+
+    return jax.tree_util.tree_map(f, tree)
+
+
+def _from_chunks(tree, D: int, m: int, time_axes: int):
+    """The inverse of `_to_chunks` for [m, (T,)* D * c, ...] (time_axes = 1 for scan outputs)."""
+    def f(x):
+        lead, rest = x.shape[1:1 + time_axes], x.shape[2 + time_axes:]
+        c = x.shape[1 + time_axes] // D
+        x = x.reshape((m,) + lead + (D, c) + rest)
+        x = jnp.moveaxis(x, 0, 1 + time_axes)  # [lead..., D, m, c, rest...]
+        return x.reshape(lead + (D * m * c,) + rest)
+
+    return jax.tree_util.tree_map(f, tree)
+
+
+def _mesh():
+    return Mesh(np.array(jax.devices()), ("runs",))
+
+
+def _progress_callback(report: Optional[Callable[[int], None]], every: int):
+    if report is None:
+        return lambda count, scale=1: None
+
+    def maybe_report(count, scale=1):
+        """count: steps done over `scale` chunks that run one after another; reports the step reached."""
+        lax.cond((count + 1) % (every * scale) == 0, lambda: jax.debug.callback(report, (count + 1) // scale),
+                 lambda: None)
+
+    return maybe_report
+
+
+def _shape_sig(tree):
+    return tuple((tuple(x.shape), str(x.dtype)) for x in jax.tree_util.tree_leaves(tree))
+
+
+# ----------------------------------------------------------------------------------- given arrays
+def replay(algorithm: Algorithm, spec: EnvSpec, params, contexts, rewards, active, key, sizes: Sizes = None,
+           public=None, means=None):
+    """Run one algorithm on given arrays with the runner's step and keys (tests, recorded streams).
+
+    contexts[T, N, K, d], rewards[T, N, K] (the reward of every arm), active[T, N] bool, key: the
+    algorithm key (its `init` gets `init_keys`' algorithm half, step t `algorithm_step_keys(key, t)`);
+    means[T, N, K]: the noiseless means regret is measured on (default: the rewards).
+    params: {name: scalar} over the declared defaults. sizes: default, rows for the whole horizon.
+    Returns (final state, actions[T, N], aux [T, ...], regret[T, N], reports [T, ...]).
+    """
+    params = {name: jnp.asarray(dict(algorithm.defaults, **(params or {}))[name], jnp.zeros(()).dtype)
+              for name in algorithm.params}
+    if sizes is None:
+        sizes = first_sizes(algorithm, algorithm.sizing.rows(spec, spec.horizon)) if algorithm.sizing else Sizes()
+    state = algorithm.init(init_keys(key, key)[1], spec, params, sizes, public)
+    means = rewards if means is None else means
+
+    def body(st, inp):
+        t, ctx, rew, mu, act_ = inp
+        st, actions, aux, regret, rep = act(algorithm, params, st, Step(t, ctx, act_, spec.one_active), mu, rew, key)
+        return st, (actions, aux, regret, rep)
+
+    T = contexts.shape[0]
+    state, (actions, aux, regret, reps) = lax.scan(
+        body, state, (jnp.arange(T, dtype=jnp.int32), contexts, rewards, means, active))
+    return state, actions, aux, regret, reps
 
 
 def run_trials(trial: Callable, seeds: Sequence[int], *, base_key: int = 0, precision: str = "float64",
@@ -386,10 +476,6 @@ def run_trials(trial: Callable, seeds: Sequence[int], *, base_key: int = 0, prec
             cache[key] = jax.jit(jax.vmap(lambda s: trial(seed_key(s, base_key)))).lower(arr).compile()
         out = jax.device_get(cache[key](arr))
     return jax.tree_util.tree_map(lambda x: np.asarray(x)[: len(seeds)], out)
-
-
-def _shape_sig(tree):
-    return tuple((tuple(x.shape), str(x.dtype)) for x in jax.tree_util.tree_leaves(tree))
 
 
 def cumulative_regret(regret: np.ndarray, agents: str = "mean") -> np.ndarray:

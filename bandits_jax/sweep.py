@@ -5,7 +5,10 @@ final capacity, or set with `chunk=`). Each finished chunk is written at once to
 `OUT/chunks/<algorithm>/seeds_<first>-<last>.npz`; running the same command again with the
 same output folder loads what is stored and computes only the missing seeds, so killing a
 run loses at most the chunk in flight. The assembled results, metadata, summary and plot are
-written at the end.
+written at the end. Besides the regret and communication, each chunk keeps every run's error bits
+and the per-step diagnostics its algorithm reports. A curve whose runs carry error bits is stored (so
+nothing is recomputed on resume) and then reported: a grid point is marked in the summary and never
+chosen; any other curve makes the run end with a ConfigError that names the algorithm's messages.
 
 `reuse`: finished output folders of other experiments. A curve that the experiment declares to be
 the same run as a curve of another experiment (`Experiment.reuse`) is copied from such a folder
@@ -28,7 +31,7 @@ import numpy as np
 from .core import ConfigError
 from .experiments.registry import RUN_KEYS, build_runs, get_experiment, grid_names, resolve_config
 from .results import atomic_savez, atomic_write_text, save_results, summary_markdown, Results
-from .runner import OUTPUT_KEYS, RunOutput, precision_scope, run_batch
+from .runner import OUTPUT_KEYS, RunOutput, describe_errors, first_sizes, precision_scope, run_batch
 
 CHUNKS = "chunks"
 REUSED = "reused.json"  # {curve: source} of copied curves; survives an interrupted run
@@ -68,17 +71,13 @@ def run_experiment(
                               f"this experiment has: {', '.join(known)}")
         runs = [r for r in runs if r[1].name in only]
     problems = list({id(p): p for p, _, _ in runs}.values())
-    curves = []  # (stored name, problem, hparams) of every curve
+    curves = []  # (stored name, problem, hyper-parameters) of every curve
     for problem, alg, grid in runs:
         if grid is None:
-            curves.append((alg.name, problem, alg.hparams))
-        else:
-            for _, hp in grid:
-                unknown = sorted(set(hp) - set(alg.hparams))
-                if unknown:
-                    raise ConfigError(f"{alg.name}: grid hyper-parameter(s) {', '.join(unknown)} unknown; "
-                                      f"known: {', '.join(sorted(alg.hparams))}")
-            curves += [(n, problem, {**alg.hparams, **hp}) for n, (_, hp) in zip(grid_names(alg.name, grid), grid)]
+            curves.append((alg.name, problem, alg.defaults))
+        else:  # each point checked as the factory checks its values (names, signs)
+            points = [alg.with_defaults(**hp).defaults for _, hp in grid]
+            curves += [(n, problem, hp) for n, hp in zip(grid_names(alg.name, grid), points)]
     names = [c[0] for c in curves]
     if len(set(names)) != len(names):
         raise ValueError(f"{name}: algorithm names must be unique, got {names}")
@@ -89,6 +88,7 @@ def run_experiment(
     reused = _reuse_curves(exp, config, out, seeds, [Path(d) for d in reuse], log) if reuse else _reused(out)
     timing = {}
     arrays = {}
+    errors = {}  # curve -> one line naming its runs' error bits ("" when none)
     cache: dict = {}
     for problem, alg, grid in runs:
         point_names = [alg.name] if grid is None else grid_names(alg.name, grid)
@@ -106,17 +106,17 @@ def run_experiment(
             log(f"{where}: running T = {problem.spec.horizon}")
             every = max(1, problem.spec.horizon // 5)
             progress = None if quiet else _progress_printer(where, problem.spec.horizon)
-            hparams = None if grid is None else {
-                k: [hp.get(k, v) for _, hp in grid for _ in block] for k, v in alg.hparams.items()}
-            res = run_batch(problem, alg, list(block) * G, hparams=hparams, base_key=config["base_key"],
+            params = None if grid is None else {
+                k: [hp.get(k, v) for _, hp in grid for _ in block] for k, v in alg.defaults.items()}
+            res = run_batch(problem, alg, list(block) * G, params, base_key=config["base_key"],
                             precision=config["precision"], first_segment=config["first_segment"],
-                            progress=progress, progress_every=every, compiled_cache=cache)
+                            progress=progress, progress_every=every, compiled_cache=cache,
+                            vmap_size=config["vmap_size"] or None)
             compile_s += res.compile_seconds
             run_s += res.run_seconds
             n = len(block)
             for g, point in enumerate(point_names):  # rows g n .. (g + 1) n are this point's seeds
-                _write_chunk(out, point, block, res._replace(**{k: getattr(res, k)[g * n:(g + 1) * n]
-                                                                  for k in OUTPUT_KEYS}))
+                _write_chunk(out, point, block, _rows(res, slice(g * n, (g + 1) * n)))
             log(f"{where}: done (compile {res.compile_seconds:.1f} s, run {res.run_seconds:.1f} s)")
         for point in point_names:
             timing[point] = {"compile_seconds": compile_s, "run_seconds": run_s, "seeds_computed": len(missing)}
@@ -125,6 +125,7 @@ def run_experiment(
             if grid is not None:
                 timing[point]["shared_grid_call"] = alg.name
             arrays[point] = _assemble(out, point, seeds)
+            errors[point] = _error_message(alg, arrays[point]["errors"], seeds)
     metadata = {
         "experiment": exp.name,
         "size": size,
@@ -142,6 +143,7 @@ def run_experiment(
         "se_ddof": exp.se_ddof,
         "notes": exp.notes,
         "timing": timing,
+        "errors": {curve: message for curve, message in errors.items() if message},
         "versions": package_versions(),
         "devices": [str(d) for d in jax.devices()],
         "python": platform.python_version(),
@@ -154,7 +156,26 @@ def run_experiment(
     if not quiet:
         print(summary_markdown(Results(arrays, np.asarray(seeds), metadata)))
         print(f"results written to {out}")
+    grid_points = {p for points in metadata["grids"].values() for p in points}
+    broken = [message for curve, message in metadata["errors"].items() if curve not in grid_points]
+    if broken:
+        raise ConfigError(f"{name}: runs failed (their outputs are stored in {out}, listed under 'errors' in "
+                          f"metadata.json): " + " | ".join(broken))
     return out
+
+
+def _rows(res: RunOutput, rows) -> RunOutput:
+    """The runs `rows` (a slice) of a batch's outputs."""
+    return res._replace(**{k: getattr(res, k)[rows] for k in OUTPUT_KEYS + ("errors",)},
+                        diagnostics={k: v[rows] for k, v in res.diagnostics.items()})
+
+
+def _error_message(alg, errors, seeds) -> str:
+    """'' when no run of a curve has error bits, else one line naming the seeds and the messages."""
+    bad = [s for s, e in zip(seeds, errors.tolist()) if e]
+    if not bad:
+        return ""
+    return f"seeds {', '.join(map(str, bad))}: {describe_errors(alg, int(np.bitwise_or.reduce(errors)))}"
 
 
 def _reused(out: Path) -> dict:
@@ -190,8 +211,10 @@ def _reuse_curves(exp, config, out: Path, seeds, dirs, log) -> dict:
                 log(f"[{curve}] not reused from {d}: it holds seeds {sorted(have)}, this run needs {seeds}")
                 continue
             block = list(seeds)
-            _write_chunk(out, curve, block, RunOutput(**_assemble(d, src.curve, block), compile_seconds=0.0,
-                                                      run_seconds=0.0))
+            stored = _assemble(d, src.curve, block)
+            diagnostics = {k[len("diag/"):]: v for k, v in stored.items() if k.startswith("diag/")}
+            _write_chunk(out, curve, block, RunOutput(**{k: stored[k] for k in OUTPUT_KEYS + ("errors",)},
+                                                      diagnostics=diagnostics, compile_seconds=0.0, run_seconds=0.0))
             copied[curve] = f"{d} ({src.experiment}: {src.curve})"
             atomic_write_text(out / REUSED, json.dumps(copied, indent=2))
             log(f"[{curve}] seeds {block[0]}..{block[-1]} copied from {copied[curve]}")
@@ -251,8 +274,9 @@ def _write_chunk(out: Path, alg_name: str, block, res) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     arrays = {"seeds": np.asarray(block), "compile_seconds": res.compile_seconds, "run_seconds": res.run_seconds}
     arrays["regret"] = res.regret.astype(np.float32)
-    for key in OUTPUT_KEYS[1:]:
+    for key in OUTPUT_KEYS[1:] + ("errors",):
         arrays[key] = getattr(res, key)
+    arrays.update({f"diag/{k}": v for k, v in res.diagnostics.items()})
     atomic_savez(folder / f"seeds_{block[0]}-{block[-1]}.npz", arrays)
 
 
@@ -265,9 +289,11 @@ def _assemble(out: Path, alg_name: str, seeds) -> dict:
     rows = {}
     for path, items in per_file.items():
         with np.load(path) as data:
+            keys = [k for k in data.files if k in OUTPUT_KEYS or k.startswith("diag/")]
+            errors = data["errors"] if "errors" in data.files else np.zeros(len(data["seeds"]), np.int64)
             for seed, row in items:
-                rows[seed] = {k: data[k][row] for k in OUTPUT_KEYS}
-    return {k: np.stack([rows[s][k] for s in seeds]) for k in OUTPUT_KEYS}
+                rows[seed] = {**{k: data[k][row] for k in keys}, "errors": errors[row]}
+    return {k: np.stack([rows[s][k] for s in seeds]) for k in rows[seeds[0]]}
 
 
 def estimate_chunk(problem, algorithm, config, n_missing: int, budget_fraction: float = 0.25) -> int:
@@ -276,8 +302,13 @@ def estimate_chunk(problem, algorithm, config, n_missing: int, budget_fraction: 
         return 1
     spec = problem.spec
     with precision_scope(config["precision"]):
-        cap = algorithm.capacity(spec, spec.horizon) if algorithm.capacity is not None else None
-        shapes = jax.eval_shape(lambda k: algorithm.init(k, spec, algorithm.hparams, cap), jax.random.PRNGKey(0))
+        sizes = first_sizes(algorithm, algorithm.sizing.rows(spec, spec.horizon) if algorithm.sizing else None)
+
+        def init(key, params):
+            public = None if problem.public is None else problem.public(problem.init(key))
+            return algorithm.init(key, spec, params, sizes, public)
+
+        shapes = jax.eval_shape(init, jax.random.PRNGKey(0), {name: 0.0 for name in algorithm.params})
     state_bytes = sum(np.prod(x.shape) * np.dtype(x.dtype).itemsize for x in jax.tree_util.tree_leaves(shapes))
     out_bytes = spec.horizon * (spec.num_agents + 3) * 8
     per_run = 4 * state_bytes + 2 * out_bytes + 1

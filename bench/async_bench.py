@@ -50,7 +50,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from bandits_jax import runner
-from bandits_jax.core import ConfigError
 from bandits_jax.experiments import async_exps
 from bandits_jax.experiments.registry import get_experiment, resolve_config
 from bandits_jax.runner import cumulative_regret, run_batch
@@ -123,7 +122,7 @@ class CapacityCase:
 
     def work(self, alg, problem, first) -> float:
         """Model units per run: sum over the runner's segments of steps x C^2 (the C x C pooled factor)."""
-        return float(sum((t1 - t0) * float(cap) ** 2 for t0, t1, cap in runner.segments(alg, problem, first)))
+        return float(sum((t1 - t0) * float(cap) ** 2 for t0, t1, cap in runner.segments(alg, problem.spec, first)))
 
 
 # ------------------------------------------------------------------------------------ NumPy prefix
@@ -159,7 +158,7 @@ def numpy_prefix(name: str, alg, problem, horizon: int, threads) -> dict:
     tie_noise = np.broadcast_to(rng.uniform(size=(T, 1, K)), (T, N, K))
     ref = REFERENCES[name]
     params = inspect.signature(ref).parameters
-    hp = {k: float(v) for k, v in alg.hparams.items() if k in params}
+    hp = {k: float(v) for k, v in alg.defaults.items() if k in params}
     call = (arrivals, contexts, rewards, tie_noise)
     if name in NEEDS_RLS:
         call += (rng.uniform(size=(T, T)),)  # RLS draws of up to T buffered / pooled points a step
@@ -180,12 +179,10 @@ def jax_batch(problem, alg, seeds: int, first_segment: int, cache=None):
     return out, mem.peak_delta, float(np.mean(final))
 
 
-def overflow_note(name: str, out) -> str:
-    try:
-        async_exps.check_run(name, {"comm_up": out.comm_up, "comm_down": out.comm_down})
-    except ConfigError as err:
-        return f"OVERFLOW: {err}"
-    return ""
+def overflow_note(alg, out) -> str:
+    """'' when no run of `out` carries error bits, else "OVERFLOW: " and the algorithm's messages."""
+    bits = int(np.bitwise_or.reduce(out.errors))
+    return f"OVERFLOW: {runner.describe_errors(alg, bits)}" if bits else ""
 
 
 def bench_algorithm(name, alg, problem, prefix_problem, cfg, args, seed_counts, skip_reason,
@@ -236,7 +233,7 @@ def bench_algorithm(name, alg, problem, prefix_problem, cfg, args, seed_counts, 
             note = f"FAILED: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
             harness.skip_row(rows, row, f"[{name}] S = {S}", note)
             continue
-        notes = [n for n in (overflow_note(name, out), "" if np.isfinite(final) else "NON-FINITE REGRET") if n]
+        notes = [n for n in (overflow_note(alg, out), "" if np.isfinite(final) else "NON-FINITE REGRET") if n]
         row.update(
             skipped=False,
             compile_seconds=out.compile_seconds,
@@ -260,11 +257,11 @@ def bench_algorithm(name, alg, problem, prefix_problem, cfg, args, seed_counts, 
         last = dict(seeds=S, run_seconds=out.run_seconds, peak_bytes=float(peak))
 
     result = dict(algorithm=name, problem=problem.name, spec=spec._asdict(), first_segment=fs,
-                  numpy_horizon=Tp, segments=[list(s) for s in runner.segments(alg, problem, fs)],
-                  hparams={k: float(v) for k, v in alg.hparams.items()}, numpy=ref, rows=rows)
+                  numpy_horizon=Tp, segments=[list(s) for s in runner.segments(alg, problem.spec, fs)],
+                  hparams={k: float(v) for k, v in alg.defaults.items()}, numpy=ref, rows=rows)
     if name == "OneKernelUCB":
         result["capacity"] = storage_section(alg, cfg, problem, args, last, capacity_comparison)
-    if alg.demand is not None:
+    if alg.sizing is not None and alg.sizing.demand is not None:
         result["sizing"] = sizing_section(alg, cfg, args)
     return result
 
@@ -279,7 +276,8 @@ def sizing_section(alg, cfg: dict, args) -> dict:
     fs = min(cfg["first_segment"], Ts)
     log(f"[{alg.name}] dictionary sizing at T = {Ts}: by demand, then by time ...")
     out = {}
-    for label, variant in (("demand", alg), ("time", alg._replace(demand=None))):
+    by_time = alg._replace(sizing=alg.sizing._replace(demand=None))
+    for label, variant in (("demand", alg), ("time", by_time)):
         o, _, final = jax_batch(problem, variant, 1, fs)
         out[label] = dict(run_seconds=o.run_seconds, compile_seconds=o.compile_seconds, final_regret=final,
                           curve=cumulative_regret(o.regret, agents="sum")[0])
@@ -350,9 +348,9 @@ def step_model(alg, problem, first: int) -> float:
     Approx-DisKernelUCB run ~1000-fold and skipped it)."""
     if alg.name != "OneKernelUCB":
         return float(problem.spec.horizon)
-    if alg.capacity is not None and alg.batching == "map":
+    if alg.sizing is None:  # the panel storage: fixed capacity, cost grows with the live rows
         return panel_work(problem)
-    return float(sum((t1 - t0) * float(cap or 1) ** 2 for t0, t1, cap in runner.segments(alg, problem, first)))
+    return float(sum((t1 - t0) * float(cap or 1) ** 2 for t0, t1, cap in runner.segments(alg, problem.spec, first)))
 
 
 def capacity_section(case, alg, cfg, problem, args, last, compiled, rows, capacity_comparison,

@@ -103,14 +103,14 @@ class Case:
                             dim=self.dim, horizon=self.horizon if horizon is None else horizon)
 
     def segments(self, alg: Algorithm, problem: Problem, first=None):
-        return segments(alg, problem, self.first_segment if first is None else first)
+        return segments(alg, problem.spec, self.first_segment if first is None else first)
 
 
 # ------------------------------------------------------------------------------------ work models
 def kernel_bytes(alg: Algorithm, problem: Problem, first: int) -> float:
     """Model bytes per agent-run: sum over segments of steps * passes * 8 C^2."""
     return sum((t1 - t0) * KERNEL_FACTOR_PASSES * BYTES * cap * cap
-               for t0, t1, cap in segments(alg, problem, first))
+               for t0, t1, cap in segments(alg, problem.spec, first))
 
 
 def neural_flops(alg: Algorithm, problem: Problem, first: int) -> float:
@@ -118,7 +118,7 @@ def neural_flops(alg: Algorithm, problem: Problem, first: int) -> float:
     d, m = problem.spec.dim, NEURAL["width"]
     p = d * m + m + m + 1
     total = 0.0
-    for t0, t1, cap in segments(alg, problem, first):
+    for t0, t1, cap in segments(alg, problem.spec, first):
         trained = max(0, min(t1, NEURAL["train_until"]) - t0)
         total += trained * NEURAL["train_steps"] * 3 * 2 * cap * p
     return total

@@ -189,6 +189,27 @@ def woodbury(Vinv, X):
     return Vinv - VX @ jnp.linalg.solve(S, VX.T)
 
 
+def woodbury_logdet(Vinv, X, logdet):
+    """((V + X^T X)^{-1}, log det(V + X^T X)) from Vinv = V^{-1}[p, p], rows X[k, p], logdet = log det V.
+
+    With S = I_k + X V^{-1} X^T = L_S L_S^T and Z = L_S^{-1} X V^{-1}: (V + X^T X)^{-1} = V^{-1} - Z^T Z
+    and log det(V + X^T X) = log det V + log det S. O(p^2 k); zero rows of X change nothing.
+    """
+    VX = Vinv @ X.T  # [p, k]
+    S = jnp.eye(X.shape[0], dtype=Vinv.dtype) + X @ VX
+    LS = jnp.linalg.cholesky(S)
+    Z = solve_triangular(LS, VX.T, lower=True)  # [k, p], a k x k factor
+    return Vinv - Z.T @ Z, logdet + logdet_from_chol(LS)
+
+
+def inverse_and_logdet(A):
+    """(A^{-1}, log det A) of a symmetric positive-definite A[p, p] by one Cholesky factorisation. O(p^3)."""
+    p = A.shape[0]
+    L = jnp.linalg.cholesky(A)
+    Linv = solve_triangular(L, jnp.eye(p, dtype=A.dtype), lower=True)
+    return Linv.T @ Linv, logdet_from_chol(L)
+
+
 # ---------------------------------------------------------------------------------------------
 # using a factor
 

@@ -10,11 +10,13 @@ triangle can use:
     panels = (P_0 [b, b], P_1 [b, 2b], ..., P_{nb-1} [b, nb b])
 
 Static shapes, no gathers: each product is one contiguous matrix product per panel, and a
-panel whose rows are all padding (I b >= n) is skipped by a `lax.cond`. So a product costs
+panel whose rows are all padding (I b >= n) is skipped by a conditional. So a product costs
 about n^2 / 2 (plus n b / 2 for the diagonal blocks), whatever the capacity: a run of T steps
-costs sum_t t^2 / 2 without any resizing. Under `vmap` a cond whose predicate is batched runs
-both branches, so the skipping needs the runs of a batch to be run one after another (the
-runner's batching="map"); the numbers are the same either way.
+costs sum_t t^2 / 2 without any resizing. Every function that skips takes the conditional as
+`cond` (default `lax.cond`; signature of lax.cond, branches of one operand that close over no
+traced value): under `vmap` a lax.cond whose predicate is batched runs both branches, so a
+caller that vmaps over runs passes a conditional that stays one for the batch (the bandit
+algorithms pass `algorithms.base.batch_cond`). The numbers are the same either way.
 
 Appending a row (the Schur step of `kernels.linalg.inv_chol_append`) needs a pass l^T M; `Factor`
 keeps the newest rows pending in a small block and writes them B at a time, so that growing
@@ -71,14 +73,14 @@ def from_dense(M, block: int):
     return tuple(jnp.tril(M)[i * b:(i + 1) * b, :(i + 1) * b] for i in range(nb))
 
 
-def matmul(panels, V, n):
+def matmul(panels, V, n, cond=lax.cond):
     """M V for V[C', m] whose rows >= n are zero; rows of the result >= n are zero. ~n^2 m."""
     b = panels[0].shape[0]
-    zero = jnp.zeros((b, V.shape[1]), V.dtype)
     out = []
     for i, p in enumerate(panels):
         w = p.shape[1]
-        out.append(lax.cond(i * b < n, lambda p=p, w=w: p @ V[:w], lambda: zero))
+        out.append(cond(i * b < n, lambda pv, w=w: pv[0] @ pv[1][:w],
+                        lambda pv: jnp.zeros((b, pv[1].shape[1]), pv[1].dtype), (p, V)))
     return jnp.concatenate(out, axis=0)
 
 
@@ -118,31 +120,31 @@ def factor_eye(rows: int, block: int, pending: int, dtype) -> Factor:
     return Factor(eye(rows, block, dtype), jnp.zeros((B, C), dtype), jnp.eye(B, dtype=dtype), jnp.zeros((), jnp.int32))
 
 
-def rmatmul(panels, U, n):
+def rmatmul(panels, U, n, cond=lax.cond):
     """U^T M for U[C', m] whose rows >= n are zero -> [m, C']. ~n^2 m / 2."""
     b = panels[0].shape[0]
     out = jnp.zeros((U.shape[1], panels[-1].shape[1]), U.dtype)
     for i, p in enumerate(panels):
         w = p.shape[1]
-        out = lax.cond(i * b < n, lambda o, p=p, w=w, i=i: o.at[:, :w].add(U[i * b:(i + 1) * b].T @ p),
-                       lambda o: o, out)
+        out = cond(i * b < n, lambda oup, w=w, i=i: oup[0].at[:, :w].add(oup[1][i * b:(i + 1) * b].T @ oup[2]),
+                   lambda oup: oup[0], (out, U, p))
     return out
 
 
-def factor_matmul(F: Factor, V, n):
+def factor_matmul(F: Factor, V, n, cond=lax.cond):
     """M V for V[C', m] whose rows >= n are zero (n live rows, n0 of them written)."""
     B, C = F.W.shape
-    top = matmul(F.panels, jnp.where(mask_upto(F.n0, C)[:, None], V, 0.0), F.n0)
+    top = matmul(F.panels, jnp.where(mask_upto(F.n0, C)[:, None], V, 0.0), F.n0, cond)
     Vp = lax.dynamic_slice(jnp.pad(V, [(0, B), (0, 0)]), (F.n0, jnp.zeros_like(F.n0)), (B, V.shape[1]))
     bottom = F.S_inv @ (Vp - F.W @ top)
     return lax.dynamic_update_slice(jnp.pad(top, [(0, B), (0, 0)]), bottom, (F.n0, jnp.zeros_like(F.n0)))[:C]
 
 
-def flush(F: Factor, n) -> Factor:
+def flush(F: Factor, n, cond=lax.cond) -> Factor:
     """Write the pending rows n0 .. n - 1 (rows up to n0 + B - 1 beyond n are identity rows)."""
     B, C = F.W.shape
     b = F.panels[0].shape[0]
-    R = -F.S_inv @ rmatmul(F.panels, F.W.T, F.n0)  # [B, C], zero beyond n0
+    R = -F.S_inv @ rmatmul(F.panels, F.W.T, F.n0, cond)  # [B, C], zero beyond n0
     rows = lax.dynamic_update_slice(jnp.pad(R, [(0, 0), (0, B)]), F.S_inv, (jnp.zeros_like(F.n0), F.n0))[:, :C]
     panels = []
     for i, p in enumerate(F.panels):
@@ -154,7 +156,7 @@ def flush(F: Factor, n) -> Factor:
     return Factor(tuple(panels), jnp.zeros_like(F.W), jnp.eye(B, dtype=F.S_inv.dtype), n0)
 
 
-def factor_append(F: Factor, n, l, k_nn, keep=True) -> Factor:
+def factor_append(F: Factor, n, l, k_nn, keep=True, cond=lax.cond) -> Factor:
     """Append row n (point x) given l = M k(X, x) (`factor_matmul` of the masked kernel column) and
     k_nn = k(x, x) + lam. Nothing is written when keep is False or n >= C'. The block is flushed
     when it is full. Returns the factor of n + 1 rows (n rows if nothing was written)."""
@@ -170,7 +172,7 @@ def factor_append(F: Factor, n, l, k_nn, keep=True) -> Factor:
     row = jnp.where(jnp.arange(B) == p, 1.0 / d, -(lp @ F.S_inv) / d)
     F = F._replace(W=F.W.at[slot].set(top, mode="drop"), S_inv=F.S_inv.at[slot].set(row, mode="drop"))
     n_new = n + keep.astype(jnp.int32)
-    return lax.cond(n_new - F.n0 == B, lambda f: flush(f, n_new), lambda f: f, F)
+    return cond(n_new - F.n0 == B, lambda fn: flush(fn[0], fn[1], cond), lambda fn: fn[0], (F, n_new))
 
 
 def factor_to_dense(F: Factor, n):

@@ -9,7 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bandits_jax.core import call_select
+from bandits_jax.core import EnvSpec, Sizes, Step
+from bandits_jax.runner import COMM_KEYS, replay
 from bandits_jax.problems.datasets import DATA_DIR_ENV
 
 # The offline copies of the real data sets live next to the repository; a user's clone has none.
@@ -35,29 +36,43 @@ def async_arrays(N, K, d, T, seed):
     return contexts, rewards, arrivals, active
 
 
-def drive_with_and_without_resize(algo, spec, contexts, rewards, active, split: int, dict_rows=None):
-    """Run an algorithm step by step on given arrays twice: with capacity T from the start, and with
-    capacity `split` resized to T at step `split` (demand-sized buffers to `dict_rows` when given).
-    Float64 hparams; call inside jax.enable_x64.
+def default_params(algo, **given):
+    """{name: float64 scalar} of an algorithm's hyper-parameters (defaults, then `given`); call
+    inside jax.enable_x64."""
+    return {k: jnp.asarray(given.get(k, v), jnp.float64) for k, v in algo.defaults.items()}
+
+
+def drive_with_and_without_resize(algo, spec, contexts, rewards, active, split: int, demand_rows=None):
+    """Run an algorithm step by step on given arrays twice: with rows for T from the start, and with
+    rows for `split` resized to T at step `split` (demand-sized buffers to `demand_rows` when given).
+    Float64 params; call inside jax.enable_x64.
     Returns (state_full, actions_full [T, N], state_resized, actions_resized [T, N])."""
     T, N = contexts.shape[0], contexts.shape[1]
-    hp = {k: jnp.asarray(v, jnp.float64) for k, v in algo.hparams.items()}
+    params = default_params(algo)
     key = jax.random.PRNGKey(0)
-    select = jax.jit(lambda s, c, k, act: call_select(algo, s, c, k, act))
+    sizing = algo.sizing
+
+    def sizes(t_end, demand):
+        rows = sizing.rows(spec, t_end)
+        return Sizes(rows, None if sizing.demand is None else min(rows if demand is None else demand,
+                                                                  sizing.demand_limit))
+
+    select = jax.jit(algo.select)
     update = jax.jit(algo.update)
 
     def steps(state, t0, t1):
         acts = []
         for t in range(t0, t1):
-            a, _ = select(state, jnp.asarray(contexts[t]), jax.random.fold_in(key, t), jnp.asarray(active[t]))
+            step = Step(jnp.int32(t), jnp.asarray(contexts[t]), jnp.asarray(active[t]), spec.one_active)
+            a, aux = select(params, state, step, jax.random.fold_in(key, t))
             r = jnp.asarray(rewards[t])[jnp.arange(N), a]
-            state, _ = update(state, jnp.asarray(contexts[t]), a, r, jnp.asarray(active[t]), key)
+            state, _ = update(params, state, step, a, r, aux, key)
             acts.append(np.asarray(a))
         return state, acts
 
-    full, acts_full = steps(algo.init(key, spec, hp, T), 0, T)
-    small, acts_small = steps(algo.init(key, spec, hp, split), 0, split)
-    small = algo.resize(small, T) if dict_rows is None else algo.resize(small, T, dict_rows)
+    full, acts_full = steps(algo.init(key, spec, params, sizes(T, None), None), 0, T)
+    small, acts_small = steps(algo.init(key, spec, params, sizes(split, None), None), 0, split)
+    small = sizing.resize(small, sizes(T, demand_rows))
     small, acts_rest = steps(small, split, T)
     return full, np.array(acts_full), small, np.array(acts_small + acts_rest)
 
@@ -78,56 +93,50 @@ def per_agent_normal_draws(step_keys, steps: int, num_agents: int, size: int):
     return out
 
 
-def rollout_seeing_active(algo, spec, hp, contexts, rewards, active, key, capacity=None):
-    """`async_kernel.rollout` with the chosen rewards, regret and communication pulled out.
+def replay_outputs(algo, spec, params, contexts, rewards, active, key, sizes=None):
+    """`runner.replay` with the chosen rewards and the communication pulled out.
 
     contexts[T, N, K, d], rewards[T, N, K] (every arm), active[T, N]. Returns (final state,
     (actions[T, N], chosen rewards[T, N], regret[T, N] = max_k rewards - chosen on active clients
-    (0 elsewhere), {comm_up, comm_down, rounds: [T]})).
+    (0 elsewhere), {comm_up, comm_down, rounds: [T]}, errors[T])).
     """
-    from bandits_jax.algorithms.async_kernel import rollout
-    from bandits_jax.core import COMM_KEYS
-
-    state, actions, _, uinfo = rollout(algo, spec, hp, contexts, rewards, active, key, capacity)
+    state, actions, _, regret, reps = replay(algo, spec, params, contexts, rewards, active, key, sizes)
     r = jnp.take_along_axis(jnp.asarray(rewards), actions[..., None], axis=-1)[..., 0]
-    regret = jnp.where(active, jnp.max(rewards, axis=-1) - r, 0.0)
-    return state, (actions, r, regret, {k: jnp.asarray(uinfo[k], r.dtype) for k in COMM_KEYS})
+    comm = {k: jnp.asarray(getattr(reps, k), r.dtype) for k in COMM_KEYS}
+    return state, (actions, r, regret, comm, reps.errors)
 
 
-def assert_one_active_matches(factory, static=None, hp=None, N=4, K=5, d=3, T=40, seed=0):
-    """one_active=True gives the active clients' actions, rewards, regret and communication of
-    one_active=False, bit for bit: on given arrays (float64, one arrival per step), and through
-    the runner on a small async-f1 problem with two capacity segments. Also: the one_active
-    algorithm sees the mask, and two active clients at a step make its communication NaN.
+def assert_one_active_matches(algo, hp=None, N=4, K=5, d=3, T=40, seed=0):
+    """Under a one-active protocol (spec.one_active) the algorithm gives the active clients' actions,
+    rewards, regret and communication of the all-client path, bit for bit: on given arrays (float64,
+    one arrival per step), and through the runner on a small async-f1 problem with two capacity
+    segments. Two active clients at a step set ERR_MULTI_ACTIVE at that step only.
     Returns the communication of the array run (for informativeness checks)."""
     from bandits_jax import runner
-    from bandits_jax.core import EnvSpec
+    from bandits_jax.algorithms.base import ERR_MULTI_ACTIVE
     from bandits_jax.problems import make_problem
 
-    static = dict(static or {})
     hp_raw = {k: float(v) for k, v in (hp or {}).items()}
-    base, one = factory(**static), factory(**static, one_active=True)
-    assert not base.sees_active and one.sees_active
-    spec = EnvSpec(N, K, d, T)
+    spec_all, spec_one = EnvSpec(N, K, d, T), EnvSpec(N, K, d, T, one_active=True)
     key = jax.random.PRNGKey(3)
     with jax.enable_x64(True):
-        hp = {k: jnp.asarray(v, jnp.float64) for k, v in hp_raw.items()}
+        params = default_params(algo, **hp_raw)
         contexts, rewards, arrivals, active = (jnp.asarray(a) for a in async_arrays(N, K, d, T, seed))
 
-        def compiled(algo):  # one compilation per algorithm (the two-active run reuses one's)
-            f = jax.jit(lambda h, c, r, a: rollout_seeing_active(algo, spec, h, c, r, a, key))
-            return lambda act: jax.device_get(f(hp, contexts, rewards, act))
+        def compiled(spec):  # one compilation per protocol (the two-active run reuses one's)
+            f = jax.jit(lambda p, c, r, a: replay_outputs(algo, spec, p, c, r, a, key))
+            return lambda act: jax.device_get(f(params, contexts, rewards, act))
 
-        run_base, run_one = compiled(base), compiled(one)
-        _, (a0, r0, g0, c0) = run_base(active)
-        _, (a1, r1, g1, c1) = run_one(active)
+        run_all, run_one = compiled(spec_all), compiled(spec_one)
+        _, (a0, r0, g0, c0, e0) = run_all(active)
+        _, (a1, r1, g1, c1, e1) = run_one(active)
         rows = np.arange(T), np.asarray(arrivals)
         np.testing.assert_array_equal(a1[rows], a0[rows])
         np.testing.assert_array_equal(r1[rows], r0[rows])
         np.testing.assert_array_equal(g1, g0)
         for name in c0:
             np.testing.assert_array_equal(c1[name], c0[name], err_msg=name)
-        assert not np.isnan(c0["comm_up"]).any()
+        assert not e0.any() and not e1.any()
         # the inactive clients' actions are 0 under one_active
         assert np.all(np.where(np.asarray(active), 0, a1) == 0)
         # informative: the active clients do not always pick the same arm
@@ -135,14 +144,15 @@ def assert_one_active_matches(factory, static=None, hp=None, N=4, K=5, d=3, T=40
         # two clients active at a step: loud, not silent
         two = np.asarray(active).copy()
         two[T // 2, :2] = True
-        _, (_, _, _, c2) = run_one(jnp.asarray(two))
-        assert np.isnan(c2["comm_up"][T // 2]) and np.isnan(c2["comm_down"][T // 2])
-        assert not np.isnan(c2["comm_up"][: T // 2]).any()
+        _, (_, _, _, _, e2) = run_one(jnp.asarray(two))
+        assert e2[T // 2] & ERR_MULTI_ACTIVE and not e2[: T // 2].any()
 
     problem = make_problem("async-f1", num_agents=N, num_arms=K, dim=d, horizon=T, noise_std=0.1)
-    outs = [runner.run_batch(problem, algo, [0, 1], {k: np.full(2, v) for k, v in hp_raw.items()},
+    assert problem.spec.one_active
+    problem_all = problem._replace(spec=problem.spec._replace(one_active=False))
+    outs = [runner.run_batch(p, algo, [0, 1], {k: np.full(2, v) for k, v in hp_raw.items()},
                              precision="float64", first_segment=T // 2)
-            for algo in (base, one)]
+            for p in (problem_all, problem)]
     for name in ("regret", "comm_up", "comm_down", "rounds"):
         np.testing.assert_array_equal(getattr(outs[1], name), getattr(outs[0], name), err_msg=name)
     assert outs[0].regret.sum() > 0

@@ -46,7 +46,7 @@ def _check_build(name, size, overrides=None):
         assert (spec.num_agents, spec.horizon, config["seeds"]) == (4, 40, 2)
     else:
         assert (spec.num_agents, spec.num_arms, spec.horizon, config["seeds"]) == (100, 20, 10000, 10)
-        hp = {a.name: a.hparams for _, a, _ in runs}
+        hp = {a.name: a.defaults for _, a, _ in runs}
         assert hp["Async-KernelUCB"]["threshold"] == pytest.approx(1e-4)
         assert hp["FedLinUCB"]["alpha_c"] == pytest.approx(1e-4)
         sync = 10000 / (100 * spec.dim * math.log(1e6))
@@ -78,10 +78,10 @@ def test_builds_without_compiling(name, size):
 def test_config_keys():
     exp = get_experiment("async/synthetic-f1")
     runs = build_runs(exp, resolve_config(exp, "smoke", {"async_D": "0.5", "gamma": "4", "alpha": "0.1"}))
-    hp = {a.name: a.hparams for _, a, _ in runs}
+    hp = {a.name: a.defaults for _, a, _ in runs}
     assert hp["Async-KernelUCB"]["threshold"] == 0.5
-    # one client per step: the six baselines score the active client only (one_active=True)
-    assert all(a.sees_active for _, a, _ in runs[1:])
+    # one client per step: the problem declares it, so the six baselines score the active client only
+    assert runs[0][0].spec.one_active
     assert hp["NKernelUCB"]["lengthscale"] == pytest.approx(1 / math.sqrt(8))
     assert all(h["alpha"] == pytest.approx(0.1) for h in hp.values())
     for bad in ({"async_D": "x"}, {"approx_D": "-1"}, {"gamma": "0"}, {"async_D_values": "1,x"},
@@ -96,7 +96,7 @@ def test_d_sweep_and_grid_build():
                                                          "grid": "true", "grid_values": "0.5,2"}))
     names = [a.name for _, a, _ in runs]
     assert names == ALGS + ["Async-KernelUCB (D=0.001)", "Async-KernelUCB (D=1)", "Approx-DisKernelUCB (D=10)"]
-    hp = {a.name: a.hparams for _, a, _ in runs}
+    hp = {a.name: a.defaults for _, a, _ in runs}
     assert hp["Async-KernelUCB (D=1)"]["threshold"] == 1.0 and hp["Approx-DisKernelUCB (D=10)"]["threshold"] == 10.0
     grids = {a.name: g for _, a, g in runs}
     assert [label for label, _ in grids["OneKernelUCB"]] == [
@@ -106,18 +106,40 @@ def test_d_sweep_and_grid_build():
 
 
 def test_overflow_is_an_error():
-    ok = {"comm_up": np.zeros((2, 3)), "comm_down": np.zeros((2, 3))}
-    bad = {"comm_up": np.array([[0.0, np.nan]]), "comm_down": np.zeros((1, 2))}
+    """Every algorithm names its error bits; NKernelUCB's capped history reports its overflow (the
+    sweep turns stored error bits into a ConfigError with these messages)."""
+    import jax
+    import jax.numpy as jnp
+
+    from bandits_jax.core import EnvSpec
+    from bandits_jax.runner import describe_errors, replay
+    from helpers import async_arrays
+
+    exp = get_experiment("async/synthetic-f1")
+    algs = {a.name: a for _, a, _ in build_runs(exp, resolve_config(exp, "smoke", {}))}
     for name in ALGS:
-        async_exps.check_run(name, ok)
-        with pytest.raises(ConfigError):
-            async_exps.check_run(name, bad)
+        for bit, message in algs[name].errors.items():
+            assert describe_errors(algs[name], bit) == f"{name}: {message}"
+        assert "more than one client" in describe_errors(algs[name], sum(algs[name].errors))
+    for name, capacity in (("Async-KernelUCB", "dict_capacity"), ("Async-KernelUCB", "buffer_capacity"),
+                           ("Approx-DisKernelUCB", "dict_capacity"), ("NKernelUCB", "nkernel_capacity")):
+        assert f"raise {capacity}" in describe_errors(algs[name], sum(algs[name].errors))
+    from bandits_jax.algorithms.dis_kernel import n_kernel_ucb
+
+    capped = async_exps.capped_history(n_kernel_ucb(), 3)
+    with jax.enable_x64(True):
+        contexts, rewards, arrivals, active = async_arrays(2, 3, 2, 10, seed=0)
+        _, _, _, _, reps = replay(capped, EnvSpec(2, 3, 2, 10, one_active=True), None, jnp.asarray(contexts),
+                                  jnp.asarray(rewards), jnp.asarray(active), jax.random.PRNGKey(0))
+    full = np.array([np.sum(arrivals[:t] == arrivals[t]) >= 3 for t in range(10)])  # the client's 4th point on
+    assert full.any()
+    np.testing.assert_array_equal(np.asarray(reps.errors) == async_exps.ERR_CAPPED_HISTORY, full)
 
 
 def test_smoke_end_to_end(tmp_path):
     out = sweep.run_experiment("async/synthetic-f1", "smoke", out=tmp_path / "r", quiet=True, plot=False)
-    async_exps.check_results(out)
     res = load_results(out)
+    assert res.metadata["errors"] == {}
     assert res.algorithms == ALGS
     for alg in ALGS:
         arrays = res.arrays[alg]
@@ -125,6 +147,7 @@ def test_smoke_end_to_end(tmp_path):
         for key in ("comm_up", "comm_down", "rounds"):
             assert arrays[key].shape == (2, 40)
             assert not np.isnan(arrays[key]).any() and (arrays[key] >= 0).all()
+        np.testing.assert_array_equal(arrays["errors"], 0)  # no run outgrew a capacity
         assert np.all(np.isfinite(arrays["regret"])) and (arrays["regret"] >= -1e-12).all()
         # one client acts per step: at most one agent has non-zero regret
         assert ((arrays["regret"] != 0).sum(axis=-1) <= 1).all()

@@ -6,10 +6,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from bandits_jax import runner
 from bandits_jax.algorithms import dis_kernel as dk
-from kernels import panels as panel_ops
-from bandits_jax.algorithms.async_kernel import rollout
-from bandits_jax.core import ConfigError, EnvSpec
+from bandits_jax.algorithms.base import ERR_MULTI_ACTIVE
+from bandits_jax.kernels import panels as panel_ops
+from bandits_jax.core import ConfigError, EnvSpec, Sizes
+from bandits_jax.problems import make_problem
 from bench.reference import dis_kernel_np as ref_np
 from helpers import assert_one_active_matches, async_arrays, drive_with_and_without_resize
 
@@ -20,23 +22,38 @@ _env = async_arrays
 
 
 @functools.lru_cache(maxsize=None)
-def _runner(factory, N, K, d, T, capacity, static):
+def _runner(factory, N, K, d, T, rows, static):
     algo = factory(**dict(static))
     spec = EnvSpec(N, K, d, T)
+    sizes = None if rows is None else Sizes(rows)
 
     @jax.jit
     def run(hp, contexts, rewards, active):
-        return rollout(algo, spec, hp, contexts, rewards, active, jax.random.PRNGKey(7), capacity)
+        return runner.replay(algo, spec, hp, contexts, rewards, active, jax.random.PRNGKey(7), sizes)
 
     return run
 
 
-def _run(factory, contexts, rewards, active, capacity=None, static=(), **hp):
+def _run(factory, contexts, rewards, active, rows=None, static=(), **hp):
+    """runner.replay on given arrays: (final state, actions[T, N], select aux, {comm_up, comm_down, rounds,
+    errors, diagnostics...: [T]})."""
     T, N, K, d = contexts.shape
-    run = _runner(factory, N, K, d, T, capacity, tuple(static))
+    run = _runner(factory, N, K, d, T, rows, tuple(static))
     hp = {k: jnp.asarray(v, jnp.float64) for k, v in hp.items()}
-    out = run(hp, jnp.asarray(contexts), jnp.asarray(rewards), jnp.asarray(active))
-    return jax.device_get(out)
+    state, actions, aux, _, reps = jax.device_get(run(hp, jnp.asarray(contexts), jnp.asarray(rewards),
+                                                      jnp.asarray(active)))
+    u = {"comm_up": reps.comm_up, "comm_down": reps.comm_down, "rounds": reps.rounds, "errors": reps.errors,
+         **reps.diagnostics}
+    return state, actions, aux, u
+
+
+def _algo(factory, static=()):
+    return factory(**dict(static))
+
+
+def _sticky(errors):
+    """The error bits ORed up to each step (what a run carries from then on)."""
+    return np.bitwise_or.accumulate(np.asarray(errors, np.int64))
 
 
 def _active_rows(a, arrivals):
@@ -66,7 +83,7 @@ def test_dis_kernel_ucb_matches_numpy(threshold, trigger_count):
             np.testing.assert_array_equal(uinfo[key], ref[ref_key], err_msg=key)
         # informative: several syncs, several quiet steps, and clients do use unsynchronised data
         assert 2 < ref["rounds"].sum() < 30
-        dk.check_error(state.error)
+        assert not uinfo["errors"].any()
         # the incrementally grown pooled factor equals a fresh factorisation of K_G + lam I
         n = int(state.n)
         X = state.X[:n]
@@ -118,18 +135,20 @@ def test_dis_kernel_ucb_communication_hand_trace():
 def test_dis_kernel_ucb_buffer_overflow_and_multi_active_are_errors():
     with jax.enable_x64(True):
         contexts, rewards, arrivals, active = _env(2, 3, 2, 12, seed=3)
+        algo = _algo(dk.dis_kernel_ucb, (("buffer_capacity", 2),))
         state, _, _, u = _run(dk.dis_kernel_ucb, contexts, rewards, active,
                               static=(("buffer_capacity", 2),), threshold=1e9, **HP_KERNEL)
-        with pytest.raises(ConfigError, match="raise buffer_capacity"):
-            dk.check_error(state.error)
-        assert np.isnan(u["comm_up"][-1]) and not np.isnan(u["comm_up"][0])
-        with pytest.raises(ConfigError, match="buffer_capacity"):
-            dk.check_run(u)
+        bits = int(np.bitwise_or.reduce(u["errors"]))
+        assert bits == dk.ERR_BUFFER
+        assert "raise buffer_capacity" in runner.describe_errors(algo, bits)
+        assert _sticky(u["errors"])[-1] and not _sticky(u["errors"])[0]
+        assert np.isfinite(u["comm_up"]).all()  # errors are bits, never NaN communication
         both = np.ones_like(active)
-        state, _, _, _ = _run(dk.dis_kernel_ucb, contexts, rewards, both, static=(("buffer_capacity", 2),),
+        state, _, _, u = _run(dk.dis_kernel_ucb, contexts, rewards, both, static=(("buffer_capacity", 2),),
                               threshold=1.0, **HP_KERNEL)
-        with pytest.raises(ConfigError, match="more than one client"):
-            dk.check_error(state.error)
+        bits = int(np.bitwise_or.reduce(u["errors"]))
+        assert bits & ERR_MULTI_ACTIVE
+        assert "more than one client" in runner.describe_errors(algo, bits)
 
 
 def test_dis_kernel_ucb_resize_changes_nothing():
@@ -156,18 +175,19 @@ def test_one_kernel_ucb_matches_numpy_and_counts_messages(static):
         np.testing.assert_array_equal(uinfo["comm_up"], 3.0)
         np.testing.assert_array_equal(uinfo["comm_down"], 6.0)
         np.testing.assert_array_equal(uinfo["rounds"], 1.0)
-        assert int(state.model.n) == 40
+        assert int(state.n) == 40
+        assert not uinfo["errors"].any()
         # the incrementally grown factor equals a fresh factorisation of K + lam I
-        X = state.model.X[:40]
+        X = state.X[:40]
         K = np.exp(-((X[:, None] - X[None]) ** 2).sum(-1) / (2 * 0.7**2)) + np.eye(40)
         if dict(static)["storage"] == "dense":
-            dense = state.model.chol_inv
+            dense = state.chol_inv
         else:
-            dense = panel_ops.factor_to_dense(state.model.factor, 40)
+            dense = panel_ops.factor_to_dense(state.factor, 40)
         np.testing.assert_allclose(dense[:40, :40], np.linalg.inv(np.linalg.cholesky(K)), atol=1e-9)
         if dict(static).get("block") == 16:  # 40 rows in panels of 16: three panels, the last one part padding
-            assert [p.shape for p in state.model.factor.panels] == [(16, 16), (16, 32), (16, 48)]
-            assert int(state.model.factor.n0) == 40  # ten blocks of 4 written
+            assert [p.shape for p in state.factor.panels] == [(16, 16), (16, 32), (16, 48)]
+            assert int(state.factor.n0) == 40  # ten blocks of 4 written
             np.testing.assert_array_equal(dense[40:, 40:], np.eye(8))
 
 
@@ -184,14 +204,16 @@ def test_one_kernel_ucb_distinct_points_is_exact_on_repeated_contexts():
         _check_against(ref, actions, sinfo, arrivals)
         np.testing.assert_allclose(_active_rows(sinfo["mean"], arrivals), ref["mean"], atol=1e-10)
         np.testing.assert_allclose(_active_rows(sinfo["var"], arrivals), ref["var"], atol=1e-10)
-        assert 2 <= int(state.model.m) <= 4 and float(state.model.counts.sum()) == 40
-        assert int(state.error) == 0 and np.isfinite(uinfo["comm_up"]).all()
+        assert 2 <= int(state.m) <= 4 and float(state.counts.sum()) == 40
+        assert not uinfo["errors"].any() and np.isfinite(uinfo["comm_up"]).all()
         # fresh contexts every step: the 7th distinct point overflows a capacity of 6
         contexts, rewards, arrivals, active = _env(3, 4, 2, 40, seed=9)
         state, _, _, uinfo = _run(dk.one_kernel_ucb, contexts, rewards, active,
                                   static=(("storage", "distinct"), ("distinct_capacity", 6)), **HP_KERNEL)
-        assert int(state.error) == dk.ERR_CAPACITY
-        assert np.isfinite(uinfo["comm_up"][:6]).all() and np.isnan(uinfo["comm_up"][6:]).all()
+        assert int(np.bitwise_or.reduce(uinfo["errors"])) == dk.ERR_CAPACITY
+        assert not _sticky(uinfo["errors"])[:6].any() and _sticky(uinfo["errors"])[6:].all()
+        assert "raise distinct_capacity" in runner.describe_errors(
+            _algo(dk.one_kernel_ucb, (("storage", "distinct"),)), dk.ERR_CAPACITY)
 
 
 def test_one_kernel_ucb_options_are_checked():
@@ -199,9 +221,23 @@ def test_one_kernel_ucb_options_are_checked():
         dk.one_kernel_ucb(storage="sparse")
     with pytest.raises(ConfigError, match="block must be a positive integer"):
         dk.one_kernel_ucb(block=0)
-    with pytest.raises(ConfigError, match="batching must be"):
-        dk.one_kernel_ucb(batching="pmap")
-    assert dk.one_kernel_ucb().batching == "map" and dk.one_kernel_ucb(storage="dense").batching == "vmap"
+    # the removed batching option is refused like any unknown name
+    with pytest.raises(ConfigError, match="unknown hyper-parameter batching"):
+        dk.one_kernel_ucb(batching="map")
+
+
+@pytest.mark.parametrize("storage", ["panels", "dense", "distinct"])
+def test_one_kernel_ucb_batch_of_runs_equals_each_run_alone(storage):
+    """The panels' skipped panels and block flushes are conditionals on each run's fill: a batch of
+    runs (one vmap) gives each run's numbers alone, on the asynchronous problem (one active client)."""
+    problem = make_problem("async-f1", num_agents=3, num_arms=4, dim=2, horizon=40, noise_std=0.1)
+    algo = dk.one_kernel_ucb(storage=storage, block=16, pending=4, distinct_capacity=64, **HP_KERNEL)
+    both = runner.run_batch(problem, algo, [0, 1], precision="float64", first_segment=16)
+    for j, seed in enumerate([0, 1]):
+        alone = runner.run_batch(problem, algo, [seed], precision="float64", first_segment=16)
+        for name in ("regret", "comm_up", "comm_down", "rounds"):
+            np.testing.assert_array_equal(getattr(both, name)[j], getattr(alone, name)[0], err_msg=name)
+    assert both.regret.sum() > 0 and not both.errors.any()
 
 
 def test_n_kernel_ucb_matches_numpy():
@@ -213,7 +249,7 @@ def test_n_kernel_ucb_matches_numpy():
         key = jax.random.PRNGKey(7)
         noise = np.stack([
             np.stack([np.asarray(jax.random.uniform(k, (K,), jnp.float64))
-                      for k in jax.random.split(jax.random.split(jax.random.fold_in(key, t))[0], N)])
+                      for k in jax.random.split(runner.algorithm_step_keys(key, t)[0], N)])
             for t in range(T)])
         ref = ref_np.n_kernel_ucb_np(arrivals, contexts, rewards, noise, **HP_KERNEL)
         np.testing.assert_array_equal(_active_rows(actions, arrivals), ref["actions"])
@@ -235,7 +271,8 @@ def test_dis_lin_ucb_matches_numpy():
         _, actions, sinfo, uinfo = _run(dis_lin_ucb, contexts, rewards, active, threshold=0.3, **HP_LIN)
         ref = ref_np.dis_lin_ucb_np(arrivals, contexts, rewards, sinfo["tie_noise"], threshold=0.3, **HP_LIN)
         _check_against(ref, actions, sinfo, arrivals)
-        np.testing.assert_allclose(_active_rows(uinfo["logdet_ratio"], arrivals), ref["logdet_ratio"], atol=1e-9)
+        # the diagnostic is the active client's ratio
+        np.testing.assert_allclose(uinfo["logdet_ratio"], ref["logdet_ratio"], atol=1e-9)
         # each sync: N (d^2 + d + 1) = 3 * 13 = 39 scalars each way
         np.testing.assert_array_equal(uinfo["comm_up"], ref["up"])
         np.testing.assert_array_equal(uinfo["comm_down"], ref["down"])
@@ -268,7 +305,7 @@ def test_fed_lin_ucb_matches_numpy():
     (dk.n_kernel_ucb, {}, HP_KERNEL),
 ], ids=["DisKernelUCB", "DisKernelUCB-client", "OneKernelUCB", "NKernelUCB"])
 def test_kernel_baselines_one_active_match_all_clients(factory, static, hp):
-    comm = assert_one_active_matches(factory, static, hp)
+    comm = assert_one_active_matches(factory(**static), hp)
     if factory is dk.dis_kernel_ucb:
         assert 1 < comm["rounds"].sum() < 40  # informative: quiet steps and syncs
 
@@ -278,13 +315,14 @@ def test_kernel_baselines_one_active_match_all_clients(factory, static, hp):
 def test_linear_baselines_one_active_match_all_clients(name, hp):
     from bandits_jax.algorithms import dis_linear
 
-    comm = assert_one_active_matches(getattr(dis_linear, name), hp=hp)
+    comm = assert_one_active_matches(getattr(dis_linear, name)(), hp=hp)
     assert 1 < comm["rounds"].sum() < 40
 
 
-def test_one_active_must_be_a_bool():
-    from bandits_jax.algorithms.dis_linear import dis_lin_ucb
+def test_one_active_is_the_problems_not_an_option():
+    """The protocol is declared by the problem (EnvSpec.one_active): the removed option is refused."""
+    from bandits_jax.algorithms.dis_linear import dis_lin_ucb, fed_lin_ucb
 
-    for factory in (dk.dis_kernel_ucb, dk.one_kernel_ucb, dk.n_kernel_ucb, dis_lin_ucb):
+    for factory in (dk.dis_kernel_ucb, dk.one_kernel_ucb, dk.n_kernel_ucb, dis_lin_ucb, fed_lin_ucb):
         with pytest.raises(ConfigError, match="one_active"):
-            factory(one_active=1)
+            factory(one_active=True)

@@ -3,7 +3,7 @@
 The JAX algorithm's init/select/update are driven one step at a time (jitted, float64) on
 contexts and rewards drawn by NumPy; the NumPy reference starts from the same theta0. Actions
 and the per-step communication trace must agree exactly, the synchronised statistics and the
-network parameters to ~1e-9.
+network parameters to ~1e-9. The per-step trigger and alpha are the reports' diagnostics.
 """
 
 import functools
@@ -15,11 +15,13 @@ import pytest
 from jax.flatten_util import ravel_pytree
 
 from bandits_jax.algorithms import fn_ucb as fn
-from bandits_jax.core import ConfigError, EnvSpec, Problem, gaussian_rewards
+from bandits_jax.algorithms import fn_ucb_cov
+from bandits_jax.algorithms.base import float_dtype
+from bandits_jax.core import ConfigError, EnvSpec, Problem, Sizes, Step, gaussian_rewards
 from bandits_jax.runner import cumulative_regret, run_batch
 from bench.reference import fn_ucb_np, neural_np
-from kernels.linalg import chol_update
-from kernels.ntk import init_mlp, mlp_apply
+from bandits_jax.kernels.linalg import chol_update
+from bandits_jax.kernels.ntk import init_mlp, mlp_apply
 
 N, K, D_IN, M, T = 2, 3, 4, 6, 40
 HP = dict(lam=0.5, nu_tkn=1.0, nu_tk=1.0, lr=0.05)
@@ -38,25 +40,32 @@ def make_data(seed, T=T, N=N, d=D_IN):
 def drive(alg, contexts, rewards, capacities=None):
     """Run alg over contexts [T, N, K, d]; capacities {t: rows} resizes the history at step t.
 
-    Returns actions [T, N], info arrays stacked over steps, the initial and the final state.
+    Returns actions [T, N], the reports' communication and diagnostics and select's UCB_b mean
+    ("mean_b" [T, N, K]) stacked over steps, the initial and the final state.
     """
     Tn, n_agents, _, d = contexts.shape
     capacities = capacities or {0: Tn}
-    state = jax.jit(alg.init, static_argnums=(1, 3))(jax.random.key(0), EnvSpec(n_agents, K, d, Tn), alg.hparams,
-                                                     capacities[0])
+    params = {k: jnp.asarray(v, float_dtype()) for k, v in alg.defaults.items()}
+    state = jax.jit(alg.init, static_argnums=(1, 3))(jax.random.key(0), EnvSpec(n_agents, K, d, Tn), params,
+                                                     Sizes(capacities[0]))
     init_state = state
     select, update = jax.jit(alg.select), jax.jit(alg.update)
+    mean_b = jax.jit(functools.partial(fn.ucb_b_mean, fn.config_of(alg)))
     actions, infos = [], []
     for t in range(Tn):
         if t in capacities and t > 0:
-            state = alg.resize(state, capacities[t])
-        a, sel_info = select(state, jnp.asarray(contexts[t]), jax.random.key(t))
+            state = alg.sizing.resize(state, Sizes(capacities[t]))
+        step = Step(jnp.int32(t), jnp.asarray(contexts[t]), jnp.ones(n_agents, bool))
+        info = {"mean_b": np.asarray(mean_b(state.nets, step.contexts.astype(state.b_sync.dtype)))}
+        a, aux = select(params, state, step, jax.random.key(t))
         a = np.asarray(a)
         r = rewards[t, np.arange(n_agents), a]
-        state, info = update(state, jnp.asarray(contexts[t]), jnp.asarray(a), jnp.asarray(r),
-                             jnp.ones(n_agents, bool), jax.random.key(t))
+        state, rep = update(params, state, step, jnp.asarray(a), jnp.asarray(r), aux, jax.random.key(t))
+        assert int(rep.errors) == 0
         actions.append(a)
-        infos.append({**{k: np.asarray(v) for k, v in info.items()}, "mean_b": np.asarray(sel_info["mean_b"])})
+        infos.append({"comm_up": np.asarray(rep.comm_up), "comm_down": np.asarray(rep.comm_down),
+                      "rounds": np.asarray(rep.rounds), **{k: np.asarray(v) for k, v in rep.diagnostics.items()},
+                      **info})
     stacked = {k: np.stack([i[k] for i in infos]) for k in infos[0]}
     return np.stack(actions), stacked, init_state, state
 
@@ -103,13 +112,13 @@ def run_case(case):
         alg = fn.fn_ucb(**hp, width=M, train_steps=3, **options)
         actions, info, init_state, state = drive(alg, contexts, rewards, capacities)
         biases = options.get("parameterization", "paper") == "authors"
-        perm = numpy_order(init_state.theta0, biases)
-        flat_sync = np.asarray(ravel_pytree(state.theta_sync)[0])
-        flat_agents = np.asarray(jax.vmap(lambda p: ravel_pytree(p)[0])(state.params))
-        flat0 = np.asarray(ravel_pytree(init_state.theta0)[0])
+        perm = numpy_order(init_state.nets.theta0, biases)
+        flat_sync = np.asarray(ravel_pytree(state.nets.theta_sync)[0])
+        flat_agents = np.asarray(jax.vmap(lambda p: ravel_pytree(p)[0])(state.nets.theta))
+        flat0 = np.asarray(ravel_pytree(init_state.nets.theta0)[0])
     ref_options = {k: v for k, v in options.items() if k != "parameterization"}
-    ref = fn_ucb_np.run(contexts, rewards, neural_np.from_flax(jax.tree_util.tree_map(np.asarray, init_state.theta0)),
-                        **hp, train_steps=3, **ref_options)
+    theta0 = neural_np.from_flax(jax.tree_util.tree_map(np.asarray, init_state.nets.theta0))
+    ref = fn_ucb_np.run(contexts, rewards, theta0, **hp, train_steps=3, **ref_options)
     return dict(actions=actions, info=info, state=state, perm=perm, flat_sync=flat_sync, flat_agents=flat_agents,
                 flat0=flat0, ref=ref, options=options, contexts=contexts)
 
@@ -126,17 +135,17 @@ def test_matches_numpy_reference(case):
     np.testing.assert_array_equal(info["comm_up"], ref["comm_up"])
     np.testing.assert_array_equal(info["comm_down"], ref["comm_down"])
     np.testing.assert_allclose(info["alpha"], ref["alpha"], **TOL)
-    np.testing.assert_allclose(permuted(state.w_sync, perm, mat_axes), ref["W_sync"], **TOL)
+    np.testing.assert_allclose(permuted(state.covs.w_sync, perm, mat_axes), ref["W_sync"], **TOL)
     np.testing.assert_allclose(permuted(state.b_sync, perm, 1), ref["B_sync"], **TOL)
-    np.testing.assert_allclose(permuted(state.vinv_sync, perm, mat_axes), np.asarray(ref["Vinv_sync"]), **TOL)
-    local = np.asarray(state.local)
+    np.testing.assert_allclose(permuted(state.covs.vinv_sync, perm, mat_axes), np.asarray(ref["Vinv_sync"]), **TOL)
+    local = np.asarray(state.covs.local)
     ref_local = ref["V_local"]
     if full:  # the JAX state keeps (V_local)^{-1} by Sherman-Morrison; the reference keeps V_local
         ref_local = np.linalg.inv(ref_local)
     np.testing.assert_allclose(permuted(local, perm, mat_axes), ref_local, **TOL)
     np.testing.assert_allclose(out["flat_sync"][perm], ref["theta_sync"], rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(out["flat_agents"][:, perm], ref["theta"], rtol=1e-10, atol=1e-12)
-    np.testing.assert_array_equal(np.asarray(state.n), ref["n"])
+    np.testing.assert_array_equal(np.asarray(state.nets.n), ref["n"])
     # a real run: rounds at some steps only, several arms, trained networks, alpha in use
     assert 0 < info["rounds"].sum() < T - 1 and info["rounds"][0] == 0
     assert len(np.unique(out["actions"])) > 1
@@ -156,9 +165,11 @@ def test_communication_accounting_by_hand():
     rounds = out["info"]["rounds"]
     np.testing.assert_array_equal(out["info"]["comm_up"], 3722.0 * rounds)
     np.testing.assert_array_equal(out["info"]["comm_down"], 1861.0 * rounds)
-    # the trigger: any agent's (s - t_last) * logdet ratio > D; t_last = the previous round
+    # the trigger: any agent's (s - t_last) * logdet ratio > D; t_last = the previous round (the
+    # diagnostic is the largest trigger of the active agents)
     trig, D = out["info"]["trigger"], CASES["less-full-exact-paper"][0]
-    np.testing.assert_array_equal(rounds, np.any(trig > D, axis=1))
+    assert trig.shape == (T,)
+    np.testing.assert_array_equal(rounds, trig > D)
     steps = np.flatnonzero(rounds)
     assert steps[0] == 1
     # authors network d = 4, m = 6: p = 37; diagonal, full variant: upload 4p + 1 = 149,
@@ -196,7 +207,7 @@ def test_sanity_inequalities_on_less_comm_bonus():
     state = out["state"]
     assert out["info"]["rounds"][-1] == 1  # a round at the last step: vinv_sync is the current mean
     V_local = np.linalg.inv(out["ref"]["V_local"])  # independent: fresh inverses of the reference's V_local
-    sync = permuted(state.vinv_sync, out["perm"], 2)
+    sync = permuted(state.covs.vinv_sync, out["perm"], 2)
     np.testing.assert_allclose(sync, V_local.mean(axis=0), rtol=1e-8, atol=1e-10)
     rng = np.random.default_rng(5)
     phi = rng.standard_normal((200, sync.shape[0]))
@@ -213,7 +224,7 @@ def test_single_agent_alpha_zero_is_linucb_on_ntk_features():
     with jax.enable_x64(True):
         alg = fn.fn_ucb(lam=lam, nu_tkn=nu, nu_tk=5.0, D=D, lr=0.01, width=M, train_steps=2, alpha_mode="zero")
         actions, info, init_state, _ = drive(alg, contexts, rewards)
-        theta0 = init_state.theta0
+        theta0 = init_state.nets.theta0
         feats = jax.vmap(lambda X: jax.vmap(lambda x: ravel_pytree(jax.grad(lambda p: mlp_apply(p, x))(theta0))[0])(X))
         phi = np.asarray(feats(jnp.asarray(contexts[:, 0]))) / np.sqrt(M)  # [T, K, p]
     assert 0 < info["rounds"].sum() < Tn - 1  # rounds happen and change nothing for one agent
@@ -241,8 +252,8 @@ def test_diag_mode_equals_full_solve_on_axis_aligned_features():
             g = jnp.zeros(p).at[j].set(rng.uniform(0.5, 2.0))
             chol, diag, b = chol_update(chol, g), diag + g * g, b + rng.standard_normal() * g
         phi = jnp.asarray(rng.standard_normal((5, p)))
-        mean_full, width_full = fn.mean_and_width(chol, b, phi)
-        mean_diag, width_diag = fn.mean_and_width(diag, b, phi)
+        mean_full, width_full = fn_ucb_cov.mean_and_width(chol, b, phi)
+        mean_diag, width_diag = fn_ucb_cov.mean_and_width(diag, b, phi)
         theta_diag = np.asarray(b / diag)
     np.testing.assert_allclose(mean_diag, mean_full, rtol=1e-12)
     np.testing.assert_allclose(width_diag, width_full, rtol=1e-12)
@@ -250,8 +261,8 @@ def test_diag_mode_equals_full_solve_on_axis_aligned_features():
     # and a non-diagonal V makes them differ (the check can fail)
     with jax.enable_x64(True):
         g = jnp.ones(p)
-        mean_full2, _ = fn.mean_and_width(chol_update(chol, g), b + g, phi)
-        mean_diag2, _ = fn.mean_and_width(diag + g * g, b + g, phi)
+        mean_full2, _ = fn_ucb_cov.mean_and_width(chol_update(chol, g), b + g, phi)
+        mean_diag2, _ = fn_ucb_cov.mean_and_width(diag + g * g, b + g, phi)
     assert np.abs(np.asarray(mean_full2) - np.asarray(mean_diag2)).max() > 1e-3
 
 
@@ -264,8 +275,9 @@ def test_paper_network_is_zero_at_theta0_on_duplicated_inputs():
     dup /= np.linalg.norm(dup, axis=-1, keepdims=True)
     with jax.enable_x64(True):
         alg = fn.fn_ucb(**HP, width=M)
-        state = jax.jit(alg.init, static_argnums=(1, 3))(jax.random.key(0), EnvSpec(N, K, D_IN, 10), alg.hparams, 10)
-        _, info = jax.jit(alg.select)(state, jnp.asarray(dup), jax.random.key(1))
+        params = {k: jnp.asarray(v) for k, v in alg.defaults.items()}
+        state = jax.jit(alg.init, static_argnums=(1, 3))(jax.random.key(0), EnvSpec(N, K, D_IN, 10), params, Sizes(10))
+        info = {"mean_b": jax.jit(fn.ucb_b_mean, static_argnums=0)(fn.config_of(alg), state.nets, jnp.asarray(dup))}
         theta0 = init_mlp(jax.random.key(8), 8, 10, 3, "paper")  # also deeper and wider
         f3 = jax.jit(mlp_apply)(theta0, jnp.asarray(np.concatenate([dup[0], dup[0]], axis=-1)))
     assert np.abs(np.asarray(info["mean_b"])).max() < 1e-12
@@ -287,10 +299,18 @@ def test_runner_d_zero_communicates_after_the_first_step_and_plotting_convention
     Tn = 12
     problem = tiny_problem(horizon=Tn)
     alg = fn.fn_ucb(**HP, D=0.0, width=M, covariance="diag", train_steps=2)
-    out = run_batch(problem, alg, [0, 0], hparams={"D": [0.0, 1e9]})
+    out = run_batch(problem, alg, [0, 0], params={"D": [0.0, 1e9]})
     # D = 0: every iteration but the first (s - t_last = 0 at s = 0); D huge: never
     np.testing.assert_array_equal(out.rounds[0], [0.0] + [1.0] * (Tn - 1))
     np.testing.assert_array_equal(out.rounds[1], np.zeros(Tn))
+    np.testing.assert_array_equal(out.rounds, out.diagnostics["trigger"] > np.array([[0.0], [1e9]]))
+    assert out.diagnostics["alpha"].shape == (2, Tn) and not out.errors.any()
+    # the round is one batch_cond for the batch: taken for run 0 only, it leaves each run's numbers
+    # those of the run alone
+    for r, D in enumerate((0.0, 1e9)):
+        alone = run_batch(problem, alg, [0], params={"D": [D]})
+        for name in ("regret", "comm_up", "comm_down", "rounds"):
+            np.testing.assert_array_equal(getattr(alone, name)[0], getattr(out, name)[r], err_msg=name)
     p = D_IN * M + M  # paper network: 30 parameters; diag Less Comm.: 4p + 1 = 121 per agent
     np.testing.assert_array_equal(out.comm_up[0], 2 * 121.0 * out.rounds[0])
     np.testing.assert_array_equal(out.comm_down[0], 121.0 * out.rounds[0])

@@ -34,10 +34,9 @@ SMOKE_EXPECTED = {
     "fnucb/fig2c": {"FN-UCB (N=1)": 1, "FN-UCB (N=2)": 2, "NeuralUCB": 1, "NeuralTS": 1},
     "fnucb/fig2d": {"FN-UCB (D=0.05)": 2, "FN-UCB (every round)": 2},
     "fnucb/fig3": {"cosine: FN-UCB (N=2)": 2, "cosine: FN-UCB Less Comm. (N=2)": 2},
-    "fnucb/fig4": {**{f"{p}: {a} (nu=0.1)": 1 for p in ("cosine", "magic")
-                      for a in ("LinUCB", "LinTS", "KernelUCB", "KernelTS")},
-                   **{f"{p}: {a}": 1 for p in ("cosine", "magic") for a in ("NeuralUCB", "NeuralTS")},
-                   "cosine: FN-UCB (N=2)": 2, "magic: FN-UCB (N=2)": 2},
+    "fnucb/fig4": {curve: n for p in ("cosine", "magic") for curve, n in (  # build order: problem by problem
+        *((f"{p}: {a} (nu=0.1)", 1) for a in ("LinUCB", "LinTS", "KernelUCB", "KernelTS")),
+        *((f"{p}: {a}", 1) for a in ("NeuralUCB", "NeuralTS")), (f"{p}: FN-UCB (N=2)", 2))},
     "fnucb/fig6": {"cosine: FN-UCB (N=1)": 1, "cosine: FN-UCB (N=2)": 2},
 }
 
@@ -89,10 +88,10 @@ def test_paper_hyperparameters():
     fn = dict((a.name, (p, a)) for p, a, _ in fig1a)
     p10, a10 = fn["FN-UCB (N=10)"]
     assert p10.spec.num_agents == 10 and p10.spec.num_arms == 4 and p10.spec.dim == 10
-    assert a10.hparams == pytest.approx({"lam": 0.1, "nu_tkn": 0.1, "nu_tk": 0.1, "D": 0.0, "lr": 0.01})
-    assert fn["NeuralUCB"][1].hparams["beta"] == pytest.approx(np.sqrt(0.1 * 0.01))
+    assert a10.defaults == pytest.approx({"lam": 0.1, "nu_tkn": 0.1, "nu_tk": 0.1, "D": 0.0, "lr": 0.01})
+    assert fn["NeuralUCB"][1].defaults["beta"] == pytest.approx(np.sqrt(0.1 * 0.01))
     fig1d = resolve_config(get_experiment("fnucb/fig1d"), "paper", {})
-    ds = sorted(a.hparams["D"] for _, a, _ in build_runs(get_experiment("fnucb/fig1d"), fig1d))
+    ds = sorted(a.defaults["D"] for _, a, _ in build_runs(get_experiment("fnucb/fig1d"), fig1d))
     assert ds == pytest.approx([0.0, 2.5, 4.0, 5.0])
 
 

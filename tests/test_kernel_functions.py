@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from kernels import functions as kf
+from bandits_jax.kernels import functions as kf
 
 
 def np_kernel(name, x, y, p):

@@ -4,7 +4,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from kernels.kmeans import kmeans, kmeans_plusplus, lloyd
+from bandits_jax.kernels.kmeans import kmeans, kmeans_plusplus, lloyd
 
 
 def numpy_lloyd(x, centers, max_iter, tol):

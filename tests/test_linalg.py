@@ -7,8 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from kernels import functions as kf
-from kernels import linalg as la
+from bandits_jax.kernels import functions as kf
+from bandits_jax.kernels import linalg as la
 
 
 def random_spd(rng, p, jitter=0.5):
@@ -349,3 +349,69 @@ def test_inv_chol_append_growth_matches_fresh_inverse_factor():
         m2, v2 = la.posterior_mean_var_inv(M, jnp.asarray(Kc), jnp.asarray(kd), jnp.asarray(y), n_end)
         np.testing.assert_allclose(np.asarray(m2), np.asarray(m1), rtol=1e-8, atol=1e-10)
         np.testing.assert_allclose(np.asarray(v2), np.asarray(v1), rtol=1e-8, atol=1e-10)
+
+
+# ---------------------------------------------------------------------------------------------
+# Woodbury log-det, ridge scores, kernel ridge on repeated points: against NumPy's exact answers
+
+
+def test_woodbury_logdet_and_inverse_and_logdet_equal_numpy():
+    rng = np.random.default_rng(7)
+    p, k = 6, 3
+    V = random_spd(rng, p)
+    X = rng.standard_normal((k, p))
+    X[1] = 0.0  # zero rows change nothing
+    with jax.enable_x64(True):
+        Vinv, logdet = la.inverse_and_logdet(jnp.asarray(V))
+        np.testing.assert_allclose(Vinv, np.linalg.inv(V), rtol=1e-10, atol=1e-12)
+        assert abs(float(logdet) - np.linalg.slogdet(V)[1]) < 1e-10
+        new_inv, new_logdet = la.woodbury_logdet(Vinv, jnp.asarray(X), logdet)
+    W = V + X.T @ X
+    np.testing.assert_allclose(new_inv, np.linalg.inv(W), rtol=1e-10, atol=1e-12)
+    assert abs(float(new_logdet) - np.linalg.slogdet(W)[1]) < 1e-10
+
+
+def test_ridge_scores_and_logdet_equal_numpy():
+    from bandits_jax.kernels.ridge import ridge_logdet, ridge_scores
+
+    rng = np.random.default_rng(8)
+    d, K, lam, alpha = 4, 5, 0.7, 1.3
+    Xh = rng.standard_normal((9, d))
+    A, b = Xh.T @ Xh, Xh.T @ rng.standard_normal(9)
+    ctx = rng.standard_normal((K, d))
+    Vinv = np.linalg.inv(A + lam * np.eye(d))
+    mean = ctx @ Vinv @ b
+    var = np.einsum("kd,de,ke->k", ctx, Vinv, ctx)
+    with jax.enable_x64(True):
+        m, v, s = ridge_scores(jnp.asarray(A), jnp.asarray(b), lam, alpha, jnp.asarray(ctx))
+        ld = ridge_logdet(jnp.asarray(A), lam)
+    np.testing.assert_allclose(m, mean, rtol=1e-10)
+    np.testing.assert_allclose(v, var, rtol=1e-10)
+    np.testing.assert_allclose(s, mean + alpha * np.sqrt(var), rtol=1e-10)
+    assert abs(float(ld) - np.linalg.slogdet(A + lam * np.eye(d))[1]) < 1e-10
+
+
+def test_repeated_points_posterior_equals_full_history_krr():
+    from bandits_jax.kernels.krr import repeated_points_posterior
+
+    rng = np.random.default_rng(9)
+    d, m, lam, ls = 3, 4, 0.5, 0.8
+    Z = rng.standard_normal((m, d))
+    counts = np.array([3, 0, 1, 2])  # a padding row with count 0
+    idx = np.repeat(np.arange(m), counts)
+    X, y = Z[idx], rng.standard_normal(idx.size)
+    sums = np.zeros(m)
+    np.add.at(sums, idx, y)
+    Xq = rng.standard_normal((5, d))
+    rbf = lambda A, B: np.exp(-((A[:, None] - B[None]) ** 2).sum(-1) / (2 * ls ** 2))  # noqa: E731
+    Kinv = np.linalg.inv(rbf(X, X) + lam * np.eye(idx.size))
+    kq = rbf(X, Xq)
+    mean = kq.T @ Kinv @ y
+    var = 1.0 - np.einsum("nk,nm,mk->k", kq, Kinv, kq)
+    kern = kf.get_kernel("rbf")
+    with jax.enable_x64(True):
+        got_m, got_v = repeated_points_posterior(kern, {"lengthscale": ls}, lam, jnp.asarray(Z),
+                                                 jnp.asarray(counts), jnp.asarray(sums), jnp.asarray(Xq))
+    # push-through: var(x) = k(x,x) - k^T (K + lam I)^{-1} k; the module's var has no 1/lam either
+    np.testing.assert_allclose(got_m, mean, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(got_v, var, rtol=1e-9, atol=1e-12)

@@ -13,8 +13,9 @@ import pytest
 
 from bandits_jax.algorithms import kernel as kalg
 from bandits_jax.algorithms import linear as lalg
-from bandits_jax.core import ConfigError, EnvSpec
-from kernels.functions import get_kernel
+from bandits_jax.algorithms.base import float_dtype
+from bandits_jax.core import ConfigError, EnvSpec, Sizes, Step
+from bandits_jax.kernels.functions import get_kernel
 
 from bench.reference import kernel_np, linear_np
 from helpers import agent_slice, per_agent_normal_draws
@@ -36,35 +37,44 @@ def step_keys(t):
 
 
 def drive(alg, contexts, rewards, active, score_fn=None, schedule=None):
-    """Run alg for len(contexts) steps. schedule: list of (t_start, capacity) resize points.
+    """Run alg for len(contexts) steps. schedule: list of (t_start, rows) resize points.
 
-    score_fn(state1, contexts1[K, d], select_key1) -> [K] per-agent scores recorded each step.
+    score_fn(params, state1, contexts1[K, d], select_key1) -> [K] per-agent scores recorded each step.
     Returns actions[T, N], scores[T, N, K] (or None) and the final state.
     """
     Tn = contexts.shape[0]
     spec = EnvSpec(N, K, D, Tn)
     schedule = dict(schedule or [])
-    state = alg.init(jax.random.key(0), spec, alg.hparams, schedule.get(0))
+    params = float_params(alg)
+    rows = schedule.get(0, alg.sizing.rows(spec, Tn) if alg.sizing else None)
+    state = alg.init(jax.random.key(0), spec, params, Sizes(rows), None)
     select, update = jax.jit(alg.select), jax.jit(alg.update)
     scores_of = None
     if score_fn is not None:
-        scores_of = jax.jit(lambda s, c, k: jax.vmap(score_fn)(s, c, jax.random.split(k, N)))
+        per_agent = jax.vmap(score_fn, in_axes=(None, 0, 0, 0))
+        scores_of = jax.jit(lambda p, s, c, k: per_agent(p, s, c, jax.random.split(k, N)))
     actions, scores = [], []
     for t in range(Tn):
         if t in schedule and t > 0:
-            state = alg.resize(state, schedule[t])
+            state = alg.sizing.resize(state, Sizes(schedule[t]))
         ks, ku = step_keys(t)
         c = jnp.asarray(contexts[t])
-        a, _ = select(state, c, ks)
+        step = Step(jnp.int32(t), c, jnp.asarray(active[t]))
+        a, aux = select(params, state, step, ks)
         if scores_of is not None:
-            scores.append(np.asarray(scores_of(state, c, ks)))
+            scores.append(np.asarray(scores_of(params, state, c, ks)))
         a = np.asarray(a)
         assert a.dtype == np.int32
         r = rewards[t, np.arange(N), a]
-        state, info = update(state, c, jnp.asarray(a), jnp.asarray(r), jnp.asarray(active[t]), ku)
-        assert float(info["rounds"]) == 0.0
+        state, rep = update(params, state, step, jnp.asarray(a), jnp.asarray(r), aux, ku)
+        assert float(rep.rounds) == 0.0
         actions.append(a)
     return np.stack(actions), (np.stack(scores) if scores else None), state
+
+
+def float_params(alg):
+    """{name: scalar of the current default float dtype} of the algorithm's hyper-parameters."""
+    return {k: jnp.asarray(v, float_dtype()) for k, v in alg.defaults.items()}
 
 
 def normal_draws(Tn, size):
@@ -83,7 +93,7 @@ def test_linucb_matches_numpy(bonus):
     contexts, rewards, active = make_data(0, p_active=0.7)
     with jax.enable_x64(True):
         alg = lalg.linucb(lam=0.5, beta=1.3, bonus=bonus)
-        score = lambda s, c, k: lalg.ucb_scores(s, c, bonus)
+        score = lambda p, s, c, k: lalg.ucb_scores(p, s, c, bonus)
         actions, scores, state = drive(alg, contexts, rewards, active, score)
     assert state.chol.dtype == jnp.float64
     for i in range(N):
@@ -103,7 +113,7 @@ def test_lints_matches_numpy_with_the_same_draws():
     with jax.enable_x64(True):
         alg = lalg.lints(lam=2.0, nu=0.7, max_history=25)
         z_of = lambda s, k: jax.random.normal(k, (D,), jnp.float64)
-        score = lambda s, c, k: lalg.ts_scores(s, c, z_of(s, k))
+        score = lambda p, s, c, k: lalg.ts_scores(p, s, c, z_of(s, k))
         actions, scores, state = drive(alg, contexts, rewards, active, score)
         z = normal_draws(T, D)
         mu = np.asarray(jax.vmap(lalg.posterior)(state))
@@ -127,9 +137,9 @@ def test_kernel_ucb_matches_numpy(name):
     kern = get_kernel(name)
     with jax.enable_x64(True):
         alg = kalg.kernel_ucb(kernel=name, lam=0.3, beta=1.5, lengthscale=0.8)
-        post = lambda s, c, k: jnp.stack(kalg.posterior(kern, s, c))
+        post = lambda p, s, c, k: jnp.stack(kalg.posterior(kern, p, s, c))
         actions, mv, state = drive(alg, contexts, rewards, active, post)
-    assert state.X.shape == (N, T, D)  # capacity1 = T by default
+    assert state.X.shape == (N, T, D)  # rows1 = T by default
     for i in range(N):
         ref = kernel_np.kernel_ucb(contexts[:, i], rewards[:, i], name, 0.3, 1.5, 0.8, active=active[:, i])
         np.testing.assert_array_equal(actions[:, i], ref["actions"])
@@ -151,7 +161,7 @@ def test_kernel_ts_matches_numpy_with_the_same_draws():
     kern = get_kernel("matern52")
     with jax.enable_x64(True):
         alg = kalg.kernel_ts(kernel="matern52", lam=0.5, nu=0.4, lengthscale=1.2, var_floor=1e-3)
-        score = lambda s, c, k: kalg.ts_scores(kern, s, c, jax.random.normal(k, (K,), jnp.float64))
+        score = lambda p, s, c, k: kalg.ts_scores(kern, p, s, c, jax.random.normal(k, (K,), jnp.float64))
         actions, scores, _ = drive(alg, contexts, rewards, active, score)
         z = normal_draws(T, K)
     for i in range(N):
@@ -166,7 +176,7 @@ def test_kernel_ucb_resize_mid_run_changes_nothing():
         alg = kalg.kernel_ucb(kernel="rbf", lam=0.3, beta=1.0)
         spec = EnvSpec(N, K, D, T)
         # doubling segments as the runner builds them: capacities 5, 10, 20, 40
-        schedule = [(0, alg.capacity(spec, 5)), (5, alg.capacity(spec, 10)), (10, 20), (20, 40)]
+        schedule = [(0, alg.sizing.rows(spec, 5)), (5, alg.sizing.rows(spec, 10)), (10, 20), (20, 40)]
         a_seg, _, s_seg = drive(alg, contexts, rewards, active, schedule=schedule)
         a_full, _, s_full = drive(alg, contexts, rewards, active)
     np.testing.assert_array_equal(a_seg, a_full)
@@ -184,7 +194,7 @@ def test_kernel_ucb_max_history_stops_growth():
     with jax.enable_x64(True):
         alg = kalg.kernel_ucb(kernel="laplacian", lam=1.0, beta=0.5, max_history=12)
         spec = EnvSpec(N, K, D, T)
-        assert alg.capacity(spec, T) == 12 and alg.capacity(spec, 7) == 7
+        assert alg.sizing.rows(spec, T) == 12 and alg.sizing.rows(spec, 7) == 7
         # segments of 7 and then the capped 12 rows
         actions, _, state = drive(alg, contexts, rewards, active, schedule=[(0, 7), (7, 12)])
     assert state.X.shape == (N, 12, D)
@@ -201,13 +211,16 @@ def test_inactive_agents_keep_their_state():
     with jax.enable_x64(True):
         for alg in (lalg.linucb(), lalg.lints(), kalg.kernel_ucb(), kalg.kernel_ts()):
             update = jax.jit(alg.update)
-            state = alg.init(jax.random.key(0), EnvSpec(N, K, D, 6), alg.hparams)
+            spec = EnvSpec(N, K, D, 6)
+            params = float_params(alg)
+            state = alg.init(jax.random.key(0), spec, params, Sizes(alg.sizing.rows(spec, 6) if alg.sizing else None))
             for t in range(3):  # some data first, so the state is not the initial one
-                state, _ = update(state, jnp.asarray(contexts[t]), jnp.zeros(N, jnp.int32),
-                                  jnp.asarray(rewards[t, :, 0]), jnp.ones(N, bool), step_keys(t)[1])
-            a, _ = jax.jit(alg.select)(state, jnp.asarray(contexts[3]), step_keys(3)[0])
-            new, _ = update(state, jnp.asarray(contexts[3]), a, jnp.asarray(rewards[3, :, 0]),
-                            jnp.asarray(active), step_keys(3)[1])
+                step = Step(jnp.int32(t), jnp.asarray(contexts[t]), jnp.ones(N, bool))
+                state, _ = update(params, state, step, jnp.zeros(N, jnp.int32), jnp.asarray(rewards[t, :, 0]), (),
+                                  step_keys(t)[1])
+            step = Step(jnp.int32(3), jnp.asarray(contexts[3]), jnp.asarray(active))
+            a, aux = jax.jit(alg.select)(params, state, step, step_keys(3)[0])
+            new, _ = update(params, state, step, a, jnp.asarray(rewards[3, :, 0]), aux, step_keys(3)[1])
             for old_leaf, new_leaf in zip(jax.tree_util.tree_leaves(state), jax.tree_util.tree_leaves(new)):
                 np.testing.assert_array_equal(np.asarray(new_leaf[1]), np.asarray(old_leaf[1]))
             # the active agents did learn
@@ -220,13 +233,26 @@ def test_hparams_are_traced_a_grid_is_a_vmap():
     contexts, _, _ = make_data(7, T=1)
     with jax.enable_x64(True):
         alg = kalg.kernel_ucb(kernel="rbf")
+        kern = get_kernel("rbf")
         spec = EnvSpec(N, K, D, 4)
         grid = {"lam": jnp.array([0.5, 1.0]), "beta": jnp.array([0.0, 2.0]), "lengthscale": jnp.array([0.5, 2.0])}
-        states = jax.vmap(lambda hp: alg.init(jax.random.key(0), spec, hp))(grid)
-        np.testing.assert_array_equal(np.asarray(states.hp["lengthscale"]), [[0.5] * N, [2.0] * N])
+        states = jax.vmap(lambda p: alg.init(jax.random.key(0), spec, p, Sizes(4)))(grid)
         np.testing.assert_array_equal(np.asarray(states.chol_inv[1, 0]), np.eye(4))
-        acts = jax.vmap(lambda s: alg.select(s, jnp.asarray(contexts[0]), jax.random.key(1))[0])(states)
+        step = Step(jnp.int32(0), jnp.asarray(contexts[0]), jnp.ones(N, bool))
+        acts = jax.vmap(lambda p, s: alg.select(p, s, step, jax.random.key(1))[0])(grid, states)
         assert acts.shape == (2, N)
+        # the traced hyper-parameters reach update and posterior: the vmapped grid equals each point alone
+        rewards = jnp.ones((N,), jnp.float64)
+        learn = lambda p, s, a: alg.update(p, s, step, a, rewards, (), jax.random.key(2))[0]  # noqa: E731
+        states = jax.vmap(learn)(grid, states, acts)
+        agent0 = jax.tree_util.tree_map(lambda a: a[:, 0], states)
+        c = jnp.asarray(contexts[0, 0])
+        var = jax.vmap(lambda p, s: kalg.posterior(kern, p, s, c)[1])(grid, agent0)
+        for j in range(2):
+            point = {k: v[j] for k, v in grid.items()}
+            alone = kalg.posterior(kern, point, jax.tree_util.tree_map(lambda a: a[j], agent0), c)[1]
+            np.testing.assert_allclose(np.asarray(var[j]), np.asarray(alone), rtol=1e-12, atol=1e-14)
+        assert not np.allclose(var[0], var[1])
 
 
 def test_float32_mode_keeps_float32_state():

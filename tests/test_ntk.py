@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from jax.flatten_util import ravel_pytree
 
-from kernels.ntk import (
+from bandits_jax.kernels.ntk import (
     init_mlp,
     mlp_apply,
     mlp_config,

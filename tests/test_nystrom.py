@@ -3,8 +3,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from kernels import nystrom
-from kernels.functions import get_kernel
+from bandits_jax.kernels import nystrom
+from bandits_jax.kernels.functions import get_kernel
 
 RBF = get_kernel("rbf")
 

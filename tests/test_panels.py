@@ -5,8 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from kernels import linalg as la
-from kernels import panels as pn
+from bandits_jax.kernels import linalg as la
+from bandits_jax.kernels import panels as pn
 
 
 def _gram(rows, seed=0):

@@ -15,14 +15,13 @@ from bandits_jax.experiments.registry import Experiment, _REGISTRY, register
 from bandits_jax.results import load_results, summary_rows
 
 sys.path.insert(0, str(Path(__file__).parent))
-from toy import history_greedy, toy_problem  # noqa: E402
+from toy import breaks_at_eps, history_greedy, toy_problem  # noqa: E402
 
 
 def _toy_build(config):
     if config["eps"] < 0:
         raise ConfigError(f"eps must be >= 0, got {config['eps']}")
-    alg = history_greedy()
-    alg = alg._replace(hparams={"eps": config["eps"]})
+    alg = history_greedy().with_defaults(eps=config["eps"])
     return toy_problem(horizon=config["horizon"], num_agents=config["num_agents"]), [alg, uniform_random()]
 
 
@@ -67,14 +66,46 @@ def test_grid_is_one_call_per_algorithm_and_equals_separate_runs(tmp_path, monke
     assert res.metadata["grids"] == {"HistoryGreedy": names}
     assert res.metadata["algorithm_hparams"][names[2]] == {"eps": 3.0}
     for name, (_, hp) in zip(names, GRID):  # each point equals its own run with those hyper-parameters
-        alone = real(toy_problem(horizon=50, num_agents=2), history_greedy(), [0, 1, 2], hparams={"eps": [hp["eps"]] * 3})
+        alone = real(toy_problem(horizon=50, num_agents=2), history_greedy(), [0, 1, 2], {"eps": [hp["eps"]] * 3})
         np.testing.assert_allclose(res.arrays[name]["regret"], alone.regret, rtol=1e-6, atol=1e-7)
     final = {r["algorithm"]: r["final_regret_mean"] for r in summary_rows(res)}
     best = min(names, key=final.get)
     summary = (out / "summary.md").read_text()
     assert f"| HistoryGreedy | {best.split('[')[1].rstrip(']')} |" in summary
-    with pytest.raises(ConfigError, match="grid hyper-parameter"):
+    with pytest.raises(ConfigError, match="unknown hyper-parameter x"):
         sweep.run_experiment("test/toy-grid", "smoke", overrides={"bad_grid": "true"}, out=tmp_path / "bad", quiet=True)
+
+
+def _broken_build(config):
+    problem = toy_problem(horizon=config["horizon"], num_agents=2)
+    grid = [("eps=1e6", {"eps": 1e6}), ("eps=10", {"eps": 10.0})]
+    plain = [(problem, breaks_at_eps().with_defaults(eps=10.0), None)] if config["plain"] else []
+    return [(problem, breaks_at_eps(), grid)] + plain
+
+
+if "test/toy-broken" not in _REGISTRY:
+    register(Experiment("test/toy-broken", "toy runs that report errors", {"plain": False},
+                        {"smoke": {"horizon": 30, "seeds": 2}}, _broken_build))
+
+
+def test_diagnostics_and_errors_are_stored_and_broken_curves_are_reported(tmp_path):
+    res = load_results(sweep.run_experiment("test/toy", "smoke", out=tmp_path / "r", quiet=True, plot=False))
+    count = res.arrays["HistoryGreedy"]["diag/count"]  # agent 0's buffer fill; every agent acts every step
+    np.testing.assert_array_equal(count, np.tile(np.arange(1, 61), (3, 1)))
+    np.testing.assert_array_equal(res.arrays["Random"]["errors"], [0, 0, 0])
+    # a broken grid point is stored, marked in the summary and never chosen
+    out = sweep.run_experiment("test/toy-broken", "smoke", out=tmp_path / "b", quiet=True, plot=False)
+    res = load_results(out)
+    np.testing.assert_array_equal(res.arrays["HistoryGreedy [eps=10]"]["errors"], [2, 2])
+    assert res.metadata["errors"] == {"HistoryGreedy [eps=10]": "seeds 0, 1: HistoryGreedy: the buffer holds eps "
+                                                                "points; raise eps"}
+    summary = (out / "summary.md").read_text()
+    assert "| HistoryGreedy | eps=1e6 |" in summary and "- HistoryGreedy [eps=10]: seeds 0, 1" in summary
+    # a broken plain curve ends the run with its message, after everything is stored
+    with pytest.raises(ConfigError, match=r"runs failed .*seeds 0, 1: HistoryGreedy: the buffer holds eps"):
+        sweep.run_experiment("test/toy-broken", "smoke", overrides={"plain": "true"}, out=tmp_path / "p",
+                             quiet=True, plot=False)
+    assert (tmp_path / "p" / "results.npz").exists()
 
 
 def test_run_writes_results_metadata_summary_plot(tmp_path):
@@ -101,11 +132,11 @@ def test_resume_after_interruption_recomputes_nothing_stored(tmp_path, monkeypat
     calls = []
     real = sweep.run_batch
 
-    def flaky(problem, alg, seeds, **kw):
+    def flaky(problem, alg, seeds, *args, **kw):
         calls.append((alg.name, list(seeds)))
         if len(calls) == 3:
             raise KeyboardInterrupt  # killed while the third chunk is in flight
-        return real(problem, alg, seeds, **kw)
+        return real(problem, alg, seeds, *args, **kw)
 
     monkeypatch.setattr(sweep, "run_batch", flaky)
     with pytest.raises(KeyboardInterrupt):
@@ -238,14 +269,15 @@ def test_agent_count_groups_for_the_final_regret_against_n_panel():
 def test_grid_choice_skips_points_marked_broken():
     from bandits_jax.results import Results, grid_choices
 
-    def run(regret_per_step, comm):
-        return {"regret": np.full((2, 10, 1), regret_per_step), "comm_up": np.full((2, 10), comm),
+    def run(regret_per_step):
+        return {"regret": np.full((2, 10, 1), regret_per_step), "comm_up": np.ones((2, 10)),
                 "comm_down": np.zeros((2, 10)), "rounds": np.zeros((2, 10))}
 
     names = ["A [gamma=0.1]", "A [gamma=1]", "A [gamma=4]"]
-    # gamma=4 has the lowest regret but outgrew a capacity (NaN communication): gamma=1 is chosen
-    arrays = dict(zip(names, (run(0.5, 1.0), run(0.2, 1.0), run(0.1, np.nan))))
-    res = Results(arrays, np.arange(2), {"algorithms": names, "grids": {"A": names}})
+    # gamma=4 has the lowest regret but its runs carry error bits (a capacity outgrown): gamma=1 is chosen
+    arrays = dict(zip(names, (run(0.5), run(0.2), run(0.1))))
+    meta = {"algorithms": names, "grids": {"A": names}, "errors": {"A [gamma=4]": "seeds 0: A: overflow"}}
+    res = Results(arrays, np.arange(2), meta)
     assert grid_choices(res) == {"A": "A [gamma=1]"}
-    arrays["A [gamma=1]"] = run(np.nan, 1.0)
+    arrays["A [gamma=1]"] = run(np.nan)
     assert grid_choices(res) == {"A": "A [gamma=0.1]"}

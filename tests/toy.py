@@ -1,11 +1,14 @@
-"""A tiny problem and a tiny growing-buffer algorithm for testing the runner machinery."""
+"""A tiny problem and tiny algorithms (a growing buffer, a demand-sized dictionary) for testing the
+runner machinery."""
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
 
-from kernels.linalg import pad_rows
-from bandits_jax.core import Algorithm, EnvSpec, Problem, gaussian_rewards, no_comm
+from bandits_jax.core import Algorithm, EnvSpec, Param, Problem, Sizes, Sizing, gaussian_rewards, report
+from bandits_jax.kernels.linalg import pad_rows
+
+ERR_FULL = 1
 
 
 def toy_problem(num_agents=3, num_arms=4, dim=5, horizon=200, noise_std=0.1, with_arrivals=False):
@@ -34,78 +37,86 @@ def history_greedy(comm_per_step: float = 0.0) -> Algorithm:
     """Greedy on the score <x, sum_j r_j x_j> over a history buffer that grows with t.
 
     Its buffer makes it exercise capacity segments; it 'communicates' `comm_per_step` scalars
-    up and down every step so communication bookkeeping can be checked.
+    up and down every step so communication bookkeeping can be checked, and reports the buffer's
+    fill of agent 0 as the diagnostic "count".
     """
 
-    def capacity(spec, t_end):
-        return t_end
-
-    def init(key, spec, hp, cap):
+    def init(key, spec, params, sizes, public):
         n = spec.num_agents
-        return {"X": jnp.zeros((n, cap, spec.dim)), "y": jnp.zeros((n, cap)), "count": jnp.zeros((n,), jnp.int32),
-                "hp": hp}
+        return {"X": jnp.zeros((n, sizes.rows, spec.dim)), "y": jnp.zeros((n, sizes.rows)),
+                "count": jnp.zeros((n,), jnp.int32)}
 
-    def select(state, contexts, key):
+    def select(params, state, step, key):
         w = jnp.einsum("ncd,nc->nd", state["X"], state["y"])
-        explore = jax.random.uniform(key, contexts.shape[:2]) * state["hp"]["eps"]
-        return jnp.argmax(jnp.einsum("nkd,nd->nk", contexts, w) + explore, axis=1).astype(jnp.int32), {}
+        explore = jax.random.uniform(key, step.contexts.shape[:2]) * params["eps"]
+        return jnp.argmax(jnp.einsum("nkd,nd->nk", step.contexts, w) + explore, axis=1).astype(jnp.int32), ()
 
-    def update(state, contexts, actions, rewards, active, key):
-        x = jnp.take_along_axis(contexts, actions[:, None, None], axis=1)[:, 0]
+    def update(params, state, step, actions, rewards, aux, key):
+        x = jnp.take_along_axis(step.contexts, actions[:, None, None], axis=1)[:, 0]
         rows = jnp.arange(state["X"].shape[1])[None, :] == state["count"][:, None]
-        write = rows & active[:, None]
+        write = rows & step.active[:, None]
         X = jnp.where(write[..., None], x[:, None, :], state["X"])
         y = jnp.where(write, rewards[:, None], state["y"])
-        info = no_comm(rewards.dtype)
-        info["comm_up"] = info["comm_up"] + comm_per_step
-        info["comm_down"] = info["comm_down"] + 2 * comm_per_step
-        info["rounds"] = info["rounds"] + (comm_per_step > 0)
-        return {"X": X, "y": y, "count": state["count"] + active.astype(jnp.int32), "hp": state["hp"]}, info
+        count = state["count"] + step.active.astype(jnp.int32)
+        rep = report(rewards.dtype, comm_per_step, 2 * comm_per_step, float(comm_per_step > 0), count=count[0])
+        return {"X": X, "y": y, "count": count}, rep
 
-    def resize(state, cap):
-        return {"X": jax.vmap(lambda a: pad_rows(a, cap))(state["X"]),
-                "y": jax.vmap(lambda a: pad_rows(a, cap))(state["y"]),
-                "count": state["count"], "hp": state["hp"]}
+    def resize(state, sizes):
+        return {"X": jax.vmap(lambda a: pad_rows(a, sizes.rows))(state["X"]),
+                "y": jax.vmap(lambda a: pad_rows(a, sizes.rows))(state["y"]), "count": state["count"]}
 
-    return Algorithm("HistoryGreedy", {"eps": 0.5}, init, select, update, capacity, resize, "test algorithm")
+    return Algorithm("HistoryGreedy", {"eps": Param(0.5, "nonnegative")}, init, select, update,
+                     Sizing(rows=lambda spec, t_end: t_end, resize=resize), {}, "test algorithm")
+
+
+def breaks_at_eps() -> Algorithm:
+    """history_greedy whose run reports error bit 2 at every step once it holds eps points."""
+    alg = history_greedy()
+
+    def update(params, state, step, actions, rewards, aux, key):
+        new, rep = alg.update(params, state, step, actions, rewards, aux, key)
+        return new, rep._replace(errors=jnp.where(state["count"][0] >= params["eps"], 2, 0))
+
+    return alg._replace(update=update, errors={2: "the buffer holds eps points; raise eps"})
 
 
 def growing_dictionary(limit: int = 1024) -> Algorithm:
-    """Greedy on <x, sum of dictionary rows>, keeping each chosen context with probability hp keep.
+    """Greedy on <x, sum of dictionary rows>, keeping each chosen context with probability `keep`.
 
-    Its dictionary is sized by demand (`Algorithm.demand`): the runner gives it rows from its
-    fill, not from the time. Overflow marks the run (NaN communication) from then on; comm_up
-    reports the dictionary size, so the outputs show every row the run kept.
+    Its dictionary is sized by demand: the runner gives it rows from its fill, not from the time.
+    Overflow sets ERR_FULL at every step from then on; comm_up reports the dictionary size, so the
+    outputs show every row the run kept.
     """
 
-    def capacity(spec, t_end):
-        return t_end
+    def rows(sizes):  # demand-sized, or (with the demand switched off) sized by time
+        return sizes.demand_rows if sizes.demand_rows is not None else min(sizes.rows, limit)
 
-    def init(key, spec, hp, cap):
-        return {"D": jnp.zeros((min(cap, limit), spec.dim)), "n": jnp.zeros((), jnp.int32),
-                "error": jnp.zeros((), bool), "hp": hp}
+    def init(key, spec, params, sizes, public):
+        return {"D": jnp.zeros((rows(sizes), spec.dim)), "n": jnp.zeros((), jnp.int32),
+                "error": jnp.zeros((), bool)}
 
-    def select(state, contexts, key):
+    def select(params, state, step, key):
         w = jnp.sum(state["D"], axis=0)
-        explore = jax.random.uniform(key, contexts.shape[:2])
-        return jnp.argmax(contexts @ w + explore, axis=1).astype(jnp.int32), {}
+        explore = jax.random.uniform(key, step.contexts.shape[:2])
+        return jnp.argmax(step.contexts @ w + explore, axis=1).astype(jnp.int32), ()
 
-    def update(state, contexts, actions, rewards, active, key):
-        x = jnp.take_along_axis(contexts, actions[:, None, None], axis=1)[:, 0, :]
-        keep = jax.random.uniform(key, (x.shape[0],)) < state["hp"]["keep"]
+    def update(params, state, step, actions, rewards, aux, key):
+        x = jnp.take_along_axis(step.contexts, actions[:, None, None], axis=1)[:, 0, :]
+        keep = jax.random.uniform(key, (x.shape[0],)) < params["keep"]
         D, n, error = state["D"], state["n"], state["error"]
         for a in range(x.shape[0]):  # static, tiny N
-            add = keep[a] & active[a]
+            add = keep[a] & step.active[a]
             room = n < D.shape[0]
             D = D.at[jnp.where(add & room, n, D.shape[0])].set(x[a] * rewards[a], mode="drop")
             error = error | (add & ~room)
             n = n + (add & room).astype(jnp.int32)
-        info = no_comm(rewards.dtype)
-        info["comm_up"] = info["comm_up"] + n + jnp.where(error, jnp.nan, 0.0)
-        return {"D": D, "n": n, "error": error, "hp": state["hp"]}, info
+        rep = report(rewards.dtype, comm_up=n, errors=jnp.where(error, ERR_FULL, 0))
+        return {"D": D, "n": n, "error": error}, rep
 
-    def resize(state, rows, dict_rows=None):
-        return {**state, "D": pad_rows(state["D"], min(rows if dict_rows is None else dict_rows, limit))}
+    def resize(state, sizes):
+        return {**state, "D": pad_rows(state["D"], rows(sizes))}
 
-    return Algorithm("GrowingDictionary", {"keep": 1.0}, init, select, update, capacity, resize, "test algorithm",
-                     demand=lambda state: state["n"], demand_limit=limit)
+    sizing = Sizing(rows=lambda spec, t_end: t_end, resize=resize, demand=lambda state: state["n"],
+                    demand_limit=limit, overflow=ERR_FULL)
+    return Algorithm("GrowingDictionary", {"keep": Param(1.0, "nonnegative")}, init, select, update, sizing,
+                     {ERR_FULL: "the dictionary outgrew its limit; raise limit"}, "test algorithm")

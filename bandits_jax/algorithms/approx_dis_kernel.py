@@ -21,8 +21,8 @@ internals are recalled from that paper, not read from it; this module implements
         (a) each client j re-samples its WHOLE history by ridge leverage: point s is kept with
             probability min(1, q var_g(x_s)) (old global model), using the uniform draw
             u[s] = jax.random.uniform(fold_in(update_key, s)) of its position s in the pooled
-            arrival order (independent of the buffer size, so `resize` changes no draw); it
-            uploads the kept points, |S_j| of them (no client-side de-duplication);
+            arrival order (`rls_uniforms`; independent of the buffer size, so `resize` changes no
+            draw); it uploads the kept points, |S_j| of them (no client-side de-duplication);
         (b) the server forms S_new = the kept points in arrival order, duplicates dropped: a kept
             point equal to one already in S_new, or whose Schur complement
             k(x,x) - k_S(x)^T K_SS^{-1} k_S(x) against it is <= eig_tol k(x,x) (numerically in its
@@ -36,73 +36,87 @@ internals are recalled from that paper, not read from it; this module implements
 Embedding. z(x; S) = L^{-1} k_S(x) with K_SS = L L^T (the Cholesky form of Async-KernelUCB,
 kernels.nystrom.embed_chol); the state keeps the inverse factor Linv = L^{-1}, zero-padded to
 M x M. It is an orthogonal rotation of the symmetric-root embedding K_SS^{-1/2} k_S(x), so every
-Gram product, mean, variance and action is the same number up to rounding. It replaced the
-symmetric root because that root needs an eigendecomposition of the PADDED M x M Gram matrix at
-every synchronisation (about 9 M^3 flops, and under the runner's vmap a `lax.cond` computes the
-sync at every step); the Cholesky factor is built by appending the kept points one at a time
-(`nystrom.chol_dictionary_append`, O(M^2) each, a `lax.fori_loop` over the traced number of kept
-points), with its near-duplicate rule in place of the eigenvalue cut.
+Gram product, mean, variance and action is the same number up to rounding. The Cholesky factor
+is built by appending the kept points one at a time (`nystrom.chol_dictionary_append`, O(M^2)
+each, a `lax.fori_loop` over the traced number of kept points), with its near-duplicate rule in
+place of an eigenvalue cut: no eigendecomposition of the padded M x M Gram matrix.
 
 State. The history of all clients lives in one arrival-order buffer (hist_X [C, d], hist_y [C],
-hist_owner [C]), C = `capacity(spec, t_end) = t_end` rows; since the rebuilt statistics are
-sums over clients, (c)-(d) are computed as one embedding of the pooled history. The dictionary
-has at most dict_capacity rows, sized by demand (`Algorithm.demand`): before each of the runner's
-doubling segments, room for about 1.5 times the dictionary in use, and a segment in which a
-re-sampled dictionary overflows is run again with twice the rows. The work of a step and of a
-synchronisation then follows the dictionary's actual size (~110 points on synthetic f1) instead
-of its capacity. Each client keeps (A_i + lam I)^{-1} (loc_Pinv [N, M, M],
-Sherman-Morrison rank-one updates between syncs) and b_i; a client with no new point since the
-last sync (loc_n = 0) uses the global (g_Pinv, g_b) instead, so a sync writes the one fresh
-Cholesky inverse of the global model and no N x M x M broadcast.
+hist_owner [C]), C = `rows(spec, t_end) = t_end` rows; since the rebuilt statistics are sums
+over clients, (c)-(d) are computed as one embedding of the pooled history. The dictionary has at
+most dict_capacity rows, sized by demand (`Sizing.demand`): before each of the runner's doubling
+segments, room for about 1.5 times the dictionary in use, and a segment in which a re-sampled
+dictionary overflows (ERR_DICT) is run again with twice the rows. The work of a step and of a
+synchronisation then follows the dictionary's actual size instead of its capacity. Each client
+keeps (A_i + lam I)^{-1} (loc_Pinv [N, M, M], Sherman-Morrison rank-one updates between syncs)
+and b_i; a client with no new point since the last sync (loc_n = 0) uses the global
+(g_Pinv, g_b) instead, so a sync writes the one fresh Cholesky inverse of the global model and
+no N x M x M broadcast.
 Costs: select O(N K M (d + M)); a quiet update O(M^2); a sync O(C M (d + M) + n M^2 + M^3), n the
 number of kept points (the M^3 is the Cholesky inverse of A_g + lam I).
 
-Batching. The synchronisation is a `lax.cond`, and under the runner's vmap a cond whose
-predicate differs between runs computes both branches: every step of every run would pay for a
-sync, O(C M (d + M) + M^3) at the padded sizes. So the default is batching="map" (the runner
-runs the batch one run after another, each with its own scan), where a quiet step costs only
-its O(K M (d + M)) select and O(M^2) update; "vmap" is an option for small problems.
+Batching. The synchronisation is a `base.batch_cond` with gather=1: under the runner's vmap only
+the runs that synchronise at a step compute the sync, one after another, while the others take
+the quiet branch; so a quiet step costs its O(K M (d + M)) select and O(M^2) update, and a step
+at which some runs of the batch synchronise costs one sync per synchronising run, not one per run
+of the batch (gather=None would sync every run whenever one does).
 
-One active client (static `one_active=True`, the asynchronous protocol): the algorithm
-`sees_active` and `select(state, contexts, key, active)` scores client i = argmax(active) only,
-O(K M (d + M)), with row i of the same (N, K) tie noise, so client i's action is the one of the
-all-client select; the other clients' actions are 0 (never used) and the select info holds
-client i's quantities ([K]) and "client": i.
+Protocol. With `step.one_active` (the asynchronous problems) select scores client
+i = argmax(step.active) only, O(K M (d + M)), with row i of the same (N, K) tie noise, so its
+action is the one of the all-client select; the other clients' actions are 0 (never used).
+aux: the scored clients' mean and var ([K], plus "client", under one_active; [N, K] otherwise;
+update does not read it). Update learns from client argmax(step.active) only, in both modes: a
+step with more than one active client reports ERR_MULTI_ACTIVE.
 
-Errors are never silent: a dictionary overflow (raise dict_capacity), a full history buffer or a
-step with more than one active client sets a sticky bit in `state.error` and turns comm_up /
-comm_down into NaN from then on; `check_error(state.error)` / `check_run(output)` raise.
+Errors (`Algorithm.errors`, per step): a dictionary overflow (raise dict_capacity), a full
+history buffer, more than one active client. Diagnostics per step: trigger, var_sum (V_i after
+the step), dict_size, kept (points kept by a sync's re-sampling, summed over clients).
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import NamedTuple, Union
 
 import jax
 import jax.numpy as jnp
 from jax import lax
 
-from kernels import nystrom
-from kernels.functions import Kernel
-from kernels.linalg import pad_rows
+from bandits_jax.kernels import nystrom
+from bandits_jax.kernels.functions import Kernel
+from bandits_jax.kernels.linalg import pad_rows, sherman_morrison
 
-from ..core import Algorithm, ConfigError, EnvSpec, check_hparams, traced_hparams
-from .async_kernel import argmax_random_ties
-from .base import (MULTI_ACTIVE_MESSAGE, active_index, check_batching, check_one_active, describe_error_bits,
-                   one_hot_action, raise_on_error_bits, raise_on_nan_comm)
-from .kernel import _kernel_params, _resolve_kernel
-from .linear import _float_dtype
+from ..core import Algorithm, EnvSpec, Param, Sizes, Sizing, declare_params, report
+from .base import (ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, active_index, argmax_random_ties, batch_cond,
+                   check_capacity, check_static, float_dtype, kernel_params, multi_active_error, one_hot_action,
+                   resolve_kernel)
 
+NAME = "Approx-DisKernelUCB"
 ERR_DICT = 1
 ERR_HISTORY = 2
-ERR_MULTI_ACTIVE = 4
-
+ERRORS = {
+    ERR_DICT: "the re-sampled dictionary outgrew dict_capacity; raise dict_capacity",
+    ERR_HISTORY: "the history outgrew its rows; give init rows for the whole horizon",
+    ERR_MULTI_ACTIVE: MULTI_ACTIVE_MESSAGE,
+}
+PARAMS = {"lam": Param(1.0, "positive"), "alpha": Param(1.0, "nonnegative"), "q": Param(1.0, "nonnegative"),
+          "threshold": Param(1.0, "nonnegative"), "lengthscale": Param(1.0, "positive")}
 TRIGGER_COUNTS = ("client", "elapsed")
+SYNC_GATHER = 1  # batch_cond: the runs that synchronise compute the sync, one at a time (module docstring)
+
+
+class ApproxDisKernelConfig(NamedTuple):
+    """Static options: the kernel, trigger_count, dict_capacity (M) and the near-duplicate cut."""
+
+    kernel: Kernel
+    trigger_count: str
+    dict_capacity: int
+    eig_tol: float
 
 
 class ApproxDisKernelState(NamedTuple):
     """State of Approx-DisKernelUCB (C history rows, M dictionary rows, N clients).
 
-    hp: dict of float hyper-parameters (lam, alpha, q, threshold, lengthscale).
+    lam: the ridge parameter the inverses were built with (`resize` pads them with I / lam).
     hist_X [C, d], hist_y [C], hist_owner [C] int32, hist_n: all observations, arrival order.
     dict_X [M, d], dict_n, Linv [M, M]: the shared dictionary S and the inverse Cholesky factor of
     its Gram matrix (zero beyond dict_n).
@@ -110,10 +124,10 @@ class ApproxDisKernelState(NamedTuple):
     loc_Pinv [N, M, M] = (A_i + lam I)^{-1}, loc_b [N, M] = b_i: each client's model, valid
     where loc_n > 0 (a client with loc_n = 0 has the global model; `client_model`).
     loc_n [N] int32: new points per client since the last sync; loc_var [N]: their var_g sum.
-    elapsed: int32 global steps since the last sync. num_syncs: int32. error: int32 sticky bits.
+    elapsed: int32 global steps since the last sync. num_syncs: int32.
     """
 
-    hp: dict
+    lam: jax.Array
     hist_X: jax.Array
     hist_y: jax.Array
     hist_owner: jax.Array
@@ -129,9 +143,208 @@ class ApproxDisKernelState(NamedTuple):
     loc_var: jax.Array
     elapsed: jax.Array
     num_syncs: jax.Array
-    error: jax.Array
 
 
+# ------------------------------------------------------------------------------ init
+def init(config: ApproxDisKernelConfig, key, spec: EnvSpec, params, sizes: Sizes, public=None):
+    """Empty history and dictionary; every client has the global model (A_g = 0, b_g = 0)."""
+    del key, public
+    dtype = float_dtype()
+    lam = jnp.asarray(params["lam"], dtype)
+    C, M = history_and_dict_rows(config, sizes)
+    N, d = spec.num_agents, spec.dim
+    return ApproxDisKernelState(
+        lam=lam, hist_X=jnp.zeros((C, d), dtype), hist_y=jnp.zeros((C,), dtype),
+        hist_owner=jnp.zeros((C,), jnp.int32), hist_n=jnp.zeros((), jnp.int32),
+        dict_X=jnp.zeros((M, d), dtype), dict_n=jnp.zeros((), jnp.int32), Linv=jnp.zeros((M, M), dtype),
+        g_Pinv=jnp.eye(M, dtype=dtype) / lam, g_b=jnp.zeros((M,), dtype),
+        loc_Pinv=jnp.zeros((N, M, M), dtype), loc_b=jnp.zeros((N, M), dtype),  # unused while loc_n = 0
+        loc_n=jnp.zeros((N,), jnp.int32), loc_var=jnp.zeros((N,), dtype),
+        elapsed=jnp.zeros((), jnp.int32), num_syncs=jnp.zeros((), jnp.int32),
+    )
+
+
+# ------------------------------------------------------------------------------ select
+def select(config: ApproxDisKernelConfig, params, state: ApproxDisKernelState, step, key):
+    """UCB arms of every client with its model, or of the active client only under step.one_active."""
+    dtype = state.g_b.dtype
+    contexts = step.contexts.astype(dtype)
+    N, K = contexts.shape[:2]
+    noise = jax.random.uniform(key, (N, K), dtype)
+    if step.one_active:
+        i = active_index(step.active)
+        mean, var = client_mean_var(config, params, state, contexts[i], *client_model(state, i))
+        action = argmax_random_ties(mean + params["alpha"] * jnp.sqrt(var), noise[i])
+        return one_hot_action(i, action, N), {"client": i, "mean": mean, "var": var}
+    Pinv, b = jax.vmap(lambda i: client_model(state, i))(jnp.arange(N))
+    mean, var = jax.vmap(lambda X, P, c: client_mean_var(config, params, state, X, P, c))(contexts, Pinv, b)
+    return argmax_random_ties(mean + params["alpha"] * jnp.sqrt(var), noise), {"mean": mean, "var": var}
+
+
+# ------------------------------------------------------------------------------ update
+def update(config: ApproxDisKernelConfig, params, state: ApproxDisKernelState, step, actions, rewards, aux, key):
+    """Client i = argmax(active) adds its point to its model and V_i; all clients synchronise
+    (`synchronise`, steps (a)-(d)) when count * V_i > threshold."""
+    del aux
+    dtype = state.g_b.dtype
+    i = active_index(step.active)
+    x, y = step.contexts.astype(dtype)[i, actions[i]], jnp.asarray(rewards[i], dtype)
+    state, ok, loc_var_i, history_full = add_point(config, params, state, x, y, i, jnp.any(step.active))
+    count = state.loc_n[i] if config.trigger_count == "client" else state.elapsed
+    trigger = ok & (count.astype(dtype) * loc_var_i > params["threshold"])
+    state, up, down, kept, over = batch_cond(trigger, partial(synchronise, config), quiet, (params, state, key),
+                                             gather=SYNC_GATHER)
+    errors = (jnp.where(history_full, ERR_HISTORY, 0) | jnp.where(over, ERR_DICT, 0)
+              | multi_active_error(step.active))
+    return state, report(dtype, up, down, trigger, errors, trigger=trigger, var_sum=loc_var_i,
+                         dict_size=state.dict_n, kept=kept)
+
+
+def add_point(config, params, state: ApproxDisKernelState, x, y, i, any_active):
+    """Client i's point (x, y) into the history, its model (rank-one) and V_i (+ var_g(x)).
+
+    Returns (state, ok: the point was added, V_i after it, history_full: it found no room)."""
+    C = state.hist_y.shape[0]
+    z = embed(config, params, state, x[None, :])
+    _, var_g = client_mean_var(config, params, state, x[None, :], state.g_Pinv, state.g_b, z)
+    z = z[0]
+    P_i, b_i = client_model(state, i)
+    room = state.hist_n < C
+    ok = any_active & room
+    row = jnp.where(ok, state.hist_n, C)  # an out-of-range row writes nothing
+    loc_var_i = state.loc_var[i] + var_g[0]
+    state = state._replace(
+        hist_X=state.hist_X.at[row].set(x, mode="drop"), hist_y=state.hist_y.at[row].set(y, mode="drop"),
+        hist_owner=state.hist_owner.at[row].set(i, mode="drop"), hist_n=state.hist_n + ok.astype(jnp.int32),
+        loc_Pinv=state.loc_Pinv.at[i].set(jnp.where(ok, sherman_morrison(P_i, z), state.loc_Pinv[i])),
+        loc_b=state.loc_b.at[i].set(jnp.where(ok, b_i + y * z, state.loc_b[i])),
+        loc_n=state.loc_n.at[i].add(ok.astype(jnp.int32)),
+        loc_var=jnp.where(ok, state.loc_var.at[i].set(loc_var_i), state.loc_var),
+        elapsed=state.elapsed + any_active.astype(jnp.int32),
+    )
+    return state, ok, loc_var_i, any_active & ~room
+
+
+def synchronise(config: ApproxDisKernelConfig, operand):
+    """Steps (a)-(d) of the module docstring on operand (params, state, key).
+    Returns (state, up, down, kept points, dictionary overflow)."""
+    params, state, key = operand
+    dtype = state.g_b.dtype
+    C, d = state.hist_X.shape
+    N = state.loc_n.shape[0]
+    p = kernel_params(config.kernel.params, params["lengthscale"], dtype)
+    valid = jnp.arange(C) < state.hist_n
+    # (a) ridge-leverage re-sampling of every history point with the OLD global model
+    _, var_g = client_mean_var(config, params, state, state.hist_X, state.g_Pinv, state.g_b)
+    keep = nystrom.include_draws(nystrom.leverage_probability(var_g, params["q"]), rls_uniforms(key, C, dtype), valid)
+    kept = jnp.sum(keep, dtype=jnp.int32)
+    # (b) the new dictionary: kept points in arrival order, (near-)duplicates dropped
+    dict_X, dict_n, Linv, over = resampled_dictionary(config, state, keep, p)
+    # (c)-(d) re-embed the whole (pooled) history, sum, broadcast
+    Z = nystrom.embed_chol(config.kernel.fn, state.hist_X, dict_X, dict_n, Linv, p)
+    A, b = nystrom.embedded_stats(Z, state.hist_y, valid)
+    m = dict_n.astype(dtype)
+    up = d * kept.astype(dtype) + N * (m * m + m)
+    down = N * d * m + N * (m * m + m)
+    state = state._replace(
+        dict_X=dict_X, dict_n=dict_n, Linv=Linv, g_Pinv=nystrom.ridge_inverse(A, params["lam"]), g_b=b,
+        loc_n=jnp.zeros_like(state.loc_n), loc_var=jnp.zeros_like(state.loc_var),
+        elapsed=jnp.zeros_like(state.elapsed), num_syncs=state.num_syncs + 1,
+    )
+    return state, up, down, kept, over
+
+
+def quiet(operand):
+    """The no-sync branch: the state unchanged, no communication, nothing kept, no overflow."""
+    _, state, _ = operand
+    zero = jnp.zeros((), state.g_b.dtype)
+    return state, zero, zero, jnp.zeros((), jnp.int32), jnp.zeros((), bool)
+
+
+def resampled_dictionary(config: ApproxDisKernelConfig, state: ApproxDisKernelState, keep, p):
+    """(dict_X, dict_n, Linv, overflow): the kept history rows (keep[C]) appended in arrival order to
+    an empty dictionary, its inverse Cholesky factor grown one point at a time, O(M^2) per kept
+    point (no M x M factorisation)."""
+    C = keep.shape[0]
+    order = jnp.nonzero(keep, size=C, fill_value=0)[0]  # kept history rows, arrival order
+
+    def append(j, carry):
+        pts, n, Linv, over = carry
+        pts, n, Linv, _, o = nystrom.chol_dictionary_append(config.kernel.fn, pts, n, Linv, state.hist_X[order[j]],
+                                                            True, p, config.eig_tol)
+        return pts, n, Linv, over | o
+
+    empty = (jnp.zeros_like(state.dict_X), jnp.zeros((), jnp.int32), jnp.zeros_like(state.Linv), jnp.zeros((), bool))
+    return lax.fori_loop(0, jnp.sum(keep.astype(jnp.int32)), append, empty)
+
+
+# ------------------------------------------------------------------------------ sizes
+def rows(spec: EnvSpec, t_end: int) -> int:
+    """History rows that steps [0, t_end) need: one per step."""
+    return max(1, int(t_end))
+
+
+def resize(config: ApproxDisKernelConfig, state: ApproxDisKernelState, sizes: Sizes) -> ApproxDisKernelState:
+    """Pad the history to C and the dictionary to M rows; the padded block of every (A + lam I)^{-1}
+    is I / lam (A is zero there). No number changes."""
+    C, M = history_and_dict_rows(config, sizes)
+    m0 = state.Linv.shape[0]
+
+    def pinv(P):
+        pad = [(0, 0)] * (P.ndim - 2) + [(0, M - m0), (0, M - m0)]
+        tail = jnp.diag(jnp.where(jnp.arange(M) < m0, 0.0, 1.0).astype(P.dtype)) / state.lam
+        return jnp.pad(P, pad) + tail
+
+    def vec(a):
+        return jnp.pad(a, [(0, 0)] * (a.ndim - 1) + [(0, M - a.shape[-1])])
+
+    return state._replace(
+        hist_X=pad_rows(state.hist_X, C), hist_y=pad_rows(state.hist_y, C),
+        hist_owner=pad_rows(state.hist_owner, C), dict_X=pad_rows(state.dict_X, M),
+        Linv=jnp.pad(state.Linv, [(0, M - m0), (0, M - m0)]), g_Pinv=pinv(state.g_Pinv), g_b=vec(state.g_b),
+        loc_Pinv=pinv(state.loc_Pinv), loc_b=vec(state.loc_b),
+    )
+
+
+def demand(state: ApproxDisKernelState):
+    """Dictionary rows in use."""
+    return state.dict_n
+
+
+# ------------------------------------------------------------------------------ helpers
+def history_and_dict_rows(config: ApproxDisKernelConfig, sizes: Sizes):
+    """(C, M): the history rows, and the demand rows (the history rows without demand sizing) capped
+    by dict_capacity."""
+    C = int(sizes.rows)
+    return C, min(C if sizes.demand_rows is None else int(sizes.demand_rows), config.dict_capacity)
+
+
+def client_model(state: ApproxDisKernelState, i):
+    """Client i's ((A_i + lam I)^{-1}, b_i): the global model while it has no new point."""
+    fresh = state.loc_n[i] == 0
+    return jnp.where(fresh, state.g_Pinv, state.loc_Pinv[i]), jnp.where(fresh, state.g_b, state.loc_b[i])
+
+
+def embed(config: ApproxDisKernelConfig, params, state: ApproxDisKernelState, X):
+    """z[m, M] of X[m, d] in the current dictionary."""
+    p = kernel_params(config.kernel.params, params["lengthscale"], state.g_b.dtype)
+    return nystrom.embed_chol(config.kernel.fn, X, state.dict_X, state.dict_n, state.Linv, p)
+
+
+def client_mean_var(config: ApproxDisKernelConfig, params, state, X, Pinv, b, Z=None):
+    """Nyström ridge mean[m], var[m] at X[m, d] of the model ((A + lam I)^{-1} = Pinv, b); Z: the
+    embedding of X when already computed."""
+    p = kernel_params(config.kernel.params, params["lengthscale"], state.g_b.dtype)
+    Z = embed(config, params, state, X) if Z is None else Z
+    return nystrom.ridge_mean_var(Z, config.kernel.diag(X, p), Pinv, Pinv @ b, params["lam"])
+
+
+def rls_uniforms(key, rows: int, dtype):
+    """u[rows]: u[s] = jax.random.uniform(fold_in(key, s)), the RLS draw of history position s."""
+    return jax.vmap(lambda s: jax.random.uniform(jax.random.fold_in(key, s), (), dtype))(jnp.arange(rows))
+
+
+# ------------------------------------------------------------------------------ factory
 def approx_dis_kernel_ucb(
     kernel: Union[str, Kernel] = "rbf",
     lam=1.0,
@@ -143,238 +356,21 @@ def approx_dis_kernel_ucb(
     trigger_count: str = "client",
     dict_capacity: int = 256,
     eig_tol: float = 1e-10,
-    one_active: bool = False,
-    batching: str = "map",
     **kw,
 ) -> Algorithm:
     """Approx-DisKernelUCB (module docstring).
 
-    hparams: lam > 0, alpha >= 0, q >= 0 (RLS factor), threshold >= 0 (D_A), lengthscale > 0.
+    params: lam > 0, alpha >= 0, q >= 0 (RLS factor), threshold >= 0 (D_A), lengthscale > 0.
     Static: trigger_count ("client" or "elapsed"), dict_capacity (M; overflow is an error),
     eig_tol (near-duplicate cut: a kept point whose Schur complement against the dictionary is
-    <= eig_tol k(x,x) is not added), one_active (score only the active client), batching ("map",
-    the default, or "vmap"; module docstring).
+    <= eig_tol k(x,x) is not added).
     """
-    name = "Approx-DisKernelUCB"
-    kern = _resolve_kernel(name, kernel)
-    check_one_active(name, one_active)
-    if isinstance(dict_capacity, bool) or not isinstance(dict_capacity, int) or dict_capacity < 1:
-        raise ConfigError(f"{name}: dict_capacity must be a positive integer, got {dict_capacity!r}")
-    if trigger_count not in TRIGGER_COUNTS:
-        raise ConfigError(f"{name}: trigger_count must be one of {TRIGGER_COUNTS}, got {trigger_count!r}")
-    check_batching(name, batching)
-    defaults = {"lam": 1.0, "alpha": 1.0, "q": 1.0, "threshold": 1.0, "lengthscale": 1.0}
-    hp0 = check_hparams(
-        name, defaults, dict(lam=lam, alpha=alpha, q=q, threshold=threshold, lengthscale=lengthscale, **kw),
-        positive=("lam", "lengthscale"), nonnegative=("alpha", "q", "threshold"),
-    )
-
-    def capacity(spec: EnvSpec, t_end: int) -> int:
-        return max(1, int(t_end))
-
-    def _rows(rows):
-        return rows, min(rows, dict_capacity)
-
-    def init(key, spec, hparams, cap=None):
-        del key
-        dtype = _float_dtype()
-        hp = traced_hparams(hp0, hparams, dtype)
-        C, M = _rows(capacity(spec, spec.horizon) if cap is None else int(cap))
-        N, d = spec.num_agents, spec.dim
-        P0 = jnp.eye(M, dtype=dtype) / hp["lam"]
-        return ApproxDisKernelState(
-            hp=hp, hist_X=jnp.zeros((C, d), dtype), hist_y=jnp.zeros((C,), dtype),
-            hist_owner=jnp.zeros((C,), jnp.int32), hist_n=jnp.zeros((), jnp.int32),
-            dict_X=jnp.zeros((M, d), dtype), dict_n=jnp.zeros((), jnp.int32), Linv=jnp.zeros((M, M), dtype),
-            g_Pinv=P0, g_b=jnp.zeros((M,), dtype),
-            loc_Pinv=jnp.zeros((N, M, M), dtype), loc_b=jnp.zeros((N, M), dtype),  # unused while loc_n = 0
-            loc_n=jnp.zeros((N,), jnp.int32), loc_var=jnp.zeros((N,), dtype),
-            elapsed=jnp.zeros((), jnp.int32), num_syncs=jnp.zeros((), jnp.int32),
-            error=jnp.zeros((), jnp.int32),
-        )
-
-    def resize(state: ApproxDisKernelState, rows: int, dict_rows=None) -> ApproxDisKernelState:
-        C, M = _rows(int(rows))
-        if dict_rows is not None:
-            M = min(int(dict_rows), dict_capacity)
-        m0 = state.Linv.shape[0]
-        lam = state.hp["lam"]
-
-        def pinv(P):  # the padded block of (A + lam I)^{-1} is I / lam (A is zero there)
-            pad = [(0, 0)] * (P.ndim - 2) + [(0, M - m0), (0, M - m0)]
-            tail = jnp.diag(jnp.where(jnp.arange(M) < m0, 0.0, 1.0).astype(P.dtype)) / lam
-            return jnp.pad(P, pad) + tail
-
-        def vec(a):
-            return jnp.pad(a, [(0, 0)] * (a.ndim - 1) + [(0, M - a.shape[-1])])
-
-        return state._replace(
-            hist_X=pad_rows(state.hist_X, C), hist_y=pad_rows(state.hist_y, C),
-            hist_owner=pad_rows(state.hist_owner, C), dict_X=pad_rows(state.dict_X, M),
-            Linv=jnp.pad(state.Linv, [(0, M - m0), (0, M - m0)]), g_Pinv=pinv(state.g_Pinv), g_b=vec(state.g_b),
-            loc_Pinv=pinv(state.loc_Pinv), loc_b=vec(state.loc_b),
-        )
-
-    def params(state):
-        return _kernel_params(kern.params, state.hp["lengthscale"], state.g_b.dtype)
-
-    def client_model(state, i):
-        """Client i's ((A_i + lam I)^{-1}, b_i): the global model while it has no new point."""
-        fresh = state.loc_n[i] == 0
-        return (jnp.where(fresh, state.g_Pinv, state.loc_Pinv[i]), jnp.where(fresh, state.g_b, state.loc_b[i]))
-
-    def embed(state, X):
-        """z[m, M] of X[m, d] in the current dictionary."""
-        return nystrom.embed_chol(kern.fn, X, state.dict_X, state.dict_n, state.Linv, params(state))
-
-    def select(state, contexts, key):
-        dtype = state.g_b.dtype
-        contexts = contexts.astype(dtype)
-        N, K = contexts.shape[:2]
-        lam, p = state.hp["lam"], params(state)
-
-        def one(X, Pinv, b):
-            return nystrom.ridge_mean_var(embed(state, X), kern.diag(X, p), Pinv, Pinv @ b, lam)
-
-        Pinv, b = jax.vmap(lambda i: client_model(state, i))(jnp.arange(N))
-        mean, var = jax.vmap(one)(contexts, Pinv, b)
-        scores = mean + state.hp["alpha"] * jnp.sqrt(var)
-        noise = jax.random.uniform(key, (N, K), dtype)
-        return argmax_random_ties(scores, noise), {"mean": mean, "var": var, "scores": scores, "tie_noise": noise}
-
-    def select_one(state, contexts, key, active):
-        dtype = state.g_b.dtype
-        contexts = contexts.astype(dtype)
-        N, K = contexts.shape[:2]
-        lam, p = state.hp["lam"], params(state)
-        i = active_index(active)
-        X, (Pinv, b) = contexts[i], client_model(state, i)
-        mean, var = nystrom.ridge_mean_var(embed(state, X), kern.diag(X, p), Pinv, Pinv @ b, lam)
-        scores = mean + state.hp["alpha"] * jnp.sqrt(var)
-        noise = jax.random.uniform(key, (N, K), dtype)[i]
-        action = argmax_random_ties(scores, noise)
-        return one_hot_action(i, action, N), {"mean": mean, "var": var, "scores": scores, "tie_noise": noise,
-                                              "client": i}
-
-    def synchronise(state: ApproxDisKernelState, key):
-        """Steps (a)-(d) of the module docstring. Returns (state, up, down, kept_per_client[N], u[C])."""
-        dtype = state.g_b.dtype
-        C, d = state.hist_X.shape
-        N = state.loc_n.shape[0]
-        lam, p = state.hp["lam"], params(state)
-        valid = jnp.arange(C) < state.hist_n
-        # (a) ridge-leverage re-sampling of every history point with the OLD global model
-        Z_old = embed(state, state.hist_X)
-        _, var_g = nystrom.ridge_mean_var(Z_old, kern.diag(state.hist_X, p), state.g_Pinv,
-                                          state.g_Pinv @ state.g_b, lam)
-        u = rls_uniforms(key, C, dtype)
-        keep = nystrom.include_draws(nystrom.leverage_probability(var_g, state.hp["q"]), u, valid)
-        kept = jnp.zeros((N,), jnp.int32).at[state.hist_owner].add(keep.astype(jnp.int32))
-        # (b) the new dictionary: kept points in arrival order, (near-)duplicates dropped, its inverse
-        # Cholesky factor grown one point at a time, O(M^2) per kept point (no M x M factorisation)
-        order = jnp.nonzero(keep, size=C, fill_value=0)[0]  # kept history rows, arrival order
-
-        def append(j, carry):
-            pts, n, Linv, over = carry
-            pts, n, Linv, _, o = nystrom.chol_dictionary_append(kern.fn, pts, n, Linv, state.hist_X[order[j]],
-                                                                 True, p, eig_tol)
-            return pts, n, Linv, over | o
-
-        init_dict = (jnp.zeros_like(state.dict_X), jnp.zeros((), jnp.int32), jnp.zeros_like(state.Linv),
-                     jnp.zeros((), bool))
-        dict_X, dict_n, Linv, over = lax.fori_loop(0, jnp.sum(keep.astype(jnp.int32)), append, init_dict)
-        # (c)-(d) re-embed the whole (pooled) history, sum, broadcast
-        Z = nystrom.embed_chol(kern.fn, state.hist_X, dict_X, dict_n, Linv, p)
-        A, b = nystrom.embedded_stats(Z, state.hist_y, valid)
-        Pinv = nystrom.ridge_inverse(A, lam)
-        m = dict_n.astype(dtype)
-        up = d * jnp.sum(kept).astype(dtype) + N * (m * m + m)
-        down = N * d * m + N * (m * m + m)
-        state = state._replace(
-            dict_X=dict_X, dict_n=dict_n, Linv=Linv, g_Pinv=Pinv, g_b=b,  # every client's model now
-            loc_n=jnp.zeros_like(state.loc_n), loc_var=jnp.zeros_like(state.loc_var),
-            elapsed=jnp.zeros_like(state.elapsed), num_syncs=state.num_syncs + 1,
-            error=state.error | jnp.where(over, ERR_DICT, 0),
-        )
-        return state, up, down, kept, u
-
-    def update(state: ApproxDisKernelState, contexts, actions, rewards, active, key):
-        dtype = state.g_b.dtype
-        contexts = contexts.astype(dtype)
-        C = state.hist_y.shape[0]
-        N = contexts.shape[0]
-        lam, p = state.hp["lam"], params(state)
-        any_active = jnp.any(active)
-        i = jnp.argmax(active).astype(jnp.int32)
-        x, y = contexts[i, actions[i]], jnp.asarray(rewards[i], dtype)
-        z = embed(state, x[None, :])
-        _, var_g = nystrom.ridge_mean_var(z, kern.diag(x[None, :], p), state.g_Pinv,
-                                          state.g_Pinv @ state.g_b, lam)
-        z = z[0]
-        # client i's rank-one update of (A_i + lam I)^{-1} (Sherman-Morrison) and b_i
-        P_i, b_i = client_model(state, i)
-        Pz = P_i @ z
-        P_new = P_i - jnp.outer(Pz, Pz) / (1.0 + z @ Pz)
-        room = state.hist_n < C
-        ok = any_active & room
-        row = jnp.where(ok, state.hist_n, C)  # an out-of-range row writes nothing
-        loc_var_i = state.loc_var[i] + var_g[0]
-        err = (jnp.where(any_active & ~room, ERR_HISTORY, 0)
-               | jnp.where(jnp.sum(active) > 1, ERR_MULTI_ACTIVE, 0))
-        state = state._replace(
-            hist_X=state.hist_X.at[row].set(x, mode="drop"), hist_y=state.hist_y.at[row].set(y, mode="drop"),
-            hist_owner=state.hist_owner.at[row].set(i, mode="drop"), hist_n=state.hist_n + ok.astype(jnp.int32),
-            loc_Pinv=state.loc_Pinv.at[i].set(jnp.where(ok, P_new, state.loc_Pinv[i])),  # one row, no full copy
-            loc_b=state.loc_b.at[i].set(jnp.where(ok, b_i + y * z, state.loc_b[i])),
-            loc_n=state.loc_n.at[i].add(ok.astype(jnp.int32)),
-            loc_var=jnp.where(ok, state.loc_var.at[i].set(loc_var_i), state.loc_var),
-            elapsed=state.elapsed + any_active.astype(jnp.int32), error=state.error | err,
-        )
-        count = state.loc_n[i] if trigger_count == "client" else state.elapsed
-        trigger = ok & (count.astype(dtype) * loc_var_i > state.hp["threshold"])
-        zero = jnp.zeros((), dtype)
-
-        def quiet(s):
-            return s, zero, zero, jnp.zeros((N,), jnp.int32), jnp.zeros((C,), dtype)
-
-        state, up, down, kept, u = lax.cond(trigger, lambda s: synchronise(s, key), quiet, state)
-        bad = jnp.where(state.error != 0, jnp.nan, 0.0).astype(dtype)
-        info = {"comm_up": up + bad, "comm_down": down + bad, "rounds": trigger.astype(dtype),
-                "trigger": trigger, "var_sum": loc_var_i, "dict_size": state.dict_n, "kept": kept,
-                "rls_uniform": u, "error": state.error}
-        return state, info
-
-    return Algorithm(
-        name, dict(hp0), init, select_one if one_active else select, update, capacity, resize,
-        description=f"Approx-DisKernelUCB ({kern.name} kernel), Nyström dictionary re-sampled at every "
-                    "synchronisation of all clients",
-        sees_active=one_active, batching=batching, demand=lambda state: state.dict_n, demand_limit=dict_capacity,
-    )
-
-
-def rls_uniforms(key, rows: int, dtype):
-    """u[rows]: u[s] = jax.random.uniform(fold_in(key, s)), the RLS draw of history position s."""
-    return jax.vmap(lambda s: jax.random.uniform(jax.random.fold_in(key, s), (), dtype))(jnp.arange(rows))
-
-
-ERROR_MEANINGS = {
-    ERR_DICT: "the re-sampled dictionary outgrew dict_capacity; raise dict_capacity",
-    ERR_HISTORY: "the history outgrew its capacity; give init a capacity of at least the horizon",
-    ERR_MULTI_ACTIVE: MULTI_ACTIVE_MESSAGE,
-}
-
-
-def error_message(code: int, name: str = "Approx-DisKernelUCB") -> str:
-    """One line describing the error bits `code` (0: empty string)."""
-    return describe_error_bits(code, name, ERROR_MEANINGS)
-
-
-def check_error(error, name: str = "Approx-DisKernelUCB") -> None:
-    """Raise ConfigError if a state's sticky error bits (any shape) are set."""
-    raise_on_error_bits(error, name, ERROR_MEANINGS)
-
-
-def check_run(output, name: str = "Approx-DisKernelUCB") -> None:
-    """Raise ConfigError if a run's comm_up / comm_down (RunOutput or mapping) carry the NaN error marker."""
-    raise_on_nan_comm(output, f"{name}: a capacity was exceeded (or more than one client was active at a step): "
-                              "raise dict_capacity / the capacity, or rerun and call check_error(state.error)")
+    kern = resolve_kernel(NAME, kernel)
+    config = ApproxDisKernelConfig(kern, check_static(NAME, "trigger_count", trigger_count, TRIGGER_COUNTS),
+                                   check_capacity(NAME, "dict_capacity", dict_capacity), eig_tol)
+    given = dict(lam=lam, alpha=alpha, q=q, threshold=threshold, lengthscale=lengthscale, **kw)
+    sizing = Sizing(rows, partial(resize, config), demand, dict_capacity, ERR_DICT)
+    return Algorithm(NAME, declare_params(NAME, PARAMS, given), partial(init, config), partial(select, config),
+                     partial(update, config), sizing, dict(ERRORS),
+                     f"Approx-DisKernelUCB ({kern.name} kernel), Nyström dictionary re-sampled at every "
+                     "synchronisation of all clients")

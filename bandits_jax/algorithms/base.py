@@ -1,13 +1,14 @@
-"""Pieces shared by algorithms: lifting a single-agent learner to N independent agents.
+"""Pieces every algorithm shares: N independent agents, one-active protocols, scores to actions,
+error bits, and a conditional that stays one conditional for a whole batch of runs.
 
 A single-agent learner is written for one agent and one step:
 
-    init1(key, spec, hp, capacity) -> state          (spec.num_agents is ignored)
-    select1(state, contexts[K, d], key) -> action    (int32 scalar)
-    update1(state, x[d], reward, key) -> state
+    init1(key, spec, params, rows) -> state          (spec.num_agents is ignored)
+    select1(params, state, contexts[K, d], key) -> action    (int32 scalar)
+    update1(params, state, x[d], reward, key) -> state
 
-`independent` vmaps them over the agent axis, masks the update of inactive agents, and
-reports zero communication. Per-agent histories have `capacity1(spec, t_end)` rows.
+`independent` vmaps them over the agent axis, masks the update of inactive agents, and reports
+zero communication. Per-agent histories have `rows1(spec, t_end)` rows.
 """
 from __future__ import annotations
 
@@ -15,89 +16,66 @@ from typing import Callable, Optional
 
 import jax
 import jax.numpy as jnp
-import numpy as np
+from jax import lax
 
-from ..core import Algorithm, ConfigError, no_comm
+from ..core import Algorithm, ConfigError, Sizing, report
+from ..kernels.functions import Kernel, get_kernel
+
+ERR_MULTI_ACTIVE = 1 << 30
+MULTI_ACTIVE_MESSAGE = ("more than one client was active at a step; this algorithm needs exactly one active "
+                        "client per step")
 
 
-def independent(
-    name: str,
-    hparams: dict,
-    init1: Callable,
-    select1: Callable,
-    update1: Callable,
-    capacity1: Optional[Callable] = None,
-    resize1: Optional[Callable] = None,
-    description: str = "",
-    one_active: bool = False,
-) -> Algorithm:
+def independent(name: str, params: dict, init1: Callable, select1: Callable, update1: Callable,
+                rows1: Optional[Callable] = None, resize1: Optional[Callable] = None,
+                description: str = "") -> Algorithm:
     """N agents each running the same single-agent learner on its own data, no communication.
 
-    one_active (static): the protocol has exactly one active agent per step. The algorithm then
-    `sees_active`, and `select(state, contexts, key, active)` runs select1 for agent
-    i = argmax(active) only, with the same key split(key, N)[i] it gets otherwise (so its action
-    is the one the all-agent select gives); actions[N] is 0 for the other agents. `update` then
-    runs update1 for agent i only (the others are inactive and keep their state anyway), O(one
-    agent) instead of O(N agents). A step with more than one active agent turns that step's
-    comm_up / comm_down into NaN (see `multi_active_nan`); only agent argmax(active) learns then.
+    Under a one-active protocol (`step.one_active`) select runs select1 for agent
+    i = argmax(active) only, with the same key split(key, N)[i] it gets otherwise (so its action is
+    the one the all-agent select gives; the other agents' actions are 0), and update runs update1
+    for agent i only: O(one agent) instead of O(N agents). A step with more than one active agent
+    then reports ERR_MULTI_ACTIVE, and only agent argmax(active) learns.
     """
-    check_one_active(name, one_active)
 
-    def init(key, spec, hp, capacity=None):
+    def init(key, spec, params, sizes, public=None):
+        del public
         keys = jax.random.split(key, spec.num_agents)
-        return jax.vmap(lambda k: init1(k, spec, hp, capacity))(keys)
+        return jax.vmap(lambda k: init1(k, spec, params, sizes.rows))(keys)
 
-    def select(state, contexts, key):
-        keys = jax.random.split(key, contexts.shape[0])
-        actions = jax.vmap(select1)(state, contexts, keys)
-        return actions.astype(jnp.int32), {}
-
-    def select_one(state, contexts, key, active):
-        N = contexts.shape[0]
+    def select(params, state, step, key):
+        N = step.contexts.shape[0]
         keys = jax.random.split(key, N)
-        i = active_index(active)
-        action = select1(agent_state(state, i), contexts[i], keys[i])
-        return one_hot_action(i, action, N), {"client": i}
+        if step.one_active:
+            i = active_index(step.active)
+            action = select1(params, agent_state(state, i), step.contexts[i], keys[i])
+            return one_hot_action(i, action, N), ()
+        actions = jax.vmap(select1, in_axes=(None, 0, 0, 0))(params, state, step.contexts, keys)
+        return actions.astype(jnp.int32), ()
 
-    def update(state, contexts, actions, rewards, active, key):
-        keys = jax.random.split(key, contexts.shape[0])
-        chosen = jnp.take_along_axis(contexts, actions[:, None, None], axis=1)[:, 0, :]
-        new = jax.vmap(update1)(state, chosen, rewards, keys)
-        state = masked_select(active, new, state)
-        return state, no_comm(rewards.dtype)
+    def update(params, state, step, actions, rewards, aux, key):
+        del aux
+        keys = jax.random.split(key, step.contexts.shape[0])
+        dtype = rewards.dtype
+        if step.one_active:
+            i = active_index(step.active)
+            old = agent_state(state, i)
+            new = update1(params, old, step.contexts[i, actions[i]], rewards[i], keys[i])
+            new = jax.tree_util.tree_map(lambda a, b: jnp.where(step.active[i], a, b), new, old)
+            state = jax.tree_util.tree_map(lambda s, v: s.at[i].set(v), state, new)
+            return state, report(dtype, errors=multi_active_error(step.active))
+        chosen = jnp.take_along_axis(step.contexts, actions[:, None, None], axis=1)[:, 0, :]
+        new = jax.vmap(update1, in_axes=(None, 0, 0, 0, 0))(params, state, chosen, rewards, keys)
+        return masked_select(step.active, new, state), report(dtype)
 
-    def update_one(state, contexts, actions, rewards, active, key):
-        keys = jax.random.split(key, contexts.shape[0])
-        i = active_index(active)
-        old = agent_state(state, i)
-        new = update1(old, contexts[i, actions[i]], rewards[i], keys[i])
-        new = jax.tree_util.tree_map(lambda a, b: jnp.where(active[i], a, b), new, old)
-        state = jax.tree_util.tree_map(lambda s, v: s.at[i].set(v), state, new)
-        info = no_comm(rewards.dtype)
-        bad = multi_active_nan(active, rewards.dtype)
-        return state, {**info, "comm_up": info["comm_up"] + bad, "comm_down": info["comm_down"] + bad}
-
-    resize = None if resize1 is None else (lambda state, rows: jax.vmap(lambda s: resize1(s, rows))(state))
-    return Algorithm(name, dict(hparams), init, select_one if one_active else select,
-                     update_one if one_active else update, capacity1, resize, description, sees_active=one_active)
-
-
-# One active client per step (`one_active=True` of the asynchronous-environment baselines): select
-# scores client i = argmax(active) only; the other agents' actions are 0 (never used by the runner).
-def check_one_active(name: str, one_active) -> bool:
-    """Refuse a non-bool `one_active` option (it is static: it changes the compiled program)."""
-    if not isinstance(one_active, bool):
-        raise ConfigError(f"{name}: one_active must be True or False, got {one_active!r}")
-    return one_active
+    sizing = None
+    if rows1 is not None:
+        sizing = Sizing(rows=rows1, resize=lambda state, sizes: jax.vmap(lambda s: resize1(s, sizes.rows))(state))
+    return Algorithm(name, dict(params), init, select, update, sizing, {ERR_MULTI_ACTIVE: MULTI_ACTIVE_MESSAGE},
+                     description)
 
 
-def check_batching(name: str, batching) -> str:
-    """Refuse a `batching` option other than the runner's "map" or "vmap" (core.Algorithm)."""
-    if batching not in ("map", "vmap"):
-        raise ConfigError(f"{name}: batching must be 'map' or 'vmap', got {batching!r}")
-    return batching
-
-
+# ------------------------------------------------------------------------------ one active agent
 def active_index(active):
     """int32 index of the active client: argmax of the mask active[N] (0 when none is active)."""
     return jnp.argmax(active).astype(jnp.int32)
@@ -113,9 +91,9 @@ def one_hot_action(i, action, num_agents: int):
     return jnp.zeros((num_agents,), jnp.int32).at[i].set(jnp.asarray(action).astype(jnp.int32))
 
 
-def multi_active_nan(active, dtype):
-    """NaN (of dtype) when more than one client is active, else 0: added to comm_up / comm_down."""
-    return jnp.where(jnp.sum(active) > 1, jnp.nan, 0.0).astype(dtype)
+def multi_active_error(active):
+    """ERR_MULTI_ACTIVE (int32) when more than one client is active, else 0."""
+    return jnp.where(jnp.sum(active) > 1, ERR_MULTI_ACTIVE, 0).astype(jnp.int32)
 
 
 def masked_select(mask, new, old):
@@ -128,28 +106,114 @@ def masked_select(mask, new, old):
     return jax.tree_util.tree_map(pick, new, old)
 
 
-# Sticky error bits: an algorithm that detects, inside jit, a condition it cannot handle (a full
-# buffer, two active clients) ORs a bit into `state.error` and turns its communication outputs
-# into NaN. These host-side helpers turn the bits or the NaN marker into a ConfigError.
-MULTI_ACTIVE_MESSAGE = ("more than one client was active at a step; this algorithm needs exactly one active "
-                        "client per step")
+# ------------------------------------------------------------------------------ scores to actions
+def argmax_random_ties(scores, noise):
+    """argmax over the last axis of scores[..., K], ties broken uniformly at random.
+
+    noise[..., K] are uniforms in [0, 1) (one per arm): among the arms whose score is within a
+    relative 1e-10 of the maximum (equal up to rounding), the one with the largest noise wins.
+    int32 [...].
+    """
+    best = jnp.max(scores, axis=-1, keepdims=True)
+    tied = scores >= best - 1e-10 * (1.0 + jnp.abs(best))
+    return jnp.argmax(jnp.where(tied, noise, -1.0), axis=-1).astype(jnp.int32)
 
 
-def describe_error_bits(code: int, name: str, meanings: dict) -> str:
-    """One line naming every set bit of `code` by its meaning ({bit: text}); '' when none is set."""
-    parts = [text for bit, text in meanings.items() if code & bit]
-    return f"{name}: " + "; ".join(parts) if parts else ""
+# ------------------------------------------------------------------------------ rare work, batched
+def batch_cond(pred, true_fn: Callable, false_fn: Callable, operand, *, gather: Optional[int] = None):
+    """`lax.cond(pred, true_fn, false_fn, operand)` that stays ONE conditional under `vmap`.
+
+    Written per run, like a plain cond. Under `vmap` a plain cond with a batched predicate becomes
+    a select that computes BOTH branches for every run at every call; here the batch takes
+    true_fn only when some run needs it, and keeps its result only where that run's predicate
+    holds (the other runs keep false_fn's). With `gather=k` (static) only the runs whose predicate
+    holds compute true_fn, k at a time in a loop, and are scattered back: for work that is rare per
+    run but frequent across a large batch. Nested vmaps (agents, seeds, a grid) each add one "any".
+    true_fn and false_fn must not close over traced values: pass them in `operand`.
+    """
+
+    @jax.custom_batching.custom_vmap
+    def cond(pred, operand):
+        return lax.cond(pred, true_fn, false_fn, operand)
+
+    @cond.def_vmap
+    def cond_batched(axis_size, in_batched, pred, operand):
+        pred_batched, operand_batched = in_batched
+        operand = jax.tree_util.tree_map(
+            lambda x, b: x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x)), operand, operand_batched)
+        vtrue, vfalse = jax.vmap(true_fn), jax.vmap(false_fn)
+        if not pred_batched:
+            out = batch_cond(pred, vtrue, vfalse, operand, gather=gather)
+        elif gather is None:
+            out = batch_cond(jnp.any(pred), lambda po: _where_runs(po[0], vtrue(po[1]), vfalse(po[1])),
+                             lambda po: vfalse(po[1]), (pred, operand))  # pred travels in: no closure
+        else:
+            out = _gathered(pred, vtrue, vfalse, operand, min(gather, axis_size), axis_size)
+        return out, jax.tree_util.tree_map(lambda _: True, out)
+
+    return cond(pred, operand)
 
 
-def raise_on_error_bits(error, name: str, meanings: dict) -> None:
-    """Raise ConfigError if any element of `error` (any shape) has a bit set."""
-    code = int(np.bitwise_or.reduce(np.asarray(error, dtype=np.int64).ravel(), initial=0))
-    if code:
-        raise ConfigError(describe_error_bits(code, name, meanings))
+def _where_runs(pred, a, b):
+    """Per run (leading axis): a where pred, else b."""
+    return jax.tree_util.tree_map(lambda x, y: jnp.where(pred.reshape(pred.shape + (1,) * (x.ndim - 1)), x, y), a, b)
 
 
-def raise_on_nan_comm(output, message: str) -> None:
-    """Raise ConfigError(message) if a run's comm_up / comm_down (RunOutput or mapping) hold NaN."""
-    get = output.get if isinstance(output, dict) else (lambda k: getattr(output, k))
-    if np.isnan(np.asarray(get("comm_up"))).any() or np.isnan(np.asarray(get("comm_down"))).any():
-        raise ConfigError(message)
+def _gathered(pred, vtrue, vfalse, operand, k: int, size: int):
+    """vfalse for every run, then vtrue on the runs whose pred holds, k runs a pass."""
+    count = jnp.sum(pred.astype(jnp.int32))
+    rows = jnp.nonzero(pred, size=size + k, fill_value=size)[0]  # padded with an out-of-range row
+
+    def one_pass(carry):
+        j, out = carry
+        take = lax.dynamic_slice(rows, (j * k,), (k,))
+        sub = jax.tree_util.tree_map(lambda x: x[jnp.minimum(take, size - 1)], operand)
+        out = jax.tree_util.tree_map(lambda o, r: o.at[take].set(r, mode="drop"), out, vtrue(sub))
+        return j + 1, out
+
+    _, out = lax.while_loop(lambda c: c[0] * k < count, one_pass, (jnp.zeros((), jnp.int32), vfalse(operand)))
+    return out
+
+
+# ------------------------------------------------------------------------------ checks
+def check_static(name: str, option: str, value, allowed) -> object:
+    """Refuse a static option outside `allowed` with a message that lists them."""
+    if value not in allowed or isinstance(value, bool) != isinstance(next(iter(allowed)), bool):
+        raise ConfigError(f"{name}: {option} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
+    return value
+
+
+def check_capacity(name: str, option: str, value) -> int:
+    """Refuse a capacity that is not a positive integer."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{name}: {option} must be a positive integer, got {value!r}")
+    return value
+
+
+def float_dtype():
+    """The default float dtype of the current precision scope."""
+    return jnp.result_type(float)
+
+
+def resolve_kernel(algorithm_name: str, kernel) -> Kernel:
+    """A Kernel, or one by name; an unknown name is a ConfigError that names the algorithm."""
+    if isinstance(kernel, Kernel):
+        return kernel
+    try:
+        return get_kernel(kernel)
+    except ValueError as err:
+        raise ConfigError(f"{algorithm_name}: {err}") from None
+
+
+def kernel_params(defaults: dict, lengthscale, dtype) -> dict:
+    """A kernel's params (`Kernel.params`) with every `lengthscale`, also nested (product kernels), set
+    to the traced hyper-parameter and the rest cast to `dtype`."""
+    out = {}
+    for name, value in defaults.items():
+        if isinstance(value, dict):
+            out[name] = kernel_params(value, lengthscale, dtype)
+        elif name == "lengthscale":
+            out[name] = lengthscale
+        else:
+            out[name] = jnp.asarray(value, dtype)
+    return out

@@ -19,145 +19,134 @@ Actions are jnp.argmax of the scores (the first index on ties).
 Option max_history (static): an agent stops updating after that many observations. The
 baselines' code stops at 2000. The default None never stops.
 
-Float hyper-parameters live in the state as traced values; `bonus` and `max_history` are static.
+Float hyper-parameters (lam, beta or nu) are the traced `params`; `bonus` and `max_history` are the
+static `LinearConfig`. The state has a fixed size (no Sizing).
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
 from jax.scipy.linalg import solve_triangular
 
-from kernels.linalg import chol_solve, chol_update
+from bandits_jax.kernels.linalg import chol_solve, chol_update
 
-from ..core import Algorithm, ConfigError, check_hparams, traced_hparams
-from .base import independent
+from ..core import Algorithm, EnvSpec, Param, declare_params
+from .base import check_capacity, check_static, float_dtype, independent
+
+BONUSES = ("norm", "quadratic")
+PARAMS = {
+    "ucb": {"lam": Param(1.0, "positive"), "beta": Param(1.0, "nonnegative")},
+    "ts": {"lam": Param(1.0, "positive"), "nu": Param(1.0, "nonnegative")},
+}
+
+
+class LinearConfig(NamedTuple):
+    """Static options: kind "ucb" | "ts", bonus (UCB only) and max_history (None: no cap)."""
+
+    kind: str
+    bonus: str = "norm"
+    max_history: Optional[int] = None
 
 
 class LinearState(NamedTuple):
     """One agent's state (with a leading [N] axis once lifted by `independent`).
 
-    hp:   dict of float hyper-parameters (scalars).
     chol: [d, d] lower Cholesky factor of V = lam I + sum x x^T.
     b:    [d] sum of r x.
     n:    int32 number of observations absorbed.
     """
 
-    hp: dict
     chol: jax.Array
     b: jax.Array
     n: jax.Array
 
 
-def _float_dtype():
-    return jnp.result_type(float)
+# ------------------------------------------------------------------------------ one agent
+def init1(config: LinearConfig, key, spec: EnvSpec, params, rows=None) -> LinearState:
+    """V = lam I (chol = sqrt(lam) I), b = 0."""
+    del config, key, rows
+    dtype = float_dtype()
+    d = spec.dim
+    lam = jnp.asarray(params["lam"], dtype)
+    return LinearState(chol=jnp.sqrt(lam) * jnp.eye(d, dtype=dtype), b=jnp.zeros((d,), dtype),
+                       n=jnp.zeros((), jnp.int32))
 
 
-def _init1(defaults):
-    def init1(key, spec, hp, capacity=None):
-        del key, capacity
-        dtype = _float_dtype()
-        hp = traced_hparams(defaults, hp, dtype)
-        d = spec.dim
-        return LinearState(
-            hp=hp,
-            chol=jnp.sqrt(hp["lam"]) * jnp.eye(d, dtype=dtype),
-            b=jnp.zeros((d,), dtype),
-            n=jnp.zeros((), jnp.int32),
-        )
-
-    return init1
+def select1(config: LinearConfig, params, state: LinearState, contexts, key):
+    """argmax_k of the UCB scores, or of the TS scores with z = normal(key, (d,))."""
+    if config.kind == "ucb":
+        return jnp.argmax(ucb_scores(params, state, contexts, config.bonus)).astype(jnp.int32)
+    z = jax.random.normal(key, (contexts.shape[-1],), state.b.dtype)
+    return jnp.argmax(ts_scores(params, state, contexts, z)).astype(jnp.int32)
 
 
-def _update1(max_history):
-    def update1(state, x, reward, key):
-        del key
-        x = x.astype(state.b.dtype)
-        new = LinearState(state.hp, chol_update(state.chol, x), state.b + jnp.asarray(reward, x.dtype) * x, state.n + 1)
-        if max_history is None:
-            return new
-        keep = state.n < max_history
-        return jax.tree_util.tree_map(lambda a, b: jnp.where(keep, a, b), new, state)
-
-    return update1
+def update1(config: LinearConfig, params, state: LinearState, x, reward, key) -> LinearState:
+    """V += x x^T, b += r x (nothing once max_history observations are absorbed)."""
+    del params, key
+    x = x.astype(state.b.dtype)
+    new = LinearState(chol_update(state.chol, x), state.b + jnp.asarray(reward, x.dtype) * x, state.n + 1)
+    if config.max_history is None:
+        return new
+    keep = state.n < config.max_history
+    return jax.tree_util.tree_map(lambda a, b: jnp.where(keep, a, b), new, state)
 
 
+# ------------------------------------------------------------------------------ scores
 def posterior(state: LinearState):
     """mu = V^{-1} b, [d], for one agent."""
     return chol_solve(state.chol, state.b)
 
 
-def ucb_scores(state: LinearState, contexts, bonus: str = "norm"):
+def ucb_scores(params, state: LinearState, contexts, bonus: str = "norm"):
     """LinUCB scores [K] for one agent and contexts[K, d] (see the module docstring)."""
     contexts = contexts.astype(state.b.dtype)
     mu = posterior(state)
     W = solve_triangular(state.chol, contexts.T, lower=True)  # [d, K]; ||x||^2_{V^-1} = sum W^2
     quad = jnp.sum(W * W, axis=0)
     width = jnp.sqrt(quad) if bonus == "norm" else quad
-    return contexts @ mu + state.hp["beta"] * width
+    return contexts @ mu + params["beta"] * width
 
 
-def ts_scores(state: LinearState, contexts, z):
+def ts_scores(params, state: LinearState, contexts, z):
     """Linear TS scores [K] for one agent, contexts[K, d] and the standard-normal draw z[d]."""
     contexts = contexts.astype(state.b.dtype)
-    theta = posterior(state) + state.hp["nu"] * solve_triangular(state.chol, z.astype(state.b.dtype), lower=True, trans="T")
+    dtype = state.b.dtype
+    theta = posterior(state) + params["nu"] * solve_triangular(state.chol, z.astype(dtype), lower=True, trans="T")
     return contexts @ theta
 
 
-def _check_max_history(name, max_history):
-    if max_history is None:
-        return None
-    if isinstance(max_history, bool) or not isinstance(max_history, int) or max_history < 1:
-        raise ConfigError(f"{name}: max_history must be a positive integer or None, got {max_history!r}")
-    return max_history
+def check_max_history(name: str, max_history) -> Optional[int]:
+    """None, or a positive integer (ConfigError otherwise)."""
+    return None if max_history is None else check_capacity(name, "max_history", max_history)
+
+
+# ------------------------------------------------------------------------------ factories
+def _build(name: str, config: LinearConfig, given: dict, description: str) -> Algorithm:
+    return independent(name, declare_params(name, PARAMS[config.kind], given), partial(init1, config),
+                       partial(select1, config), partial(update1, config), description=description)
 
 
 def linucb(lam=1.0, beta=1.0, *, bonus: str = "norm", max_history: Optional[int] = None, **kw) -> Algorithm:
     """LinUCB for N independent agents.
 
-    hparams: lam > 0 (ridge), beta >= 0 (exploration weight). Other keyword names raise
+    params: lam > 0 (ridge), beta >= 0 (exploration weight). Other keyword names raise
     ConfigError. bonus: "norm" [S] or "quadratic" (the baselines' code). max_history: see module.
     """
-    defaults = {"lam": 1.0, "beta": 1.0}
-    hp = check_hparams("linucb", defaults, dict(lam=lam, beta=beta, **kw), positive=("lam",), nonnegative=("beta",))
-    if bonus not in ("norm", "quadratic"):
-        raise ConfigError(f"linucb: bonus must be 'norm' or 'quadratic', got {bonus!r}")
-    max_history = _check_max_history("linucb", max_history)
-
-    def select1(state, contexts, key):
-        del key
-        return jnp.argmax(ucb_scores(state, contexts, bonus)).astype(jnp.int32)
-
-    return independent(
-        "LinUCB",
-        hp,
-        _init1(hp),
-        select1,
-        _update1(max_history),
-        description="LinUCB, one ridge regression per agent, no communication",
-    )
+    config = LinearConfig("ucb", check_static("linucb", "bonus", bonus, BONUSES),
+                          check_max_history("linucb", max_history))
+    return _build("LinUCB", config, dict(lam=lam, beta=beta, **kw),
+                  "LinUCB, one ridge regression per agent, no communication")
 
 
 def lints(lam=1.0, nu=1.0, *, max_history: Optional[int] = None, **kw) -> Algorithm:
     """Linear Thompson sampling for N independent agents.
 
-    hparams: lam > 0 (ridge), nu >= 0 (posterior scale). Other keyword names raise ConfigError.
+    params: lam > 0 (ridge), nu >= 0 (posterior scale). Other keyword names raise ConfigError.
     Draw: z = jax.random.normal(key, (d,), dtype) with the agent's select key.
     """
-    defaults = {"lam": 1.0, "nu": 1.0}
-    hp = check_hparams("lints", defaults, dict(lam=lam, nu=nu, **kw), positive=("lam",), nonnegative=("nu",))
-    max_history = _check_max_history("lints", max_history)
-
-    def select1(state, contexts, key):
-        z = jax.random.normal(key, (contexts.shape[-1],), state.b.dtype)
-        return jnp.argmax(ts_scores(state, contexts, z)).astype(jnp.int32)
-
-    return independent(
-        "LinTS",
-        hp,
-        _init1(hp),
-        select1,
-        _update1(max_history),
-        description="linear Thompson sampling, one ridge regression per agent, no communication",
-    )
+    config = LinearConfig("ts", max_history=check_max_history("lints", max_history))
+    return _build("LinTS", config, dict(lam=lam, nu=nu, **kw),
+                  "linear Thompson sampling, one ridge regression per agent, no communication")

@@ -34,22 +34,21 @@ al. 2023; [S]: the standard definitions):
     gives the same scores. The default beta = nu = sqrt(0.1 * 0.01) is the synthetic experiments'
     setting (lam = 0.1, nu_code = 0.01).
 
-State per agent (`NeuralState`, leading [N] axis once lifted): the history is a buffer of static
-capacity C with a count n; the loss is masked to the first n rows, so padding (`resize1`) changes
-no number. `capacity1(spec, t_end) = min(t_end, train_until)` rows (at least 1): no history is
-stored once training has stopped. The training loop's trip count is train_steps while t <
-train_until and 0 afterwards, so under vmap it costs nothing once every agent has stopped.
+State per agent (`NeuralState`, leading [N] axis once lifted by `base.independent`): the history
+is a buffer of C rows with a count n; the loss is masked to the first n rows, so padding
+(`resize1`) changes no number. `rows1(spec, t_end) = min(t_end, train_until)` rows (at least 1):
+no history is stored once training has stopped. The training loop's trip count is train_steps
+while t < train_until and 0 afterwards, so under vmap it costs nothing once every agent has
+stopped. Agent i's select key is jax.random.split(key, N)[i] (`base.independent`).
 
-`select` returns info {"mean": [N, K] f(x_k), "width": [N, K] sqrt(g^T Z^{-1} g)}; agent i's
-select key is jax.random.split(key, N)[i], as in `base.independent`, which provides init, update
-and resize.
-
-Float hyper-parameters (lam, beta or nu, lr) live in the state as traced values; everything else
-(width, depth, steps, names) is static.
+Float hyper-parameters (lam, beta or nu, lr) are the traced `params`; everything else (width,
+depth, steps, names) is the static `NeuralConfig`. `training_loss`, `gradient_descent`,
+`feature_scale` and `check_int` are shared with FN-UCB (`fn_ucb`).
 """
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any, NamedTuple
 
 import jax
@@ -57,43 +56,29 @@ import jax.numpy as jnp
 import optax
 from jax.scipy.linalg import solve_triangular
 
-from kernels.linalg import chol_update, pad_rows
-from kernels.ntk import PARAMETERIZATIONS, init_mlp, mlp_apply, ntk_values_and_features
+from bandits_jax.kernels.linalg import chol_update, pad_rows
+from bandits_jax.kernels.ntk import PARAMETERIZATIONS, init_mlp, mlp_apply, ntk_values_and_features
 
-from ..core import Algorithm, ConfigError, EnvSpec, check_hparams, traced_hparams
-from .base import independent
+from ..core import Algorithm, ConfigError, EnvSpec, Param, declare_params
+from .base import check_static, float_dtype, independent
 
 COVARIANCES = ("full", "diag")
 FEATURE_SCALES = ("raw", "sqrt_m")
 LOSSES = ("authors", "paper")
-
-
-class NeuralState(NamedTuple):
-    """One agent's state (with a leading [N] axis once lifted by `independent`).
-
-    hp:      dict of float hyper-parameters (scalars): lam, beta (UCB) or nu (TS), lr.
-    params:  current network parameters (flax dict, `kernels.ntk` layout); p scalars in all.
-    params0: theta0, kept only for loss="paper" (None otherwise).
-    cov:     [p, p] lower Cholesky factor of Z (covariance="full") or [p] diag(Z) ("diag").
-    X:       [C, d] history contexts; rows >= n are zero.
-    y:       [C] history rewards; entries >= n are zero.
-    n:       int32 number of history rows.
-    t:       int32 number of updates absorbed (the agent's step counter).
-    """
-
-    hp: dict
-    params: Any
-    params0: Any
-    cov: jax.Array
-    X: jax.Array
-    y: jax.Array
-    n: jax.Array
-    t: jax.Array
+KINDS = ("ucb", "ts")
+DEFAULT_WIDTH_COEF = math.sqrt(0.1 * 0.01)
+PARAMS = {
+    "ucb": {"lam": Param(0.1, "positive"), "beta": Param(DEFAULT_WIDTH_COEF, "nonnegative"),
+            "lr": Param(0.01, "nonnegative")},
+    "ts": {"lam": Param(0.1, "positive"), "nu": Param(DEFAULT_WIDTH_COEF, "nonnegative"),
+           "lr": Param(0.01, "nonnegative")},
+}
 
 
 class NeuralConfig(NamedTuple):
-    """Static options shared by neural_ucb and neural_ts (see the module docstring)."""
+    """Static options of neural_ucb and neural_ts (module docstring); kind "ucb" | "ts"."""
 
+    kind: str
     width: int
     depth: int
     train_steps: int
@@ -104,156 +89,183 @@ class NeuralConfig(NamedTuple):
     loss: str
 
 
-def _float_dtype():
-    return jnp.result_type(float)
+class NeuralState(NamedTuple):
+    """One agent's state (with a leading [N] axis once lifted by `independent`).
+
+    theta:   current network parameters (flax dict, `kernels.ntk` layout); p scalars in all.
+    theta0:  the initial parameters, kept only for loss="paper" (None otherwise).
+    cov:     [p, p] lower Cholesky factor of Z (covariance="full") or [p] diag(Z) ("diag").
+    X:       [C, d] history contexts; rows >= n are zero.
+    y:       [C] history rewards; entries >= n are zero.
+    n:       int32 number of history rows.
+    t:       int32 number of updates absorbed (the agent's step counter).
+    """
+
+    theta: Any
+    theta0: Any
+    cov: jax.Array
+    X: jax.Array
+    y: jax.Array
+    n: jax.Array
+    t: jax.Array
 
 
-def _feature_scale(cfg: NeuralConfig) -> float:
-    return 1.0 / math.sqrt(cfg.width) if cfg.feature_scale == "sqrt_m" else 1.0
+# ------------------------------------------------------------------------------ one agent
+def rows1(config: NeuralConfig, spec: EnvSpec, t_end: int) -> int:
+    """History rows that steps [0, t_end) need: none are stored once training has stopped."""
+    return max(1, min(int(t_end), config.train_until))
 
 
-def mean_and_features(cfg: NeuralConfig, state: NeuralState, contexts):
+def init1(config: NeuralConfig, key, spec: EnvSpec, params, rows: int) -> NeuralState:
+    """theta = init_mlp(key), Z = lam I, an empty history of `rows` rows."""
+    check_even_dim("Neural" + config.kind.upper(), config.parameterization, spec.dim)
+    dtype = float_dtype()
+    lam = jnp.asarray(params["lam"], dtype)
+    theta = init_mlp(key, spec.dim, config.width, config.depth, config.parameterization, dtype)
+    p = sum(leaf.size for leaf in jax.tree_util.tree_leaves(theta))
+    cov = jnp.sqrt(lam) * jnp.eye(p, dtype=dtype) if config.covariance == "full" else lam * jnp.ones((p,), dtype)
+    return NeuralState(
+        theta=theta,
+        theta0=theta if config.loss == "paper" else None,
+        cov=cov,
+        X=jnp.zeros((int(rows), spec.dim), dtype),
+        y=jnp.zeros((int(rows),), dtype),
+        n=jnp.zeros((), jnp.int32),
+        t=jnp.zeros((), jnp.int32),
+    )
+
+
+def select1(config: NeuralConfig, params, state: NeuralState, contexts, key):
+    """argmax_k of f(x_k) + beta width_k (UCB) or f(x_k) + nu width_k z_k (TS), contexts [K, d]."""
+    mean, width = mean_and_width(config, state, contexts)
+    if config.kind == "ucb":
+        bonus = params["beta"] * width
+    else:
+        bonus = params["nu"] * width * jax.random.normal(key, mean.shape, mean.dtype)
+    return jnp.argmax(mean + bonus).astype(jnp.int32)
+
+
+def update1(config: NeuralConfig, params, state: NeuralState, x, reward, key) -> NeuralState:
+    """Z += g g^T at the chosen context x [d]; while t < train_until, append (x, reward) and train."""
+    del key
+    dtype = state.y.dtype
+    x = x.astype(dtype)
+    _, g = mean_and_features(config, state, x[None, :])
+    g = g[0]
+    cov = chol_update(state.cov, g) if config.covariance == "full" else state.cov + g * g
+
+    training = state.t < config.train_until
+    C = state.y.shape[0]
+    row = jnp.where(training, state.n, C)  # index C is out of bounds: the write is dropped
+    X = state.X.at[row].set(x, mode="drop")
+    y = state.y.at[row].set(jnp.asarray(reward, dtype), mode="drop")
+    n = state.n + training.astype(jnp.int32)
+    state = state._replace(cov=cov, X=X, y=y, n=n, t=state.t + 1)
+
+    loss = partial(training_loss, config.loss, config.width, params["lam"], theta0=state.theta0, X=X, y=y, n=n)
+    theta = gradient_descent(loss, state.theta, params["lr"], jnp.where(training, config.train_steps, 0))
+    return state._replace(theta=theta)
+
+
+def resize1(state: NeuralState, rows: int) -> NeuralState:
+    """The same agent with a history of `rows` rows (zero padding; no number changes)."""
+    rows = int(rows)
+    return state._replace(X=pad_rows(state.X, rows), y=pad_rows(state.y, rows))
+
+
+# ------------------------------------------------------------------------------ helpers
+def feature_scale(name: str, width: int) -> float:
+    """c of g = c * grad f: 1/sqrt(m) for "sqrt_m", 1 for "raw"."""
+    return 1.0 / math.sqrt(width) if name == "sqrt_m" else 1.0
+
+
+def mean_and_features(config: NeuralConfig, state: NeuralState, contexts):
     """f(x_k; theta) [K] and the scaled tangent features g_k [K, p] of one agent, contexts [K, d]."""
     contexts = contexts.astype(state.y.dtype)
-    return ntk_values_and_features(mlp_apply, state.params, contexts, _feature_scale(cfg))
+    return ntk_values_and_features(mlp_apply, state.theta, contexts, feature_scale(config.feature_scale, config.width))
 
 
-def feature_width(cfg: NeuralConfig, state: NeuralState, feats):
+def feature_width(config: NeuralConfig, state: NeuralState, feats):
     """sqrt(g_k^T Z^{-1} g_k) [K] for features feats [K, p] of one agent."""
-    if cfg.covariance == "diag":
+    if config.covariance == "diag":
         return jnp.sqrt(jnp.sum(feats * feats / state.cov, axis=-1))
     solved = solve_triangular(state.cov, feats.T, lower=True)  # [p, K]
     return jnp.sqrt(jnp.sum(solved * solved, axis=0))
 
 
-def mean_and_width(cfg: NeuralConfig, state: NeuralState, contexts):
+def mean_and_width(config: NeuralConfig, state: NeuralState, contexts):
     """(f(x_k) [K], sqrt(g_k^T Z^{-1} g_k) [K]) of one agent at contexts [K, d]."""
-    mean, feats = mean_and_features(cfg, state, contexts)
-    return mean, feature_width(cfg, state, feats)
+    mean, feats = mean_and_features(config, state, contexts)
+    return mean, feature_width(config, state, feats)
 
 
-def training_loss(cfg: NeuralConfig, params, state: NeuralState, n):
-    """The training objective of the module docstring over the first n rows of the history."""
-    resid = mlp_apply(params, state.X) - state.y
-    sq = jnp.where(jnp.arange(state.y.shape[0]) < n, resid * resid, 0.0)
-    lam = state.hp["lam"]
-    if cfg.loss == "authors":
+def training_loss(loss: str, width: int, lam, theta, *, theta0, X, y, n):
+    """The training objective of the module docstring over the first n rows of X [C, d], y [C]."""
+    resid = mlp_apply(theta, X) - y
+    sq = jnp.where(jnp.arange(y.shape[0]) < n, resid * resid, 0.0)
+    if loss == "authors":
         n = n.astype(resid.dtype)
-        sq_norm = sum(jnp.sum(leaf * leaf) for leaf in jax.tree_util.tree_leaves(params))
+        sq_norm = sum(jnp.sum(leaf * leaf) for leaf in jax.tree_util.tree_leaves(theta))
         return jnp.sum(sq) / n + 0.5 * (lam / n) * sq_norm
-    diff = jax.tree_util.tree_map(lambda a, b: a - b, params, state.params0)
+    diff = jax.tree_util.tree_map(lambda a, b: a - b, theta, theta0)
     sq_dist = sum(jnp.sum(leaf * leaf) for leaf in jax.tree_util.tree_leaves(diff))
-    return 0.5 * jnp.sum(sq) + 0.5 * cfg.width * lam * sq_dist
+    return 0.5 * jnp.sum(sq) + 0.5 * width * lam * sq_dist
 
 
-def _make_learner(cfg: NeuralConfig, defaults: dict):
-    """init1 / update1 / capacity1 / resize1 shared by neural_ucb and neural_ts."""
+def gradient_descent(loss, theta, lr, steps):
+    """`steps` (traced int) full-batch optax SGD steps of rate lr on loss(theta), from theta."""
+    optimizer = optax.sgd(lr)
+    grad_fn = jax.grad(loss)
 
-    def capacity1(spec: EnvSpec, t_end: int) -> int:
-        return max(1, min(int(t_end), cfg.train_until))
+    def sgd_step(_, carry):
+        theta, opt_state = carry
+        updates, opt_state = optimizer.update(grad_fn(theta), opt_state, theta)
+        return optax.apply_updates(theta, updates), opt_state
 
-    def init1(key, spec, hp, capacity=None):
-        if cfg.parameterization == "paper" and spec.dim % 2:
-            raise ConfigError(
-                f"parameterization='paper' needs an even context dimension, got d = {spec.dim}; "
-                "zero-pad the contexts to even d (kernels.ntk.pad_to_even) or use parameterization='authors'"
-            )
-        dtype = _float_dtype()
-        hp = traced_hparams(defaults, hp, dtype)
-        params = init_mlp(key, spec.dim, cfg.width, cfg.depth, cfg.parameterization, dtype)
-        p = sum(leaf.size for leaf in jax.tree_util.tree_leaves(params))
-        if cfg.covariance == "full":
-            cov = jnp.sqrt(hp["lam"]) * jnp.eye(p, dtype=dtype)
-        else:
-            cov = hp["lam"] * jnp.ones((p,), dtype)
-        C = capacity1(spec, spec.horizon) if capacity is None else int(capacity)
-        return NeuralState(
-            hp=hp,
-            params=params,
-            params0=params if cfg.loss == "paper" else None,
-            cov=cov,
-            X=jnp.zeros((C, spec.dim), dtype),
-            y=jnp.zeros((C,), dtype),
-            n=jnp.zeros((), jnp.int32),
-            t=jnp.zeros((), jnp.int32),
-        )
-
-    def update1(state: NeuralState, x, reward, key):
-        del key
-        dtype = state.y.dtype
-        x = x.astype(dtype)
-        _, g = mean_and_features(cfg, state, x[None, :])
-        g = g[0]
-        cov = chol_update(state.cov, g) if cfg.covariance == "full" else state.cov + g * g
-
-        training = state.t < cfg.train_until
-        C = state.y.shape[0]
-        row = jnp.where(training, state.n, C)  # index C is out of bounds: the write is dropped
-        X = state.X.at[row].set(x, mode="drop")
-        y = state.y.at[row].set(jnp.asarray(reward, dtype), mode="drop")
-        n = state.n + training.astype(jnp.int32)
-        state = state._replace(cov=cov, X=X, y=y, n=n, t=state.t + 1)
-
-        optimizer = optax.sgd(state.hp["lr"])
-        grad_fn = jax.grad(lambda params: training_loss(cfg, params, state, n))
-
-        def sgd_step(_, carry):
-            params, opt_state = carry
-            updates, opt_state = optimizer.update(grad_fn(params), opt_state, params)
-            return optax.apply_updates(params, updates), opt_state
-
-        steps = jnp.where(training, cfg.train_steps, 0)
-        params, _ = jax.lax.fori_loop(0, steps, sgd_step, (state.params, optimizer.init(state.params)))
-        return state._replace(params=params)
-
-    def resize1(state: NeuralState, rows: int) -> NeuralState:
-        rows = int(rows)
-        return state._replace(X=pad_rows(state.X, rows), y=pad_rows(state.y, rows))
-
-    return init1, update1, capacity1, resize1
+    return jax.lax.fori_loop(0, steps, sgd_step, (theta, optimizer.init(theta)))[0]
 
 
-def _check_config(name, width, depth, train_steps, train_until, covariance, parameterization, feature_scale, loss):
+def check_int(name: str, field: str, value, low: int) -> int:
+    """Refuse an option that is not an integer >= low."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ConfigError(f"{name}: {field} must be an integer >= {low}, got {value!r}")
+    return value
+
+
+def check_even_dim(name: str, parameterization: str, dim: int) -> None:
+    """The paper network needs an even context dimension (raised when `init` sees the problem)."""
+    if parameterization == "paper" and dim % 2:
+        raise ConfigError(f"{name}: parameterization='paper' needs an even context dimension, got d = {dim}; "
+                          "zero-pad the contexts to even d (kernels.ntk.pad_to_even) or use "
+                          "parameterization='authors'")
+
+
+def neural_config(name, kind, width, depth, train_steps, train_until, covariance, parameterization, feature_scale,
+                  loss) -> NeuralConfig:
+    """The validated static options (ConfigError with the option's name otherwise)."""
     for field, value, low in (("width", width, 1), ("depth", depth, 2), ("train_steps", train_steps, 0),
                               ("train_until", train_until, 0)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ConfigError(f"{name}: {field} must be an integer >= {low}, got {value!r}")
+        check_int(name, field, value, low)
     for field, value, allowed in (("covariance", covariance, COVARIANCES),
                                   ("parameterization", parameterization, PARAMETERIZATIONS),
                                   ("feature_scale", feature_scale, FEATURE_SCALES), ("loss", loss, LOSSES)):
-        if value not in allowed:
-            raise ConfigError(f"{name}: {field} must be one of {', '.join(allowed)}, got {value!r}")
+        check_static(name, field, value, allowed)
     if parameterization == "paper" and width % 2:
         raise ConfigError(f"{name}: parameterization='paper' needs an even width, got {width}")
-    return NeuralConfig(width, depth, train_steps, train_until, covariance, parameterization, feature_scale, loss)
+    return NeuralConfig(kind, width, depth, train_steps, train_until, covariance, parameterization, feature_scale,
+                        loss)
 
 
-def _build(name, kind, hp, cfg: NeuralConfig, description) -> Algorithm:
-    init1, update1, capacity1, resize1 = _make_learner(cfg, hp)
-
-    def scores1(state, contexts, key):
-        mean, width = mean_and_width(cfg, state, contexts)
-        if kind == "ucb":
-            bonus = state.hp["beta"] * width
-        else:
-            bonus = state.hp["nu"] * width * jax.random.normal(key, mean.shape, mean.dtype)
-        return mean + bonus, mean, width
-
-    def select1(state, contexts, key):
-        return jnp.argmax(scores1(state, contexts, key)[0]).astype(jnp.int32)
-
-    def select(state, contexts, key):
-        keys = jax.random.split(key, contexts.shape[0])
-        scores, mean, width = jax.vmap(scores1)(state, contexts, keys)
-        return jnp.argmax(scores, axis=-1).astype(jnp.int32), {"mean": mean, "width": width}
-
-    alg = independent(name, hp, init1, select1, update1, capacity1, resize1, description)
-    return alg._replace(select=select)
+def _build(name, config: NeuralConfig, given: dict, description: str) -> Algorithm:
+    return independent(name, declare_params(name, PARAMS[config.kind], given), partial(init1, config),
+                       partial(select1, config), partial(update1, config), partial(rows1, config), resize1,
+                       description)
 
 
+# ------------------------------------------------------------------------------ factories
 def neural_ucb(
     lam=0.1,
-    beta=math.sqrt(0.1 * 0.01),
+    beta=DEFAULT_WIDTH_COEF,
     lr=0.01,
     *,
     width: int = 20,
@@ -268,23 +280,22 @@ def neural_ucb(
 ) -> Algorithm:
     """Neural UCB for N independent agents: score = f(x) + beta * sqrt(g^T Z^{-1} g).
 
-    hparams (traced): lam > 0 (Z0 = lam I and the loss's regulariser), beta >= 0, lr >= 0.
+    params (traced): lam > 0 (Z0 = lam I and the loss's regulariser), beta >= 0, lr >= 0.
     Static: width m, depth L >= 2, train_steps, train_until, covariance "full" | "diag",
     parameterization "authors" | "paper", feature_scale "raw" | "sqrt_m", loss "authors" | "paper"
     (module docstring). Unknown names or bad values raise ConfigError before anything compiles.
     """
     name = "NeuralUCB"
-    hp = check_hparams(name, {"lam": 0.1, "beta": math.sqrt(0.1 * 0.01), "lr": 0.01},
-                       dict(lam=lam, beta=beta, lr=lr, **kw), positive=("lam",), nonnegative=("beta", "lr"))
-    cfg = _check_config(name, width, depth, train_steps, train_until, covariance, parameterization, feature_scale, loss)
-    return _build(name, "ucb", hp, cfg,
+    config = neural_config(name, "ucb", width, depth, train_steps, train_until, covariance, parameterization,
+                           feature_scale, loss)
+    return _build(name, config, dict(lam=lam, beta=beta, lr=lr, **kw),
                   f"Neural UCB (width {width}, depth {depth}, {covariance} covariance), one network per agent, "
                   "no communication")
 
 
 def neural_ts(
     lam=0.1,
-    nu=math.sqrt(0.1 * 0.01),
+    nu=DEFAULT_WIDTH_COEF,
     lr=0.01,
     *,
     width: int = 20,
@@ -299,13 +310,12 @@ def neural_ts(
 ) -> Algorithm:
     """Neural TS for N independent agents: score_k = f(x_k) + nu * sqrt(g_k^T Z^{-1} g_k) * z_k.
 
-    z = jax.random.normal(key, (K,), dtype) with the agent's select key. hparams (traced): lam > 0,
+    z = jax.random.normal(key, (K,), dtype) with the agent's select key. params (traced): lam > 0,
     nu >= 0, lr >= 0. Static options as in `neural_ucb`.
     """
     name = "NeuralTS"
-    hp = check_hparams(name, {"lam": 0.1, "nu": math.sqrt(0.1 * 0.01), "lr": 0.01},
-                       dict(lam=lam, nu=nu, lr=lr, **kw), positive=("lam",), nonnegative=("nu", "lr"))
-    cfg = _check_config(name, width, depth, train_steps, train_until, covariance, parameterization, feature_scale, loss)
-    return _build(name, "ts", hp, cfg,
+    config = neural_config(name, "ts", width, depth, train_steps, train_until, covariance, parameterization,
+                           feature_scale, loss)
+    return _build(name, config, dict(lam=lam, nu=nu, lr=lr, **kw),
                   f"Neural TS (width {width}, depth {depth}, {covariance} covariance), one network per agent, "
                   "no communication")

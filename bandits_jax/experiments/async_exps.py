@@ -23,9 +23,9 @@ Hyper-parameters (`--set KEY=VALUE`):
         resumed run may change it.
 The paper grid-searches gamma and alpha over {0.1, 1, 4}: `--set grid=true` runs every algorithm
 at every point of `grid_values` (9 (gamma, alpha) points for the kernel methods, 3 alpha values
-for the others) as ONE compiled call per algorithm (vmapped, or mapped for the algorithms with
-batching="map"), each point a curve "<algorithm> [gamma=.., alpha=..]", and the summary names
-each algorithm's best point. Without it a run is the one point (gamma, alpha).
+for the others) as ONE compiled call per algorithm (the points vmapped), each point a curve
+"<algorithm> [gamma=.., alpha=..]", and the summary names each algorithm's best point. Without
+it a run is the one point (gamma, alpha).
 
 D sweeps: `--set async_D_values=1e-4,0.01,1 approx_D_values=1,10,100` adds Async-KernelUCB and
 Approx-DisKernelUCB curves at those thresholds, "<algorithm> (D=<value>)"; the plot's third
@@ -33,9 +33,11 @@ panel shows final regret against total communication, one point per curve. The s
 of a sweep are the runs without it: `--reuse DIR` copies them from the finished base run in DIR
 (same configuration and seeds) instead of computing them again.
 
-Capacities. An overflow is never silent: the algorithm turns its communication outputs into NaN.
-`check_results(out)` loads a finished sweep and raises ConfigError naming the capacity to raise
-when any run overflowed; `check_run` does the same for one algorithm's arrays.
+Capacities. An overflow is never silent: the algorithm reports an error bit, the sweep stores each
+run's bits ("<curve>/errors" in results.npz, the messages under "errors" in metadata.json) and
+ends with a ConfigError that names the capacity to raise (a grid point with errors is only marked
+in the summary and never chosen). NKernelUCB's history is capped at nkernel_capacity rows per
+client (`capped_history`).
 
 Default gamma = 0.1, the smallest value of the paper's grid, and the only one at which the
 Nystrom methods fit at paper size. Dictionary size (measured on synthetic f1, N = 100, q = 1,
@@ -45,10 +47,9 @@ from the span) and keeps growing; with gamma = 0.1 it holds 23 / 64 / 90, and a 
 fits in 512. The client snapshots cost N M^2 numbers (0.2 GB a run at M = 512, 13 GB at
 M = 4096), and a synchronisation of Approx-DisKernelUCB re-embeds the whole history at
 O(t M^2). M is sized by demand (the runner gives the dictionaries room for 1.5 times their
-fill, `Algorithm.demand`), so these costs follow the dictionary in use; the capacities (512 by
+fill, `Sizing.demand`), so these costs follow the dictionary in use; the capacities (512 by
 default) are the limits, and gamma = 1 or 4 (the rest of the grid) needs them raised. An
-overflow stops the run early with a message naming the capacity (the runner's error marker
-check).
+overflow stops the run early with a message naming the capacity (the runner's error check).
 """
 from __future__ import annotations
 
@@ -57,10 +58,8 @@ from typing import Optional
 
 import jax.numpy as jnp
 
-from ..algorithms import approx_dis_kernel, async_kernel, dis_kernel, fed_glb
 from ..algorithms.approx_dis_kernel import approx_dis_kernel_ucb
 from ..algorithms.async_kernel import async_kernel_ucb
-from ..algorithms.base import raise_on_nan_comm
 from ..algorithms.dis_kernel import n_kernel_ucb, one_kernel_ucb
 from ..algorithms.dis_linear import dis_lin_ucb, fed_lin_ucb
 from ..algorithms.fed_glb import fed_glb_ucb
@@ -115,8 +114,8 @@ NOTES = (
     "per run, default gamma = 0.1, alpha = 1 (the paper grid-searches both over {0.1, 1, 4}; gamma = 0.1 "
     "keeps the Nystrom dictionaries small enough for paper size); thresholds: Async-KernelUCB D = 1/N^2 "
     "(theory), FedLinUCB alpha_c = 1/N^2, Approx-DisKernelUCB / DisLinUCB / FedGLB-UCB T / (N d ln(N T)) "
-    "(the paper states none of the baselines' values). NaN communication marks a capacity overflow: "
-    "check_results(out) in bandits_jax.experiments.async_exps raises and names the capacity to raise. "
+    "(the paper states none of the baselines' values). A capacity overflow is an error: the run's error "
+    "bits are stored and the sweep names the capacity to raise. "
     "Claims (no numbers given): OneKernelUCB lowest regret with cost linear in T; NKernelUCB high regret "
     "and zero cost; the kernel methods beat the linear/GLB ones; Async-KernelUCB communicates much less "
     "than Approx-DisKernelUCB with comparable or better regret."
@@ -157,28 +156,35 @@ def thresholds(config, spec) -> dict:
 
 
 # ------------------------------------------------------------------------------------ algorithms
-def capped_history(algorithm, rows: int):
-    """NKernelUCB with at most `rows` history rows per client; a client that outgrows them turns the
-    step's communication (otherwise zero) into NaN, as the other algorithms report an overflow."""
+ERR_CAPPED_HISTORY = 1 << 16
+CAPPED_HISTORY_MESSAGE = "a client's history outgrew nkernel_capacity; raise nkernel_capacity"
 
-    def capacity(spec, t_end):
+
+def capped_history(algorithm, rows: int):
+    """NKernelUCB (per-client histories `state.n`, `state.y` [N, C]) with at most `rows` history rows
+    per client: its Sizing's rows are capped, and a step at which an active client's history is
+    already full reports ERR_CAPPED_HISTORY (its point would be lost)."""
+    if ERR_CAPPED_HISTORY in algorithm.errors:
+        raise ValueError(f"{algorithm.name} already uses error bit {ERR_CAPPED_HISTORY}")
+
+    def capped_rows(spec, t_end):
         return max(1, min(int(t_end), rows))
 
-    def update(state, contexts, actions, rewards, active, key):
-        full = jnp.any(active & (state.n >= state.y.shape[-1]))
-        state, info = algorithm.update(state, contexts, actions, rewards, active, key)
-        bad = jnp.where(full, jnp.nan, 0.0).astype(rewards.dtype)
-        info = {**info, "comm_up": info["comm_up"] + bad, "comm_down": info["comm_down"] + bad}
-        return state, info
+    def update(params, state, step, actions, rewards, aux, key):
+        full = jnp.any(step.active & (state.n >= state.y.shape[-1]))
+        state, rep = algorithm.update(params, state, step, actions, rewards, aux, key)
+        return state, rep._replace(errors=rep.errors | jnp.where(full, ERR_CAPPED_HISTORY, 0))
 
-    return algorithm._replace(capacity=capacity, update=update)
+    return algorithm._replace(update=update, sizing=algorithm.sizing._replace(rows=capped_rows),
+                              errors={**algorithm.errors, ERR_CAPPED_HISTORY: CAPPED_HISTORY_MESSAGE})
 
 
 def algorithms(config, spec) -> list:
     """The seven algorithms of the paper for a problem of spec, in the order of ALGORITHMS.
 
-    One client is active per step, so the baselines are built with one_active=True: their select
-    scores the active client only (the same action as scoring all N clients, at a fraction of the cost).
+    One client is active per step: the problems declare it (`EnvSpec.one_active`), so every
+    baseline scores the active client only (the same action as scoring all N clients, at a
+    fraction of the cost).
     """
     _positive(config, "gamma", "lam", "glb_c_mu")
     if not config["alpha"] >= 0 or not config["q"] >= 0:
@@ -193,12 +199,12 @@ def algorithms(config, spec) -> list:
         async_kernel_ucb(q=config["q"], threshold=th["async_D"], dict_capacity=config["async_dict_capacity"],
                          buffer_capacity=config["async_buffer_capacity"], **kern),
         approx_dis_kernel_ucb(q=config["q"], threshold=th["approx_D"],
-                              dict_capacity=config["approx_dict_capacity"], one_active=True, **kern),
-        one_kernel_ucb(one_active=True, storage=config["one_storage"], **kern),
-        capped_history(n_kernel_ucb(one_active=True, **kern), nk),
-        fed_glb_ucb(lam=lam, alpha=alpha, c_mu=config["glb_c_mu"], threshold=th["glb_D"], one_active=True),
-        dis_lin_ucb(lam=lam, alpha=alpha, threshold=th["dislin_D"], one_active=True),
-        fed_lin_ucb(lam=lam, alpha=alpha, alpha_c=th["fedlin_alpha_c"], one_active=True),
+                              dict_capacity=config["approx_dict_capacity"], **kern),
+        one_kernel_ucb(storage=config["one_storage"], **kern),
+        capped_history(n_kernel_ucb(**kern), nk),
+        fed_glb_ucb(lam=lam, alpha=alpha, c_mu=config["glb_c_mu"], threshold=th["glb_D"]),
+        dis_lin_ucb(lam=lam, alpha=alpha, threshold=th["dislin_D"]),
+        fed_lin_ucb(lam=lam, alpha=alpha, alpha_c=th["fedlin_alpha_c"]),
     ]
 
 
@@ -233,7 +239,7 @@ def _standin(name):
 
 
 def grid_points(config, algorithm) -> Optional[list]:
-    """The (gamma, alpha) grid of the paper as [(label, hparams)] for one algorithm (None: grid off).
+    """The (gamma, alpha) grid of the paper as [(label, params)] for one algorithm (None: grid off).
 
     grid_values "0.1,1,4" (the paper's) gives 9 points for a kernel method (gamma -> its
     lengthscale 1 / sqrt(2 gamma)) and 3 (alpha only) for the linear and GLB methods.
@@ -246,7 +252,7 @@ def grid_points(config, algorithm) -> Optional[list]:
         raise ConfigError(f"grid_values must be comma-separated numbers, got {config['grid_values']!r}") from None
     if not values or min(values) <= 0:
         raise ConfigError(f"grid_values must be positive numbers, got {config['grid_values']!r}")
-    if "lengthscale" not in algorithm.hparams:
+    if "lengthscale" not in algorithm.params:
         return [(f"alpha={a:g}", {"alpha": a}) for a in values]
     return [(f"gamma={g:g}, alpha={a:g}", {"lengthscale": 1.0 / math.sqrt(2.0 * g), "alpha": a})
             for g in values for a in values]
@@ -272,7 +278,7 @@ def d_sweep(config, algs) -> list:
     for name, key in (("Async-KernelUCB", "async_D_values"), ("Approx-DisKernelUCB", "approx_D_values")):
         base = next(a for a in algs if a.name == name)
         for D in _d_values(config, key):
-            out.append(base._replace(name=f"{name} (D={D:g})", hparams={**base.hparams, "threshold": D}))
+            out.append(base.with_defaults(threshold=D)._replace(name=f"{name} (D={D:g})"))
     return out
 
 
@@ -284,34 +290,6 @@ def _build(make):
         return [(problem, alg, grid_points(config, alg)) for alg in algs]
 
     return build
-
-
-# ------------------------------------------------------------------------------------ overflow checks
-CHECKS = {
-    "Async-KernelUCB": async_kernel.check_run,
-    "Approx-DisKernelUCB": approx_dis_kernel.check_run,
-    "OneKernelUCB": lambda out: dis_kernel.check_run(out, name="OneKernelUCB"),
-    "FedGLB-UCB": fed_glb.check_run,
-}
-
-
-def check_run(name: str, arrays) -> None:
-    """Raise ConfigError if algorithm `name`'s arrays (a mapping with comm_up / comm_down) mark an overflow."""
-    if name in CHECKS:
-        CHECKS[name](arrays)
-    elif name == "NKernelUCB":
-        raise_on_nan_comm(arrays, "NKernelUCB: a client's history outgrew nkernel_capacity; raise it")
-    else:
-        raise_on_nan_comm(arrays, f"{name}: NaN communication (more than one client was active at a step)")
-
-
-def check_results(out) -> None:
-    """Raise ConfigError if any stored run of an async/* sweep in folder `out` overflowed a capacity."""
-    from ..results import load_results
-
-    res = load_results(out)
-    for name in res.algorithms:
-        check_run(name, res.arrays[name])
 
 
 # ------------------------------------------------------------------------------------ registry
@@ -369,4 +347,4 @@ for _name, _problem, _defaults, _maker, _smoke, _description, _note in ENVIRONME
         reuse=reuse_base(f"async/{_name}", _defaults),
     ))
 
-__all__ = ["ALGORITHMS", "algorithms", "thresholds", "capped_history", "check_run", "check_results"]
+__all__ = ["ALGORITHMS", "algorithms", "thresholds", "capped_history", "ERR_CAPPED_HISTORY"]

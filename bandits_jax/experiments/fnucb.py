@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 
-from kernels.ntk import pad_to_even
+from bandits_jax.kernels.ntk import pad_to_even
 
 from ..algorithms.fn_ucb import fn_ucb
 from ..algorithms.kernel import kernel_ts, kernel_ucb

@@ -1,5 +1,4 @@
-"""`quickstart`: the embedded default run, the federated story in under a minute (44 s on an idle
-2-core machine, 26 s of it compilation).
+"""`quickstart`: the embedded default run, the federated story in one short run.
 
 Synthetic cosine reward h(x) = cos(3 <a, x>) of the FN-UCB paper (d = 10, K = 4, the authors'
 fixed unit vector a, contexts normalised from a cube, noise std 0.01): FN-UCB with N in

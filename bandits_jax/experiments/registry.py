@@ -7,8 +7,9 @@ of agents; `build_runs` gives the pairs in both cases). Building validates
 everything (names, signs, shapes, data files) and compiles nothing, so bad input fails fast.
 
 Every configuration has the keys `seeds`, `first_seed`, `horizon`, `precision`, `base_key`
-and `first_segment` (the length of the first capacity segment: fewer, longer segments compile
-less and compute more); the CLI maps `--seeds`, `--first-seed` and `--horizon` onto them and `--set
+`first_segment` (the length of the first capacity segment: fewer, longer segments compile
+less and compute more) and `vmap_size` (at most this many runs under one vmap, see
+`runner.run_batch`; 0: the backend's default); the CLI maps `--seeds`, `--first-seed` and `--horizon` onto them and `--set
 KEY=VALUE` onto any key.
 """
 from __future__ import annotations
@@ -19,10 +20,10 @@ from typing import Callable, NamedTuple, Optional
 from ..core import ConfigError
 
 COMMON_DEFAULTS = {"seeds": 8, "first_seed": 0, "horizon": 1000, "precision": "float64", "base_key": 0,
-                   "first_segment": 128}
+                   "first_segment": 128, "vmap_size": 0}
 # keys that may change between resumed runs (one_storage: how exact OneKernelUCB stores its model, the same
 # numbers to rounding)
-RUN_KEYS = ("seeds", "first_seed", "precision", "one_storage")
+RUN_KEYS = ("seeds", "first_seed", "precision", "one_storage", "vmap_size")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,6 +121,8 @@ def resolve_config(exp: Experiment, size: str, overrides: dict) -> dict:
     for key in ("seeds", "horizon", "first_segment"):
         if config[key] < 1:
             raise ConfigError(f"{key} must be at least 1, got {config[key]}")
+    if config["vmap_size"] < 0:
+        raise ConfigError(f"vmap_size must be >= 0 (0: the backend's default), got {config['vmap_size']}")
     if config["first_seed"] < 0:
         raise ConfigError(f"first_seed must be >= 0, got {config['first_seed']}")
     return config

@@ -145,7 +145,7 @@ def async_synthetic(
     if kind not in REWARD_FUNCTIONS:
         raise ConfigError(f"unknown async synthetic function {kind!r}; known: {', '.join(REWARD_FUNCTIONS)}")
     name = f"async-{kind}"
-    spec = core.check_spec(EnvSpec(num_agents, num_arms, dim, horizon))
+    spec = core.check_spec(EnvSpec(num_agents, num_arms, dim, horizon, one_active=True))
     noise_std = _check_number(name, "noise_std", noise_std)
     fn, formula = REWARD_FUNCTIONS[kind]
     active = arrival_rule(name, num_agents, arrivals)
@@ -182,7 +182,7 @@ def kmeans_arms(features, rewards, num_clusters: int = 20, seed: int = KMEANS_SE
     done in float64 with k-means++ seeding and `n_init` restarts from PRNGKey(seed); results are
     cached per (data, settings). Raises ConfigError if a cluster ends up empty or a centroid is 0.
     """
-    from kernels.kmeans import kmeans
+    from bandits_jax.kernels.kmeans import kmeans
 
     x = np.ascontiguousarray(features, np.float64)
     r = np.asarray(rewards, np.float64)
@@ -225,7 +225,7 @@ def fixed_arm_bandit(arms, means, num_agents: int, horizon: int, *, name: str, a
     arms = np.asarray(arms, np.float64)
     p = np.asarray(means, np.float64)
     num_arms, dim = arms.shape
-    spec = core.check_spec(EnvSpec(num_agents, num_arms, dim, horizon))
+    spec = core.check_spec(EnvSpec(num_agents, num_arms, dim, horizon, one_active=True))
     active = arrival_rule(name, num_agents, arrivals)
 
     def init(key):

@@ -208,7 +208,7 @@ def ratings_bandit(features: RatingFeatures, num_agents: int, horizon: int, *, n
     bits = np.packbits(np.asarray(features["positive"], bool), axis=1)  # [U, ceil(I / 8)] uint8
     eligible = np.asarray(features["eligible"], np.int32)
     dim = 2 * rank
-    spec = core.check_spec(EnvSpec(num_agents, num_arms, dim, horizon))
+    spec = core.check_spec(EnvSpec(num_agents, num_arms, dim, horizon, one_active=True))
     active = arrival_rule(name, num_agents, arrivals)
 
     def draw(instance, t):

@@ -1,0 +1,68 @@
+"""Every registered experiment's smoke run against outputs stored before the step contract changed.
+
+tests/golden/smoke_outputs.npz holds, for every curve of every experiment at its smoke size, the
+per-step regret summed over agents [S, T] and the communication (comm_up, comm_down, rounds [S, T]),
+computed in float64 by the code before the change (the commit that added the file). A refactor of
+the runner or of an algorithm must leave them equal to 1e-10.
+"""
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bandits_jax.experiments.registry import build_runs, experiments, grid_names, resolve_config
+from bandits_jax.problems.datasets import DataNotFoundError
+from bandits_jax.runner import COMM_KEYS, run_batch
+
+GOLDEN = Path(__file__).parent / "golden" / "smoke_outputs.npz"
+
+
+def _stored():
+    with np.load(GOLDEN) as data:
+        out = {}
+        for key in data.files:
+            name, curve, output = key.split("|")
+            out.setdefault(name, {}).setdefault(curve, {})[output] = data[key]
+    return out
+
+
+STORED = _stored()
+
+
+def smoke_outputs(name: str) -> dict:
+    """{curve: {output: [S, T]}} of experiment `name` at its smoke size, as the sweep computes them."""
+    exp = experiments()[name]
+    config = resolve_config(exp, "smoke", {})
+    seeds = list(range(config["first_seed"], config["first_seed"] + config["seeds"]))
+    try:
+        runs = build_runs(exp, config)
+    except DataNotFoundError as err:
+        pytest.skip(f"{name}: {err}")
+    out, cache = {}, {}
+    for problem, alg, grid in runs:
+        curves = [alg.name] if grid is None else grid_names(alg.name, grid)
+        params = None if grid is None else {
+            k: [point.get(k, v) for _, point in grid for _ in seeds] for k, v in alg.defaults.items()}
+        res = run_batch(problem, alg, seeds * len(curves), params, base_key=config["base_key"],
+                        precision=config["precision"], first_segment=config["first_segment"], compiled_cache=cache,
+                        vmap_size=config["vmap_size"] or None)
+        n = len(seeds)
+        for g, curve in enumerate(curves):
+            rows = slice(g * n, (g + 1) * n)
+            out[curve] = {"regret": res.regret[rows].sum(axis=-1), **{k: getattr(res, k)[rows] for k in COMM_KEYS}}
+    return out
+
+
+def test_every_registered_experiment_has_stored_outputs():
+    # "test/..." experiments are the ones that test modules register in the same process
+    assert sorted(STORED) == sorted(n for n in experiments() if not n.startswith("test/"))
+
+
+@pytest.mark.parametrize("name", sorted(STORED))
+def test_smoke_outputs_equal_the_stored_ones(name):
+    got = smoke_outputs(name)
+    assert sorted(got) == sorted(STORED[name])
+    for curve, outputs in STORED[name].items():
+        for output, expect in outputs.items():
+            np.testing.assert_allclose(got[curve][output], expect, rtol=1e-10, atol=1e-10,
+                                       err_msg=f"{name}: {curve}: {output}")
