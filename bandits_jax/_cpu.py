@@ -1,0 +1,70 @@
+"""A one-thread CPU client, so that jaxlib's batched LAPACK kernels cannot deadlock.
+
+jaxlib 0.10's CPU LAPACK kernels (Cholesky, LU, QR, triangular solve, eigh, ...) split a batch
+into tasks on XLA's intra-op thread pool and then block until the tasks finish. When the compiled
+program runs two such kernels at once, and the pool has as many threads as there are kernels
+running, every pool thread is blocked waiting for tasks that no thread is left to run: the
+process hangs forever. On a 2-core machine (a 2-thread pool) a jitted function holding one
+batched Cholesky and one batched inverse hung in a fraction of runs (``tests/test_cpu_guard.py``
+has the reproducer).
+
+The pool sizes itself from the process's CPU affinity when the CPU client is created; the jax
+maintainers name the affinity as the way to limit it (jax-ml/jax#1539). With one thread the
+kernels run their batch inline and nothing waits on the pool. So, at import, before any jax
+computation: pin the process to one CPU, create the clients, restore every thread's affinity.
+The OpenBLAS library that the kernels call is loaded in that window too and also starts with one
+thread, which for this library's small matrices is faster than two.
+
+The cost is XLA's intra-op parallelism on CPU (large matmuls split over cores): split long CPU
+sweeps over processes instead. Set ``BANDITS_JAX_CPU_GUARD=0`` to keep jax's default pool, e.g.
+to call ``jax.distributed.initialize`` after importing this package (it must run before the
+clients exist; or call it before the import).
+"""
+import os
+import warnings
+
+GUARD_ENV = "BANDITS_JAX_CPU_GUARD"
+
+
+def one_thread_cpu_client():
+    """Create jax's clients with a one-thread intra-op pool; False where that cannot be done."""
+    if os.environ.get(GUARD_ENV, "1") == "0" or not hasattr(os, "sched_setaffinity"):
+        return False
+    from jax._src import xla_bridge
+
+    if xla_bridge.backends_are_initialized():
+        warnings.warn(
+            "bandits_jax was imported after jax had started its CPU client, so the guard against "
+            "jaxlib's batched-LAPACK deadlock is off: import bandits_jax before running any jax "
+            f"computation (or set {GUARD_ENV}=0 to silence this)", RuntimeWarning, stacklevel=3)
+        return False
+    cpus = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(cpus)})
+    try:
+        xla_bridge.backends()
+    finally:
+        _restore_affinity(cpus)
+    return True
+
+
+def _restore_affinity(cpus):
+    """Give every thread of the process (those started while pinned included) its CPUs back."""
+    for tid in os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else ["0"]:
+        try:
+            os.sched_setaffinity(int(tid), cpus)
+        except OSError:  # a thread that has exited since the listing
+            pass
+
+
+def intra_op_threads():
+    """Number of live XLA intra-op pool threads (Linux only; None elsewhere), for tests."""
+    if not os.path.isdir("/proc/self/task"):
+        return None
+    count = 0
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                count += "XLAEigen" in f.read()
+        except OSError:
+            pass
+    return count
