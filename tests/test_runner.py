@@ -242,6 +242,10 @@ def test_batch_cond_under_vmap_equals_a_cond_per_run(gather):
         np.testing.assert_allclose(jax.vmap(lambda x: f(jnp.array(True), x))(xs[0]),
                                    jax.vmap(_inverse_step)(xs[0]), rtol=0, atol=1e-15)
         np.testing.assert_allclose(f(jnp.array(False), xs[0, 0]), -xs[0, 0])
+        # a vmap of one run is that run's own cond, inside a vmap of two
+        one = jax.jit(jax.vmap(jax.vmap(f)))(pred[:, :1], xs[:, :1])
+        np.testing.assert_allclose(one[0, 0], _inverse_step(xs[0, 0]), rtol=0, atol=1e-15)
+        np.testing.assert_allclose(one[1, 0], -xs[1, 0], rtol=0, atol=1e-15)
 
 
 def _conditionals(fn, *args) -> int:

@@ -128,7 +128,8 @@ def batch_cond(pred, true_fn: Callable, false_fn: Callable, operand, *, gather: 
     true_fn only when some run needs it, and keeps its result only where that run's predicate
     holds (the other runs keep false_fn's). With `gather=k` (static) only the runs whose predicate
     holds compute true_fn, k at a time in a loop, and are scattered back: for work that is rare per
-    run but frequent across a large batch. Nested vmaps (agents, seeds, a grid) each add one "any".
+    run but frequent across a large batch. A vmap of size one is the run's own cond. Nested vmaps
+    (agents, seeds, a grid) each add one "any".
     true_fn and false_fn must not close over traced values: pass them in `operand`.
     """
 
@@ -142,7 +143,10 @@ def batch_cond(pred, true_fn: Callable, false_fn: Callable, operand, *, gather: 
         operand = jax.tree_util.tree_map(
             lambda x, b: x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x)), operand, operand_batched)
         vtrue, vfalse = jax.vmap(true_fn), jax.vmap(false_fn)
-        if not pred_batched:
+        if axis_size == 1:  # one run: its own plain cond, without the any/where or the gather
+            first = lambda tree: jax.tree_util.tree_map(lambda x: x[0], tree)  # noqa: E731
+            out = jax.tree_util.tree_map(lambda x: x[None], cond(pred[0] if pred_batched else pred, first(operand)))
+        elif not pred_batched:
             out = batch_cond(pred, vtrue, vfalse, operand, gather=gather)
         elif gather is None:
             out = batch_cond(jnp.any(pred), lambda po: _where_runs(po[0], vtrue(po[1]), vfalse(po[1])),
