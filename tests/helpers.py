@@ -1,6 +1,7 @@
 """Helpers shared by several test files."""
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -16,6 +17,19 @@ from bandits_jax.problems.datasets import DATA_DIR_ENV
 # The offline copies of the real data sets live next to the repository; a user's clone has none.
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 REAL_DIR = Path(os.environ.get(DATA_DIR_ENV) or SHARED_DATA)
+
+
+@contextlib.contextmanager
+def data_dir_default():
+    """${DATA_DIR_ENV} set to the shared data folder while inside, unless the user has set it."""
+    if os.environ.get(DATA_DIR_ENV) or not SHARED_DATA.is_dir():
+        yield
+        return
+    os.environ[DATA_DIR_ENV] = str(SHARED_DATA)
+    try:
+        yield
+    finally:
+        del os.environ[DATA_DIR_ENV]
 
 
 def needs_data(name: str):
