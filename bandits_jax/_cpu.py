@@ -55,16 +55,3 @@ def _restore_affinity(cpus):
         except OSError:  # a thread that has exited since the listing
             pass
 
-
-def intra_op_threads():
-    """Number of live XLA intra-op pool threads (Linux only; None elsewhere), for tests."""
-    if not os.path.isdir("/proc/self/task"):
-        return None
-    count = 0
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{tid}/comm") as f:
-                count += "XLAEigen" in f.read()
-        except OSError:
-            pass
-    return count

@@ -46,7 +46,7 @@ import numpy as np
 from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from .core import Algorithm, ConfigError, EnvSpec, Problem, Sizes, Step, check_param
+from .core import Algorithm, ConfigError, EnvSpec, Problem, Sizes, Step, check_param, declared_param
 
 COMM_KEYS = ("comm_up", "comm_down", "rounds")
 # Runs under one vmap on a CPU: a larger vmap makes every step touch the state of all its runs, which
@@ -248,8 +248,7 @@ def batched_params(algorithm: Algorithm, params, batch: int) -> dict:
     """{name: float64 [batch]} for every declared hyper-parameter, each value checked once."""
     given = {} if params is None else dict(params)
     for name in given:
-        if name not in algorithm.params:
-            check_param(algorithm.name, algorithm.params, name, 0.0)  # raises: unknown name
+        declared_param(algorithm.name, algorithm.params, name)  # an unknown name raises
     out = {}
     for name, declared in algorithm.params.items():
         value = np.asarray(given.get(name, declared.default), dtype=object)
@@ -275,11 +274,9 @@ def _run_batch(problem, algorithm, seeds, params, base_key, first_segment, progr
     batch = len(seeds)
     D = mesh.devices.size
     m, padded = chunk_layout(batch, D, vmap_size)
-    sharding = NamedSharding(mesh, PartitionSpec("runs"))
     dtype = jnp.zeros(()).dtype
-    seed_arr = jax.device_put(np.array(seeds + [seeds[-1]] * (padded - batch), dtype=np.uint32), sharding)
-    params = {k: jax.device_put(jnp.asarray(np.concatenate([v, np.repeat(v[-1:], padded - batch)]), dtype),
-                                sharding) for k, v in params.items()}
+    seed_arr = _sharded_runs(seeds, padded, mesh, np.uint32)
+    params = {k: _sharded_runs(v, padded, mesh, dtype) for k, v in params.items()}
     spec = problem.spec
     step = make_step(problem, algorithm)
     segs = segments(algorithm, spec, first_segment)
@@ -409,6 +406,13 @@ def _mesh():
     return Mesh(np.array(jax.devices()), ("runs",))
 
 
+def _sharded_runs(values, padded: int, mesh, dtype):
+    """values[B] padded to `padded` with copies of the last, as an array sharded over the runs axis."""
+    values = np.asarray(values)
+    values = np.concatenate([values, np.repeat(values[-1:], padded - len(values))])
+    return jax.device_put(jnp.asarray(values, dtype), NamedSharding(mesh, PartitionSpec("runs")))
+
+
 def _progress_callback(report: Optional[Callable[[int], None]], every: int):
     if report is None:
         return lambda count, scale=1: None
@@ -468,8 +472,7 @@ def run_trials(trial: Callable, seeds: Sequence[int], *, base_key: int = 0, prec
     with precision_scope(precision):
         mesh = _mesh()
         padded = -(-len(seeds) // mesh.devices.size) * mesh.devices.size
-        arr = np.array(seeds + [seeds[-1]] * (padded - len(seeds)), dtype=np.uint32)
-        arr = jax.device_put(arr, NamedSharding(mesh, PartitionSpec("runs")))
+        arr = _sharded_runs(seeds, padded, mesh, np.uint32)
         cache = compiled_cache if compiled_cache is not None else {}
         key = ("trials", id(trial), padded, str(jnp.zeros(()).dtype))
         if key not in cache:

@@ -39,6 +39,21 @@ def pad_rows(buf, C_new: int, value=0):
     return jnp.pad(buf, [(0, extra)] + [(0, 0)] * (buf.ndim - 1), constant_values=value)
 
 
+def pad_last(a, size: int, axes: int = 1):
+    """Pad each of the trailing `axes` axes of `a` (all of one length) to `size` (static) with zeros."""
+    extra = size - a.shape[-1]
+    if extra < 0:
+        raise ValueError(f"cannot shrink trailing axes of length {a.shape[-1]} to {size}")
+    return jnp.pad(a, [(0, 0)] * (a.ndim - axes) + [(0, extra)] * axes)
+
+
+def pad_ridge_inverse(P, size: int, lam):
+    """P = (A + lam I)^{-1} [..., m, m] -> [..., size, size], the inverse for A padded with zero rows
+    and columns: its new diagonal block is I / lam."""
+    new = (jnp.arange(size) >= P.shape[-1]).astype(P.dtype)
+    return pad_last(P, size, 2) + jnp.diag(new) / lam
+
+
 def _pad_identity(M, C_new: int):
     C = M.shape[-1]
     if C_new < C:

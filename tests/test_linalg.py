@@ -415,3 +415,21 @@ def test_repeated_points_posterior_equals_full_history_krr():
     # push-through: var(x) = k(x,x) - k^T (K + lam I)^{-1} k; the module's var has no 1/lam either
     np.testing.assert_allclose(got_m, mean, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(got_v, var, rtol=1e-9, atol=1e-12)
+
+
+def test_pad_ridge_inverse_is_the_inverse_of_the_zero_padded_statistics():
+    rng = np.random.default_rng(10)
+    m, size, lam = 3, 5, 0.4
+    X = rng.standard_normal((6, m))
+    A = X.T @ X
+    padded_A = np.zeros((size, size))
+    padded_A[:m, :m] = A
+    with jax.enable_x64(True):
+        P = jnp.asarray(np.linalg.inv(A + lam * np.eye(m)))
+        got = la.pad_ridge_inverse(jnp.stack([P, 2 * P]), size, lam)  # a leading batch axis too
+        vec = la.pad_last(jnp.ones((2, m)), size)
+    np.testing.assert_allclose(got[0], np.linalg.inv(padded_A + lam * np.eye(size)), rtol=1e-12, atol=1e-14)
+    np.testing.assert_array_equal(np.asarray(got[1])[m:, m:], np.eye(size - m) / lam)
+    np.testing.assert_array_equal(np.asarray(vec), np.concatenate([np.ones((2, m)), np.zeros((2, size - m))], 1))
+    with pytest.raises(ValueError, match="cannot shrink"):
+        la.pad_last(jnp.ones((2, m)), m - 1)

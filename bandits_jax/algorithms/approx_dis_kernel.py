@@ -83,7 +83,7 @@ from jax import lax
 
 from bandits_jax.kernels import nystrom
 from bandits_jax.kernels.functions import Kernel
-from bandits_jax.kernels.linalg import pad_rows, sherman_morrison
+from bandits_jax.kernels.linalg import pad_last, pad_ridge_inverse, pad_rows, sherman_morrison
 
 from ..core import Algorithm, EnvSpec, Param, Sizes, Sizing, declare_params, report
 from .base import (ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, active_index, argmax_random_ties, batch_cond,
@@ -288,21 +288,12 @@ def resize(config: ApproxDisKernelConfig, state: ApproxDisKernelState, sizes: Si
     """Pad the history to C and the dictionary to M rows; the padded block of every (A + lam I)^{-1}
     is I / lam (A is zero there). No number changes."""
     C, M = history_and_dict_rows(config, sizes)
-    m0 = state.Linv.shape[0]
-
-    def pinv(P):
-        pad = [(0, 0)] * (P.ndim - 2) + [(0, M - m0), (0, M - m0)]
-        tail = jnp.diag(jnp.where(jnp.arange(M) < m0, 0.0, 1.0).astype(P.dtype)) / state.lam
-        return jnp.pad(P, pad) + tail
-
-    def vec(a):
-        return jnp.pad(a, [(0, 0)] * (a.ndim - 1) + [(0, M - a.shape[-1])])
-
     return state._replace(
         hist_X=pad_rows(state.hist_X, C), hist_y=pad_rows(state.hist_y, C),
         hist_owner=pad_rows(state.hist_owner, C), dict_X=pad_rows(state.dict_X, M),
-        Linv=jnp.pad(state.Linv, [(0, M - m0), (0, M - m0)]), g_Pinv=pinv(state.g_Pinv), g_b=vec(state.g_b),
-        loc_Pinv=pinv(state.loc_Pinv), loc_b=vec(state.loc_b),
+        Linv=pad_last(state.Linv, M, 2), g_Pinv=pad_ridge_inverse(state.g_Pinv, M, state.lam),
+        g_b=pad_last(state.g_b, M), loc_Pinv=pad_ridge_inverse(state.loc_Pinv, M, state.lam),
+        loc_b=pad_last(state.loc_b, M),
     )
 
 

@@ -85,7 +85,7 @@ from jax import lax
 
 from bandits_jax.kernels import nystrom
 from bandits_jax.kernels.functions import Kernel
-from bandits_jax.kernels.linalg import pad_rows, sherman_morrison
+from bandits_jax.kernels.linalg import pad_last, pad_ridge_inverse, pad_rows, sherman_morrison
 
 from ..core import Algorithm, EnvSpec, Param, Sizes, Sizing, declare_params, report
 from .base import (ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, active_index, argmax_random_ties, check_capacity,
@@ -271,20 +271,10 @@ def rows(config: AsyncKernelConfig, spec: EnvSpec, t_end: int) -> int:
 def resize(config: AsyncKernelConfig, state: AsyncKernelState, sizes: Sizes) -> AsyncKernelState:
     """Pad the dictionary to M and the buffers to B rows (`dict_and_buffer_rows`); no number changes."""
     M, B = dict_and_buffer_rows(config, sizes)
-    M_old = state.A.shape[-1]
-
-    def sq(a):  # pad the two trailing matrix axes with zeros
-        extra = M - a.shape[-1]
-        return jnp.pad(a, [(0, 0)] * (a.ndim - 2) + [(0, extra), (0, extra)])
-
-    def vec(a):
-        return jnp.pad(a, [(0, 0)] * (a.ndim - 1) + [(0, M - a.shape[-1])])
-
-    new_diag = (jnp.arange(M) >= M_old).astype(state.P.dtype) / state.lam
     return state._replace(
-        dict_X=pad_rows(state.dict_X, M), Linv=sq(state.Linv), A=sq(state.A), b=vec(state.b),
-        P=sq(state.P) + jnp.diag(new_diag),
-        snap_Pinv=sq(state.snap_Pinv), snap_coef=vec(state.snap_coef),
+        dict_X=pad_rows(state.dict_X, M), Linv=pad_last(state.Linv, M, 2), A=pad_last(state.A, M, 2),
+        b=pad_last(state.b, M), P=pad_ridge_inverse(state.P, M, state.lam),
+        snap_Pinv=pad_last(state.snap_Pinv, M, 2), snap_coef=pad_last(state.snap_coef, M),
         buf_X=jax.vmap(lambda a: pad_rows(a, B))(state.buf_X),
         buf_y=jax.vmap(lambda a: pad_rows(a, B))(state.buf_y),
     )

@@ -149,18 +149,13 @@ def batch_cond(pred, true_fn: Callable, false_fn: Callable, operand, *, gather: 
         elif not pred_batched:
             out = batch_cond(pred, vtrue, vfalse, operand, gather=gather)
         elif gather is None:
-            out = batch_cond(jnp.any(pred), lambda po: _where_runs(po[0], vtrue(po[1]), vfalse(po[1])),
+            out = batch_cond(jnp.any(pred), lambda po: masked_select(po[0], vtrue(po[1]), vfalse(po[1])),
                              lambda po: vfalse(po[1]), (pred, operand))  # pred travels in: no closure
         else:
             out = _gathered(pred, vtrue, vfalse, operand, min(gather, axis_size), axis_size)
         return out, jax.tree_util.tree_map(lambda _: True, out)
 
     return cond(pred, operand)
-
-
-def _where_runs(pred, a, b):
-    """Per run (leading axis): a where pred, else b."""
-    return jax.tree_util.tree_map(lambda x, y: jnp.where(pred.reshape(pred.shape + (1,) * (x.ndim - 1)), x, y), a, b)
 
 
 def _gathered(pred, vtrue, vfalse, operand, k: int, size: int):
