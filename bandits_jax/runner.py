@@ -184,6 +184,11 @@ def first_sizes(algorithm: Algorithm, rows) -> Sizes:
     return Sizes(rows, min(rows, sizing.demand_limit) if sizing.demand is not None else None)
 
 
+def horizon_sizes(algorithm: Algorithm, spec: EnvSpec) -> Sizes:
+    """The Sizes `init` builds when its buffers hold the whole horizon (no segments)."""
+    return first_sizes(algorithm, algorithm.sizing.rows(spec, spec.horizon) if algorithm.sizing else None)
+
+
 def grown_rows(need: int, current: int, limit: int, quantum: int = 64) -> int:
     """Rows of a demand-sized buffer for the next segment: room for 1.5 times the fill `need` plus
     16, rounded up to a multiple of `quantum` (few distinct shapes, so few compilations), never
@@ -443,7 +448,7 @@ def replay(algorithm: Algorithm, spec: EnvSpec, params, contexts, rewards, activ
     params = {name: jnp.asarray(dict(algorithm.defaults, **(params or {}))[name], jnp.zeros(()).dtype)
               for name in algorithm.params}
     if sizes is None:
-        sizes = first_sizes(algorithm, algorithm.sizing.rows(spec, spec.horizon)) if algorithm.sizing else Sizes()
+        sizes = horizon_sizes(algorithm, spec)
     state = algorithm.init(init_keys(key, key)[1], spec, params, sizes, public)
     means = rewards if means is None else means
 

@@ -31,7 +31,7 @@ import numpy as np
 from .core import ConfigError
 from .experiments.registry import RUN_KEYS, build_runs, get_experiment, grid_names, resolve_config
 from .results import atomic_savez, atomic_write_text, save_results, summary_markdown, Results
-from .runner import OUTPUT_KEYS, RunOutput, describe_errors, first_sizes, precision_scope, run_batch
+from .runner import OUTPUT_KEYS, RunOutput, describe_errors, horizon_sizes, precision_scope, run_batch
 
 CHUNKS = "chunks"
 REUSED = "reused.json"  # {curve: source} of copied curves; survives an interrupted run
@@ -302,7 +302,7 @@ def estimate_chunk(problem, algorithm, config, n_missing: int, budget_fraction: 
         return 1
     spec = problem.spec
     with precision_scope(config["precision"]):
-        sizes = first_sizes(algorithm, algorithm.sizing.rows(spec, spec.horizon) if algorithm.sizing else None)
+        sizes = horizon_sizes(algorithm, spec)
 
         def init(key, params):
             public = None if problem.public is None else problem.public(problem.init(key))

@@ -28,6 +28,11 @@ HP = dict(lam=0.5, nu_tkn=1.0, nu_tk=1.0, lr=0.05)
 TOL = dict(rtol=1e-9, atol=1e-11)
 
 
+def config_of(algorithm):
+    """The static FNUCBConfig an `fn_ucb` algorithm was built with (its functions are partials of it)."""
+    return algorithm.init.args[0]
+
+
 def make_data(seed, T=T, N=N, d=D_IN):
     rng = np.random.default_rng(seed)
     contexts = rng.standard_normal((T, N, K, d))
@@ -50,7 +55,7 @@ def drive(alg, contexts, rewards, capacities=None):
                                                      Sizes(capacities[0]))
     init_state = state
     select, update = jax.jit(alg.select), jax.jit(alg.update)
-    mean_b = jax.jit(functools.partial(fn.ucb_b_mean, fn.config_of(alg)))
+    mean_b = jax.jit(functools.partial(fn.ucb_b_mean, config_of(alg)))
     actions, infos = [], []
     for t in range(Tn):
         if t in capacities and t > 0:
@@ -277,7 +282,7 @@ def test_paper_network_is_zero_at_theta0_on_duplicated_inputs():
         alg = fn.fn_ucb(**HP, width=M)
         params = {k: jnp.asarray(v) for k, v in alg.defaults.items()}
         state = jax.jit(alg.init, static_argnums=(1, 3))(jax.random.key(0), EnvSpec(N, K, D_IN, 10), params, Sizes(10))
-        info = {"mean_b": jax.jit(fn.ucb_b_mean, static_argnums=0)(fn.config_of(alg), state.nets, jnp.asarray(dup))}
+        info = {"mean_b": jax.jit(fn.ucb_b_mean, static_argnums=0)(config_of(alg), state.nets, jnp.asarray(dup))}
         theta0 = init_mlp(jax.random.key(8), 8, 10, 3, "paper")  # also deeper and wider
         f3 = jax.jit(mlp_apply)(theta0, jnp.asarray(np.concatenate([dup[0], dup[0]], axis=-1)))
     assert np.abs(np.asarray(info["mean_b"])).max() < 1e-12

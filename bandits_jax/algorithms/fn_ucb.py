@@ -419,11 +419,6 @@ def check_config(config: FNUCBConfig) -> FNUCBConfig:
     return config
 
 
-def config_of(algorithm: Algorithm) -> FNUCBConfig:
-    """The static configuration an `fn_ucb` algorithm was built with (its functions are bound to it)."""
-    return algorithm.init.args[0]
-
-
 # ------------------------------------------------------------------------------ factory
 def fn_ucb(
     lam=0.1,
