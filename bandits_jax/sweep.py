@@ -116,7 +116,8 @@ def run_experiment(
             run_s += res.run_seconds
             n = len(block)
             for g, point in enumerate(point_names):  # rows g n .. (g + 1) n are this point's seeds
-                _write_chunk(out, point, block, _rows(res, slice(g * n, (g + 1) * n)))
+                _write_chunk(out, point, block, _rows(res, slice(g * n, (g + 1) * n)), res.compile_seconds,
+                             res.run_seconds)
             log(f"{where}: done (compile {res.compile_seconds:.1f} s, run {res.run_seconds:.1f} s)")
         for point in point_names:
             timing[point] = {"compile_seconds": compile_s, "run_seconds": run_s, "seeds_computed": len(missing)}
@@ -164,10 +165,11 @@ def run_experiment(
     return out
 
 
-def _rows(res: RunOutput, rows) -> RunOutput:
-    """The runs `rows` (a slice) of a batch's outputs."""
-    return res._replace(**{k: getattr(res, k)[rows] for k in OUTPUT_KEYS + ("errors",)},
-                        diagnostics={k: v[rows] for k, v in res.diagnostics.items()})
+def _rows(res: RunOutput, rows) -> dict:
+    """The runs `rows` (a slice) of a batch's outputs, flat as a chunk file stores them
+    ({output: [n, ...], "errors": [n], "diag/NAME": [n, T]})."""
+    return {**{k: getattr(res, k)[rows] for k in OUTPUT_KEYS + ("errors",)},
+            **{f"diag/{k}": v[rows] for k, v in res.diagnostics.items()}}
 
 
 def _error_message(alg, errors, seeds) -> str:
@@ -211,10 +213,7 @@ def _reuse_curves(exp, config, out: Path, seeds, dirs, log) -> dict:
                 log(f"[{curve}] not reused from {d}: it holds seeds {sorted(have)}, this run needs {seeds}")
                 continue
             block = list(seeds)
-            stored = _assemble(d, src.curve, block)
-            diagnostics = {k[len("diag/"):]: v for k, v in stored.items() if k.startswith("diag/")}
-            _write_chunk(out, curve, block, RunOutput(**{k: stored[k] for k in OUTPUT_KEYS + ("errors",)},
-                                                      diagnostics=diagnostics, compile_seconds=0.0, run_seconds=0.0))
+            _write_chunk(out, curve, block, _assemble(d, src.curve, block))
             copied[curve] = f"{d} ({src.experiment}: {src.curve})"
             atomic_write_text(out / REUSED, json.dumps(copied, indent=2))
             log(f"[{curve}] seeds {block[0]}..{block[-1]} copied from {copied[curve]}")
@@ -269,14 +268,12 @@ def _stored_chunks(out: Path, alg_name: str) -> dict:
     return found
 
 
-def _write_chunk(out: Path, alg_name: str, block, res) -> None:
+def _write_chunk(out: Path, alg_name: str, block, outputs: dict, compile_seconds=0.0, run_seconds=0.0) -> None:
+    """Store one chunk: `outputs` flat as `_rows` gives them (regret kept as float32)."""
     folder = out / CHUNKS / _slug(alg_name)
     folder.mkdir(parents=True, exist_ok=True)
-    arrays = {"seeds": np.asarray(block), "compile_seconds": res.compile_seconds, "run_seconds": res.run_seconds}
-    arrays["regret"] = res.regret.astype(np.float32)
-    for key in OUTPUT_KEYS[1:] + ("errors",):
-        arrays[key] = getattr(res, key)
-    arrays.update({f"diag/{k}": v for k, v in res.diagnostics.items()})
+    arrays = {"seeds": np.asarray(block), "compile_seconds": compile_seconds, "run_seconds": run_seconds,
+              **outputs, "regret": np.asarray(outputs["regret"]).astype(np.float32)}
     atomic_savez(folder / f"seeds_{block[0]}-{block[-1]}.npz", arrays)
 
 
