@@ -33,6 +33,12 @@ use, one run) and `demand_limit`; the runner gives them room for about 1.5 times
 fill and re-runs a segment with twice the room when a run overflows (error bit
 `Sizing.overflow`).
 
+Phase-level experiments (pure exploration) have no step loop: a `Trial` runs one whole trial in
+one call, `run(key, params, arms, instance) -> {outcome: scalar}`, on an `Arms` world that draws
+an instance per seed and the summed noisy rewards of any pull counts. Its outcomes are declared
+(`Outcome`: a 0/1 rate such as "correct", or a mean such as a sample count) so that the sweep,
+summary and plots report each with its 95% interval.
+
 Why this shape rather than the old one (13 fields, two call dispatchers and a batching option):
 every input goes to every algorithm, so the runner has one code path; rare expensive work is
 written as `algorithms.base.batch_cond`, which stays one conditional for the whole batch of runs,
@@ -199,6 +205,53 @@ class Algorithm(NamedTuple):
     def with_defaults(self, **values) -> "Algorithm":
         """This algorithm with other default hyper-parameters, checked as the factory checks them."""
         return self._replace(params=declare_params(self.name, self.params, values))
+
+
+class Arms(NamedTuple):
+    """The world of a phase-level experiment: N agents, each with K fixed arms.
+
+    init(key) -> instance:   the per-seed draw (arm means, features, ...).
+    pull(instance, counts[N, K] int, key) -> [N, K]: for every arm, the SUM of `counts` independent
+                             noisy rewards (0 where the count is 0). One call serves any allocation,
+                             so an algorithm that pulls arms in rounds calls it once a round.
+    answer(instance) -> [N] int32: each agent's correct answer (its best arm).
+    """
+
+    name: str
+    num_agents: int
+    num_arms: int
+    init: Callable[[Array], PyTree]
+    pull: Callable[[PyTree, Array, Array], Array]
+    answer: Callable[[PyTree], Array]
+    description: str = ""
+
+
+class Outcome(NamedTuple):
+    """How a trial's output is reported. kind "rate": 0/1 per trial, shown as a proportion with its
+    Wilson 95% interval; kind "mean": any number, shown as a mean with mean +- 1.96 SE."""
+
+    kind: str
+    description: str = ""
+
+
+class Trial(NamedTuple):
+    """A phase-level algorithm: `run(key, params, arms, instance) -> {name: scalar}` is one whole
+    trial on the `Arms` world `arms` (static) and its instance.
+
+    params:   {name: Param}, as for `Algorithm` (traced, so a grid is a vmap).
+    outcomes: {name: Outcome}, one per output of `run` besides "errors".
+    errors:   {bit: message}; `run` returns its int32 error bits under "errors".
+    """
+
+    name: str
+    params: dict
+    run: Callable[..., dict]
+    outcomes: dict
+    errors: dict = {}
+    description: str = ""
+
+    defaults = Algorithm.defaults
+    with_defaults = Algorithm.with_defaults
 
 
 def declare_params(algorithm_name: str, declared: dict, given: dict) -> dict:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .results import grid_choices, load_results, summary_rows
+from .results import grid_choices, load_results, outcome_rows, summary_rows
 
 
 def plot_results(out_dir, filename: str = "plot.png") -> Path:
@@ -15,7 +15,7 @@ def plot_results(out_dir, filename: str = "plot.png") -> Path:
     final regret against total communication. When curves differ only in their number of agents
     ("... (N=k)"), a last panel draws final regret against N (mean +- SE), as FN-UCB's Fig. 6.
     An algorithm run over a hyper-parameter grid is drawn at its chosen point only (the summary
-    lists every point)."""
+    lists every point). Phase-level results get one panel per outcome instead (`draw_outcomes`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -34,6 +34,8 @@ def draw_results(res):
     import matplotlib.pyplot as plt
     import matplotlib.ticker  # noqa: F401  (the N panel's tick formatter)
 
+    if "outcomes" in res.metadata:
+        return draw_outcomes(res)
     ddof = int(res.metadata.get("se_ddof", 0))
     hidden = {n for points in res.metadata.get("grids", {}).values() for n in points}
     shown = hidden & set(grid_choices(res).values())
@@ -105,6 +107,31 @@ def draw_results(res):
         ax.set_title("final regret against N")
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def draw_outcomes(res):
+    """Phase-level results: one panel per declared outcome (error probability, sample complexity,
+    ...), each curve a point with its 95% interval (`results.interval95`)."""
+    import matplotlib.pyplot as plt
+
+    outcomes = res.metadata["outcomes"]
+    rows = outcome_rows(res)
+    fig, axes = plt.subplots(1, len(outcomes), figsize=(4.2 * len(outcomes) + 1.0, 4.4), squeeze=False)
+    for ax, (name, declared) in zip(axes[0], outcomes.items()):
+        shown = [(k, row) for k, row in enumerate(rows) if name in row]
+        est = np.array([row[name][0] for _, row in shown])
+        low = np.array([row[name][1] for _, row in shown])
+        high = np.array([row[name][2] for _, row in shown])
+        yerr = np.nan_to_num(np.stack([est - low, high - est]))  # no bar from a single trial
+        ax.errorbar([k for k, _ in shown], est, yerr=yerr, fmt="o", capsize=3)
+        ax.set_xticks([k for k, _ in shown])
+        ax.set_xticklabels([row["algorithm"] for _, row in shown], rotation=30, ha="right", fontsize=7)
+        ax.set_ylabel(f"{name} ({'proportion' if declared['kind'] == 'rate' else 'mean'}, 95% interval)")
+        ax.set_title(declared["description"], fontsize=9)
+        ax.grid(alpha=0.3)
+    fig.suptitle(res.metadata.get("experiment", ""))
     fig.tight_layout()
     return fig
 

@@ -8,6 +8,8 @@ results.npz keys, per algorithm name A:
     A/errors    [S]        the error bits of each run (0: none; metadata.json "errors" names them)
     A/diag/NAME [S, T]     the per-step diagnostics the algorithm reports
     seeds       [S]
+Phase-level experiments (metadata "outcomes") store instead, per algorithm, one [S] array per
+declared outcome (e.g. A/correct, A/samples) beside A/errors.
 Algorithm order is kept in metadata.json ("algorithms").
 """
 from __future__ import annotations
@@ -95,27 +97,69 @@ def grid_choices(results: Results) -> dict:
     """For each algorithm run over a hyper-parameter grid: the curve name of its point of lowest
     mean final cumulative regret. A point whose regret is non-finite, or one of whose runs carries
     error bits (a run that outgrew a capacity: its regret is finite but its model was broken), never
-    wins."""
+    wins. Phase-level experiments choose nothing ({})."""
     broken = results.metadata.get("errors", {})
 
     def score(r):
         sound = np.isfinite(r["final_regret_mean"]) and r["algorithm"] not in broken
         return r["final_regret_mean"] if sound else np.inf
 
+    if "outcomes" in results.metadata:
+        return {}  # phase-level outcomes: every point is shown, none is chosen
     final = {r["algorithm"]: score(r) for r in summary_rows(results)}
     return {base: min(points, key=lambda n: final[n]) for base, points in results.metadata.get("grids", {}).items()}
 
 
+def interval95(values, kind: str) -> tuple:
+    """(estimate, low, high) of a 95% interval over trials: for kind "rate" (0/1 values) the Wilson
+    score interval of the proportion, for kind "mean" mean +- 1.96 standard errors (std with ddof=1;
+    NaN bounds from a single trial)."""
+    values = np.asarray(values, dtype=np.float64)
+    n, z = values.shape[0], 1.959963984540054
+    mean = float(values.mean())
+    if kind == "rate":
+        centre = (mean + z * z / (2 * n)) / (1 + z * z / n)
+        half = z * np.sqrt(mean * (1 - mean) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+        return mean, float(centre - half), float(centre + half)
+    half = z * values.std(ddof=1) / np.sqrt(n) if n > 1 else float("nan")
+    return mean, float(mean - half), float(mean + half)
+
+
+def outcome_rows(results: Results) -> list:
+    """One dict per curve of a phase-level experiment: {"algorithm", "seeds", outcome: (estimate, low,
+    high)} for every declared outcome (see `interval95`)."""
+    outcomes = results.metadata.get("outcomes", {})
+    rows = []
+    for alg in results.algorithms:
+        per = results.arrays[alg]
+        row = {"algorithm": alg, "seeds": int(per["errors"].shape[0])}
+        row.update({k: interval95(per[k], o["kind"]) for k, o in outcomes.items() if k in per})
+        rows.append(row)
+    return rows
+
+
+def _outcome_table(results: Results) -> list:
+    """Markdown lines of the phase-level summary: every outcome with its 95% interval."""
+    outcomes = results.metadata["outcomes"]
+    lines = ["Outcomes over trials (seeds): estimate [95% interval]; a rate's interval is Wilson's, a mean's is "
+             "mean +- 1.96 standard errors.", "",
+             "| algorithm | " + " | ".join(outcomes) + " | seeds |", "|---" * (len(outcomes) + 2) + "|"]
+    for row in outcome_rows(results):
+        cells = [f"{row[k][0]:.4g} [{row[k][1]:.4g}, {row[k][2]:.4g}]" if k in row else "-" for k in outcomes]
+        lines.append(f"| {row['algorithm']} | " + " | ".join(cells) + f" | {row['seeds']} |")
+    lines += ["", "Outcomes: " + "; ".join(f"{k}: {o['description']} ({o['kind']})" for k, o in outcomes.items())
+              + "."]
+    return lines
+
+
 def summary_markdown(results: Results) -> str:
     md = results.metadata
+    if "outcomes" in md:
+        return _summary_lines(md, _outcome_table(results))
     agents = md.get("agents", "mean")
     what = "mean over agents" if agents == "mean" else "sum over agents"
     horizon = next(iter(results.arrays.values()))["regret"].shape[1] if results.arrays else 0
     lines = [
-        f"# {md.get('experiment', 'results')} ({md.get('size', '')})",
-        "",
-        md.get("description", ""),
-        "",
         f"Final cumulative regret at T = {horizon} ({what}), mean +- standard error over seeds "
         f"(std with ddof={md.get('se_ddof', 0)}); communication totals are per run, averaged over seeds.",
         "",
@@ -135,6 +179,13 @@ def summary_markdown(results: Results) -> str:
             label = best[len(base):].strip().strip("[]")
             lines.append(f"| {base} | {label} | {final[best]['final_regret_mean']:.3f} +- "
                          f"{final[best]['final_regret_se']:.3f} | {len(md['grids'][base])} |")
+    return _summary_lines(md, lines)
+
+
+def _summary_lines(md: dict, body: list) -> str:
+    """The summary: title, description, `body`, then the runs with errors and the notes."""
+    lines = [f"# {md.get('experiment', 'results')} ({md.get('size', '')})", "", md.get("description", ""), ""]
+    lines += body
     if md.get("errors"):
         lines += ["", "Runs with errors (their numbers are not to be trusted):", ""]
         lines += [f"- {curve}: {message}" for curve, message in md["errors"].items()]

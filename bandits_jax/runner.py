@@ -31,6 +31,9 @@ Errors. A report's error bits are ORed over time per run and returned. When EVER
 batch carries one after a segment, the runner stops with a ConfigError naming them instead of
 computing the rest of the horizon.
 
+Trials. `run_trials` runs phase-level trials (`core.Trial`, pure exploration): one vmapped call over
+(seed, hyper-parameter point) pairs, the same seed keys and device sharding, no time loop.
+
 Precision. `precision="float64"` runs tracing and execution inside a scoped
 `jax.enable_x64(True)`; the user's global setting is left alone.
 """
@@ -46,7 +49,8 @@ import numpy as np
 from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from .core import Algorithm, ConfigError, EnvSpec, Problem, Sizes, Step, check_param, declared_param
+from .core import (Algorithm, Arms, ConfigError, EnvSpec, Problem, Sizes, Step, Trial, check_param,
+                   declared_param)
 
 COMM_KEYS = ("comm_up", "comm_down", "rounds")
 # Runs under one vmap on a CPU: a larger vmap makes every step touch the state of all its runs, which
@@ -249,8 +253,9 @@ def chunk_layout(batch: int, devices: int, vmap_size: Optional[int]) -> tuple:
     return m, devices * m * -(-per // m)
 
 
-def batched_params(algorithm: Algorithm, params, batch: int) -> dict:
-    """{name: float64 [batch]} for every declared hyper-parameter, each value checked once."""
+def batched_params(algorithm, params, batch: int) -> dict:
+    """{name: float64 [batch]} for every hyper-parameter an `Algorithm` or `Trial` declares, each value
+    checked once."""
     given = {} if params is None else dict(params)
     for name in given:
         declared_param(algorithm.name, algorithm.params, name)  # an unknown name raises
@@ -463,27 +468,59 @@ def replay(algorithm: Algorithm, spec: EnvSpec, params, contexts, rewards, activ
     return state, actions, aux, regret, reps
 
 
-def run_trials(trial: Callable, seeds: Sequence[int], *, base_key: int = 0, precision: str = "float64",
-               compiled_cache: Optional[dict] = None):
-    """Phase-level experiments (pure exploration): `trial(key) -> outcome pytree`, one per seed.
+class TrialOutput(NamedTuple):
+    """Outcomes of a batch of phase-level trials, as NumPy arrays.
 
-    The same key discipline and device sharding as `run_batch`: seed s gets
-    `seed_key(s, base_key)` whatever the batch, and the batch axis is sharded over all devices.
-    Returns the outcome pytree with a leading axis of len(seeds), as NumPy arrays.
+    outcomes: {name: [B]} the trial's declared outcomes.
+    errors:   [B] int32 error bits of each trial (0: none).
+    compile_seconds, run_seconds: wall-clock split of the call.
+    """
+
+    outcomes: dict
+    errors: np.ndarray
+    compile_seconds: float
+    run_seconds: float
+
+
+def run_trials(arms: Arms, trial: Trial, seeds: Sequence[int], params: Optional[dict] = None, *,
+               base_key: int = 0, precision: str = "float64", compiled_cache: Optional[dict] = None) -> TrialOutput:
+    """Phase-level trials (pure exploration), one per seed, in ONE compiled call.
+
+    Seed s draws its instance with `arms.init` from its problem key and runs `trial.run` with its
+    algorithm key: the key scheme of `run_batch`, so a seed's numbers do not depend on the batch.
+    params: as for `run_batch` (None, or {name: scalar or [B]}), so a grid is one vmap. The batch
+    axis is sharded over every device.
     """
     seeds = [int(s) for s in seeds]
     if not seeds:
         raise ConfigError("no seeds to run: --seeds must be at least 1")
+    batched = batched_params(trial, params, len(seeds))
     with precision_scope(precision):
         mesh = _mesh()
         padded = -(-len(seeds) // mesh.devices.size) * mesh.devices.size
-        arr = _sharded_runs(seeds, padded, mesh, np.uint32)
+        dtype = jnp.zeros(()).dtype
+        args = (_sharded_runs(seeds, padded, mesh, np.uint32),
+                {k: _sharded_runs(v, padded, mesh, dtype) for k, v in batched.items()})
+
+        def one(seed, p):
+            problem_key, algorithm_key = problem_and_algorithm_keys(seed_key(seed, base_key))
+            out = trial.run(algorithm_key, p, arms, arms.init(init_keys(problem_key, algorithm_key)[0]))
+            if set(out) != set(trial.outcomes) | {"errors"}:
+                raise ValueError(f"{trial.name}: run returned {sorted(out)}, expected its declared outcomes "
+                                 f"{sorted(trial.outcomes)} and 'errors'")
+            return out
+
         cache = compiled_cache if compiled_cache is not None else {}
-        key = ("trials", id(trial), padded, str(jnp.zeros(()).dtype))
+        key = ("trials", id(arms), id(trial), padded, str(dtype))
+        t_c = time.perf_counter()
         if key not in cache:
-            cache[key] = jax.jit(jax.vmap(lambda s: trial(seed_key(s, base_key)))).lower(arr).compile()
-        out = jax.device_get(cache[key](arr))
-    return jax.tree_util.tree_map(lambda x: np.asarray(x)[: len(seeds)], out)
+            cache[key] = jax.jit(jax.vmap(one)).lower(*args).compile()
+        t_r = time.perf_counter()
+        out = jax.device_get(cache[key](*args))
+        t_end = time.perf_counter()
+    out = {k: np.asarray(v)[: len(seeds)] for k, v in out.items()}
+    errors = out.pop("errors").astype(np.int32)
+    return TrialOutput(out, errors, t_r - t_c, t_end - t_r)
 
 
 def cumulative_regret(regret: np.ndarray, agents: str = "mean") -> np.ndarray:

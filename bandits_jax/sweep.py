@@ -28,12 +28,14 @@ from typing import Optional
 import jax
 import numpy as np
 
-from .core import ConfigError
+from .core import ConfigError, Trial
 from .experiments.registry import RUN_KEYS, build_runs, get_experiment, grid_names, resolve_config
 from .results import atomic_savez, atomic_write_text, save_results, summary_markdown, Results
-from .runner import OUTPUT_KEYS, RunOutput, describe_errors, horizon_sizes, precision_scope, run_batch
+from .runner import (OUTPUT_KEYS, TrialOutput, describe_errors, horizon_sizes, precision_scope, run_batch,
+                     run_trials)
 
 CHUNKS = "chunks"
+CHUNK_BOOKKEEPING = ("seeds", "compile_seconds", "run_seconds", "errors")  # chunk entries that are not outputs
 REUSED = "reused.json"  # {curve: source} of copied curves; survives an interrupted run
 
 
@@ -70,6 +72,9 @@ def run_experiment(
             raise ConfigError(f"{name}: unknown algorithm(s) {', '.join(map(repr, unknown))} in --only; "
                               f"this experiment has: {', '.join(known)}")
         runs = [r for r in runs if r[1].name in only]
+    if len({isinstance(alg, Trial) for _, alg, _ in runs}) > 1:
+        raise ValueError(f"{name}: an experiment runs regret curves or phase-level trials, not both")
+    outcomes = {k: o._asdict() for _, alg, _ in runs if isinstance(alg, Trial) for k, o in alg.outcomes.items()}
     problems = list({id(p): p for p, _, _ in runs}.values())
     curves = []  # (stored name, problem, hyper-parameters) of every curve
     for problem, alg, grid in runs:
@@ -92,35 +97,10 @@ def run_experiment(
     cache: dict = {}
     for problem, alg, grid in runs:
         point_names = [alg.name] if grid is None else grid_names(alg.name, grid)
-        G = len(point_names)
-        stored = [_stored_chunks(out, n) for n in point_names]
-        missing = [s for s in seeds if any(s not in st for st in stored)]
-        size_chunk = chunk or max(1, estimate_chunk(problem, alg, config, len(missing) * G) // G)
-        blocks = [missing[i:i + size_chunk] for i in range(0, len(missing), size_chunk)]
-        if not missing:
-            log(f"[{alg.name}] all {len(seeds)} seeds already stored in {out}")
-        compile_s = run_s = 0.0
-        for b, block in enumerate(blocks):
-            grid_note = "" if grid is None else f", {G} grid points in one call"
-            where = f"[{alg.name}] seeds {block[0]}..{block[-1]} (chunk {b + 1}/{len(blocks)}{grid_note})"
-            log(f"{where}: running T = {problem.spec.horizon}")
-            every = max(1, problem.spec.horizon // 5)
-            progress = None if quiet else _progress_printer(where, problem.spec.horizon)
-            params = None if grid is None else {
-                k: [hp.get(k, v) for _, hp in grid for _ in block] for k, v in alg.defaults.items()}
-            res = run_batch(problem, alg, list(block) * G, params, base_key=config["base_key"],
-                            precision=config["precision"], first_segment=config["first_segment"],
-                            progress=progress, progress_every=every, compiled_cache=cache,
-                            vmap_size=config["vmap_size"] or None)
-            compile_s += res.compile_seconds
-            run_s += res.run_seconds
-            n = len(block)
-            for g, point in enumerate(point_names):  # rows g n .. (g + 1) n are this point's seeds
-                _write_chunk(out, point, block, _rows(res, slice(g * n, (g + 1) * n)), res.compile_seconds,
-                             res.run_seconds)
-            log(f"{where}: done (compile {res.compile_seconds:.1f} s, run {res.run_seconds:.1f} s)")
+        compile_s, run_s, computed = _run_missing(out, problem, alg, grid, point_names, seeds, config, chunk,
+                                                  cache, log, quiet)
         for point in point_names:
-            timing[point] = {"compile_seconds": compile_s, "run_seconds": run_s, "seeds_computed": len(missing)}
+            timing[point] = {"compile_seconds": compile_s, "run_seconds": run_s, "seeds_computed": computed}
             if point in reused:
                 timing[point]["reused_from"] = reused[point]
             if grid is not None:
@@ -136,9 +116,10 @@ def run_experiment(
         "config": config,
         "seeds": seeds,
         "algorithms": names,
-        "algorithm_problems": {n: {"problem": p.name, "num_agents": p.spec.num_agents} for n, p, _ in curves},
+        "algorithm_problems": {n: {"problem": p.name, "num_agents": _num_agents(p)} for n, p, _ in curves},
         "algorithm_hparams": {n: hp for n, _, hp in curves},
         "grids": {a.name: grid_names(a.name, g) for _, a, g in runs if g is not None},
+        **({"outcomes": outcomes} if outcomes else {}),
         "reused": reused,
         "agents": exp.agents,
         "se_ddof": exp.se_ddof,
@@ -165,9 +146,57 @@ def run_experiment(
     return out
 
 
-def _rows(res: RunOutput, rows) -> dict:
-    """The runs `rows` (a slice) of a batch's outputs, flat as a chunk file stores them
-    ({output: [n, ...], "errors": [n], "diag/NAME": [n, T]})."""
+def _run_missing(out: Path, problem, alg, grid, point_names, seeds, config, chunk, cache, log, quiet) -> tuple:
+    """Compute and store, chunk by chunk, the seeds not yet stored for any point of one algorithm (all
+    grid points and seeds of a chunk in one call); (compile seconds, run seconds, seeds computed)."""
+    G = len(point_names)
+    stored = [_stored_chunks(out, n) for n in point_names]
+    missing = [s for s in seeds if any(s not in st for st in stored)]
+    trials = isinstance(alg, Trial)
+    if trials:  # a trial's state is a few arrays per arm: every missing seed in one call
+        size_chunk = chunk or max(1, len(missing))
+    else:
+        size_chunk = chunk or max(1, estimate_chunk(problem, alg, config, len(missing) * G) // G)
+    blocks = [missing[i:i + size_chunk] for i in range(0, len(missing), size_chunk)]
+    if not missing:
+        log(f"[{alg.name}] all {len(seeds)} seeds already stored in {out}")
+    compile_s = run_s = 0.0
+    for b, block in enumerate(blocks):
+        grid_note = "" if grid is None else f", {G} grid points in one call"
+        where = f"[{alg.name}] seeds {block[0]}..{block[-1]} (chunk {b + 1}/{len(blocks)}{grid_note})"
+        params = None if grid is None else {
+            k: [hp.get(k, v) for _, hp in grid for _ in block] for k, v in alg.defaults.items()}
+        common = dict(base_key=config["base_key"], precision=config["precision"], compiled_cache=cache)
+        if trials:
+            log(f"{where}: running {len(block) * G} trials")
+            res = run_trials(problem, alg, list(block) * G, params, **common)
+        else:
+            horizon = problem.spec.horizon
+            log(f"{where}: running T = {horizon}")
+            res = run_batch(problem, alg, list(block) * G, params, first_segment=config["first_segment"],
+                            progress=None if quiet else _progress_printer(where, horizon),
+                            progress_every=max(1, horizon // 5), vmap_size=config["vmap_size"] or None, **common)
+        compile_s += res.compile_seconds
+        run_s += res.run_seconds
+        n = len(block)
+        for g, point in enumerate(point_names):  # rows g n .. (g + 1) n are this point's seeds
+            _write_chunk(out, point, block, _rows(res, slice(g * n, (g + 1) * n)), res.compile_seconds,
+                         res.run_seconds)
+        log(f"{where}: done (compile {res.compile_seconds:.1f} s, run {res.run_seconds:.1f} s)")
+    return compile_s, run_s, len(missing)
+
+
+def _num_agents(problem) -> int:
+    """N of a `Problem` (its spec) or of an `Arms` world."""
+    return problem.spec.num_agents if hasattr(problem, "spec") else problem.num_agents
+
+
+def _rows(res, rows) -> dict:
+    """The runs `rows` (a slice) of a batch's outputs, flat as a chunk file stores them: for a
+    RunOutput {output: [n, ...], "errors": [n], "diag/NAME": [n, T]}, for a TrialOutput
+    {outcome: [n], "errors": [n]}."""
+    if isinstance(res, TrialOutput):
+        return {**{k: v[rows] for k, v in res.outcomes.items()}, "errors": res.errors[rows]}
     return {**{k: getattr(res, k)[rows] for k in OUTPUT_KEYS + ("errors",)},
             **{f"diag/{k}": v[rows] for k, v in res.diagnostics.items()}}
 
@@ -269,11 +298,12 @@ def _stored_chunks(out: Path, alg_name: str) -> dict:
 
 
 def _write_chunk(out: Path, alg_name: str, block, outputs: dict, compile_seconds=0.0, run_seconds=0.0) -> None:
-    """Store one chunk: `outputs` flat as `_rows` gives them (regret kept as float32)."""
+    """Store one chunk: `outputs` flat as `_rows` gives them (regret, when there is one, as float32)."""
     folder = out / CHUNKS / _slug(alg_name)
     folder.mkdir(parents=True, exist_ok=True)
-    arrays = {"seeds": np.asarray(block), "compile_seconds": compile_seconds, "run_seconds": run_seconds,
-              **outputs, "regret": np.asarray(outputs["regret"]).astype(np.float32)}
+    arrays = {"seeds": np.asarray(block), "compile_seconds": compile_seconds, "run_seconds": run_seconds, **outputs}
+    if "regret" in arrays:
+        arrays["regret"] = np.asarray(arrays["regret"]).astype(np.float32)
     atomic_savez(folder / f"seeds_{block[0]}-{block[-1]}.npz", arrays)
 
 
@@ -286,7 +316,7 @@ def _assemble(out: Path, alg_name: str, seeds) -> dict:
     rows = {}
     for path, items in per_file.items():
         with np.load(path) as data:
-            keys = [k for k in data.files if k in OUTPUT_KEYS or k.startswith("diag/")]
+            keys = [k for k in data.files if k not in CHUNK_BOOKKEEPING]
             errors = data["errors"] if "errors" in data.files else np.zeros(len(data["seeds"]), np.int64)
             for seed, row in items:
                 rows[seed] = {**{k: data[k][row] for k in keys}, "errors": errors[row]}

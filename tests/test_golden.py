@@ -16,6 +16,9 @@ from bandits_jax.runner import COMM_KEYS, run_batch
 from helpers import data_dir_default
 
 GOLDEN = Path(__file__).parent / "golden" / "smoke_outputs.npz"
+# phase-level experiments came after the change and have no regret curves; tests/test_elimination.py
+# checks them against their NumPy reference
+PHASE_LEVEL = {"bai/elimination"}
 
 
 def _stored():
@@ -56,7 +59,7 @@ def smoke_outputs(name: str) -> dict:
 
 def test_every_registered_experiment_has_stored_outputs():
     # "test/..." experiments are the ones that test modules register in the same process
-    assert sorted(STORED) == sorted(n for n in experiments() if not n.startswith("test/"))
+    assert sorted(STORED) == sorted(n for n in experiments() if not n.startswith("test/") and n not in PHASE_LEVEL)
 
 
 @pytest.mark.parametrize("name", sorted(STORED))

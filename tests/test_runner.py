@@ -13,7 +13,7 @@ from bandits_jax.algorithms.base import batch_cond
 from bandits_jax.algorithms.uniform import uniform_random
 from bandits_jax.core import ConfigError, EnvSpec, Step, report
 from bandits_jax import runner
-from bandits_jax.runner import cumulative_regret, run_batch, run_trials, segments
+from bandits_jax.runner import cumulative_regret, run_batch, segments
 
 sys.path.insert(0, str(Path(__file__).parent))
 from toy import breaks_at_eps, history_greedy, toy_problem  # noqa: E402
@@ -202,23 +202,6 @@ def test_sharded_over_devices_is_bit_identical(tmp_path, devices):
         assert proc.stdout.strip().splitlines()[-1] == str(n)
         results[n] = np.load(tmp_path / f"r{n}.npy")
     np.testing.assert_array_equal(results[1], results[devices])
-
-
-def test_phase_level_trials_are_seed_invariant():
-    def trial(key):
-        """A stand-in pure-exploration trial: pick the best of 5 noisy arms after 20 pulls each."""
-        means = jnp.linspace(0.0, 0.4, 5)
-        pulls = means[:, None] + jax.random.normal(key, (5, 20))
-        return {"choice": jnp.argmax(pulls.mean(1)), "samples": jnp.asarray(100)}
-
-    out = run_trials(trial, [0, 1, 2, 3, 4, 5])
-    part = run_trials(trial, [4, 2])
-    np.testing.assert_array_equal(out["choice"][[4, 2]], part["choice"])
-    assert out["choice"].shape == (6,) and set(out["choice"].tolist()) <= set(range(5))
-    with jax.enable_x64(True):
-        expect = int(jnp.argmax((jnp.linspace(0.0, 0.4, 5)[:, None]
-                                 + jax.random.normal(runner.seed_key(3), (5, 20))).mean(1)))
-    assert out["choice"][3] == expect
 
 
 def _inverse_step(x):

@@ -281,3 +281,66 @@ def test_grid_choice_skips_points_marked_broken():
     assert grid_choices(res) == {"A": "A [gamma=1]"}
     arrays["A [gamma=1]"] = run(np.nan)
     assert grid_choices(res) == {"A": "A [gamma=0.1]"}
+
+
+def test_phase_level_trials_go_through_the_sweep(tmp_path, monkeypatch):
+    """bai/elimination: a delta grid in one call, chunks, resume after an interruption, more seeds
+    later, results with outcomes, a summary with 95% intervals, and the plot."""
+    from bandits_jax.results import outcome_rows
+
+    out = tmp_path / "bai"
+    calls = []
+    real = sweep.run_trials
+
+    def counted(arms, trial, seeds, *args, **kw):
+        calls.append((trial.name, list(seeds)))
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(arms, trial, seeds, *args, **kw)
+
+    monkeypatch.setattr(sweep, "run_trials", counted)
+    with pytest.raises(KeyboardInterrupt):
+        sweep.run_experiment("bai/elimination", "smoke", overrides={"seeds": 6}, out=out, chunk=4, quiet=True,
+                             plot=False)
+    grid_seeds = [0, 1, 2, 3] * 3  # the three delta points of a chunk share one call
+    assert calls == [("Successive elimination", grid_seeds), ("Successive elimination", [4, 5] * 3)]
+    calls.clear()
+    monkeypatch.setattr(sweep, "run_trials", lambda *a, **k: (calls.append((a[1].name, list(a[2]))), real(*a, **k))[1])
+    sweep.run_experiment("bai/elimination", "smoke", overrides={"seeds": 6}, out=out, chunk=4, quiet=True)
+    assert calls == [("Successive elimination", [4, 5] * 3), ("Uniform allocation", [0, 1, 2, 3]),
+                     ("Uniform allocation", [4, 5])]
+    res = load_results(out)
+    curve = "Successive elimination [delta=0.05]"
+    assert res.algorithms == ["Successive elimination [delta=0.01]", curve, "Successive elimination [delta=0.2]",
+                              "Uniform allocation"]
+    assert set(res.arrays[curve]) == {"correct", "samples", "rounds", "errors"}
+    assert res.arrays[curve]["samples"].shape == (6,)
+    # the stored numbers are those of one direct call
+    from bandits_jax.algorithms.elimination import successive_elimination
+    from bandits_jax.problems.arms import gaussian_arms
+
+    direct = real(gaussian_arms(1, 4, 0.5, 1.0), successive_elimination(delta=0.05), range(6))
+    np.testing.assert_array_equal(res.arrays[curve]["samples"], direct.outcomes["samples"])
+    row = {r["algorithm"]: r for r in outcome_rows(res)}[curve]
+    samples = direct.outcomes["samples"].astype(float)
+    half = 1.959963984540054 * samples.std(ddof=1) / np.sqrt(6)
+    np.testing.assert_allclose(row["samples"], (samples.mean(), samples.mean() - half, samples.mean() + half))
+    summary = (out / "summary.md").read_text()
+    assert "| correct | samples | rounds | seeds |" in summary and "95% interval" in summary
+    assert f"| {curve} | " in summary and (out / "plot.png").stat().st_size > 10_000
+    # more seeds later: only the new ones
+    calls.clear()
+    sweep.run_experiment("bai/elimination", "smoke", overrides={"seeds": 7}, out=out, quiet=True, plot=False)
+    assert calls == [("Successive elimination", [6] * 3), ("Uniform allocation", [6])]
+
+
+def test_interval95_wilson_and_normal():
+    from bandits_jax.results import interval95
+
+    est, low, high = interval95(np.r_[np.ones(50), np.zeros(50)], "rate")
+    assert est == 0.5 and np.allclose((low, high), (0.40383, 0.59617), atol=1e-5)  # Wilson, n = 100
+    est, low, high = interval95(np.ones(16), "rate")
+    assert est == 1.0 and np.isclose(low, 16 / (16 + 1.959963984540054 ** 2)) and np.isclose(high, 1.0)
+    est, low, high = interval95([1.0, 2.0, 3.0, 4.0], "mean")
+    assert est == 2.5 and np.isclose(high - est, 1.959963984540054 * np.std([1, 2, 3, 4], ddof=1) / 2)
+    assert np.isnan(interval95([3.0], "mean")[1])

@@ -4,14 +4,14 @@
     make_algorithm("async_kernel_ucb", dict_capacity=512)
 
 `ALGORITHMS` maps each name to "module:factory"; a factory validates its options (ConfigError before
-anything compiles) and returns a `core.Algorithm`. A new algorithm is one module plus one line here.
+anything compiles) and returns a `core.Algorithm` (or a `core.Trial` for the phase-level ones). A new algorithm is one module plus one line here.
 """
 from __future__ import annotations
 
 import importlib
 import inspect
 
-from ..core import Algorithm, ConfigError
+from ..core import Algorithm, ConfigError, Trial
 
 ALGORITHMS = {
     "uniform_random": "uniform:uniform_random",
@@ -30,6 +30,8 @@ ALGORITHMS = {
     "fed_glb_ucb": "fed_glb:fed_glb_ucb",
     "async_kernel_ucb": "async_kernel:async_kernel_ucb",
     "approx_dis_kernel_ucb": "approx_dis_kernel:approx_dis_kernel_ucb",
+    "uniform_allocation": "elimination:uniform_allocation",
+    "successive_elimination": "elimination:successive_elimination",
 }
 
 
@@ -46,7 +48,7 @@ def algorithm_options(name: str) -> list:
     return list(inspect.signature(algorithm_factory(name)).parameters)
 
 
-def make_algorithm(name: str, **options) -> Algorithm:
+def make_algorithm(name: str, **options) -> Algorithm | Trial:
     """Build algorithm `name` (one of ALGORITHMS) with keyword options (float hyper-parameters set its
     defaults; the rest are static options); unknown options raise ConfigError."""
     factory = algorithm_factory(name)

@@ -2,7 +2,7 @@
 
 An experiment is a configuration dict with typed defaults, size overrides, and a `build`
 function that turns a resolved configuration into (problem, [algorithms]), or into a list of
-(problem, algorithm) pairs when the algorithms run on different problems (e.g. different numbers
+(problem, algorithm) pairs (an `Arms` world and a `Trial` for a phase-level experiment) when the algorithms run on different problems (e.g. different numbers
 of agents; `build_runs` gives the pairs in both cases). Building validates
 everything (names, signs, shapes, data files) and compiles nothing, so bad input fails fast.
 
@@ -78,6 +78,7 @@ def experiments() -> dict:
     from . import quickstart  # noqa: F401  (registers itself)
     from . import fnucb  # noqa: F401
     from . import async_exps  # noqa: F401
+    from . import pure_exploration  # noqa: F401
 
     return dict(sorted(_REGISTRY.items()))
 

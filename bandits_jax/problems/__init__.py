@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 from ..core import ConfigError, Problem
-from . import async_env, datasets, ratings, synthetic
+from . import arms, async_env, datasets, ratings, synthetic
 from .classification import classification_bandit
 from .datasets import DataNotFoundError, load_dataset
 from .synthetic import cosine, linear, square
@@ -29,6 +29,7 @@ PROBLEMS = {
     "yelp": "asynchronous Yelp from a local ratings file: SVD user+item contexts d=20, 1 positive + 19 negatives",
     "movielens-standin": "synthetic stand-in for MovieLens: low-rank generated ratings, same construction (d=20, K=20)",
     "yelp-standin": "synthetic stand-in for Yelp: low-rank generated ratings, same construction (d=20, K=20)",
+    "gaussian-arms": "pure exploration: N agents x K fixed Gaussian arms, best arm ahead by a set gap",
 }
 
 
@@ -68,6 +69,7 @@ BUILDERS = {
     "yelp": ratings.yelp,
     "movielens-standin": ratings.movielens_standin,
     "yelp-standin": ratings.yelp_standin,
+    "gaussian-arms": arms.gaussian_arms,
 }
 
 
@@ -78,8 +80,9 @@ def problem_options(name: str) -> list:
     return list(inspect.signature(BUILDERS[name]).parameters)
 
 
-def make_problem(name: str, **kwargs) -> Problem:
-    """Build problem `name` (one of PROBLEMS) with keyword options; unknown ones raise ConfigError."""
+def make_problem(name: str, **kwargs):
+    """Build problem `name` (one of PROBLEMS) with keyword options; unknown ones raise ConfigError.
+    A `core.Problem`, or a `core.Arms` world for the phase-level problems."""
     allowed = problem_options(name)
     unknown = sorted(set(kwargs) - set(allowed))
     if unknown:
