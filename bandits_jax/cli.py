@@ -28,9 +28,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--chunk", type=int, help="seeds per compiled call (default: estimated from memory)")
     run.add_argument("--quiet", action="store_true", help="no progress output")
     run.add_argument("--no-plot", action="store_true", help="skip the plot")
-    run.add_argument("--reuse", action="append", default=[], type=Path, metavar="DIR",
-                     help="a finished output folder of another experiment whose identical curves are copied "
-                          "instead of computed (repeatable; e.g. fnucb/fig6 from fnucb/fig1a and fig1b)")
+    run.add_argument("--curves", type=Path, metavar="DIR",
+                     help="the curve cache: finished curves of any experiment, found again by what determines "
+                          "them (default: $BANDITS_JAX_CURVES, else results/curves)")
+    run.add_argument("--no-curve-cache", action="store_true", help="neither take curves from the cache nor add them")
     run.add_argument("--only", action="append", default=[], metavar="ALGORITHM",
                      help="run only this algorithm (repeatable); its seeds are stored as usual, so a later "
                           "run without --only reuses them")
@@ -81,8 +82,8 @@ def main(argv=None) -> int:
             from .sweep import run_experiment
 
             run_experiment(args.name, size=args.size, overrides=_overrides(args), out=args.out,
-                           chunk=args.chunk, quiet=args.quiet, plot=not args.no_plot, reuse=tuple(args.reuse),
-                           only=tuple(args.only))
+                           chunk=args.chunk, quiet=args.quiet, plot=not args.no_plot,
+                           curves=False if args.no_curve_cache else args.curves, only=tuple(args.only))
             return 0
         if args.command == "plot":
             from .plotting import plot_results

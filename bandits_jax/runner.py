@@ -40,6 +40,9 @@ Precision. `precision="float64"` runs tracing and execution inside a scoped
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
+import re
 import time
 from typing import Callable, NamedTuple, Optional, Sequence
 
@@ -130,6 +133,19 @@ def act(algorithm: Algorithm, params, state, step: Step, means, all_rewards, alg
     regret = jnp.where(step.active, jnp.max(means, axis=1) - chosen_means, 0.0)
     state, rep = algorithm.update(params, state, step, actions, rewards, aux, k_upd)
     return state, actions, aux, regret, rep
+
+
+def run_start(problem: Problem, algorithm: Algorithm, base_key: int, sizes: Sizes) -> Callable:
+    """The start of ONE run: (seed, params) -> (problem key, algorithm key, instance, state)."""
+
+    def start(seed, params):
+        problem_key, algorithm_key = problem_and_algorithm_keys(seed_key(seed, base_key))
+        instance_key, state_key = init_keys(problem_key, algorithm_key)
+        instance = problem.init(instance_key)
+        public = None if problem.public is None else problem.public(instance)
+        return problem_key, algorithm_key, instance, algorithm.init(state_key, problem.spec, params, sizes, public)
+
+    return start
 
 
 def make_step(problem: Problem, algorithm: Algorithm) -> Callable:
@@ -304,14 +320,7 @@ def _run_batch(problem, algorithm, seeds, params, base_key, first_segment, progr
         return cache[key]
 
     def start(seeds_, params_):
-        def one(seed, p):
-            pk, ak = problem_and_algorithm_keys(seed_key(seed, base_key))
-            pik, aik = init_keys(pk, ak)
-            instance = problem.init(pik)
-            public = None if problem.public is None else problem.public(instance)
-            return pk, ak, instance, algorithm.init(aik, spec, p, sizes, public)
-
-        return jax.vmap(one)(seeds_, params_)
+        return jax.vmap(run_start(problem, algorithm, base_key, sizes))(seeds_, params_)
 
     f_start = compiled("start", start, seed_arr, params, static=(sizes,))
     t_r = time.perf_counter()
@@ -482,6 +491,21 @@ class TrialOutput(NamedTuple):
     run_seconds: float
 
 
+def trial_run(arms: Arms, trial: Trial, base_key: int) -> Callable:
+    """ONE trial: (seed, params) -> {outcome: scalar, "errors": int32}, the instance drawn with the
+    seed's problem key and the trial run with its algorithm key."""
+
+    def one(seed, params):
+        problem_key, algorithm_key = problem_and_algorithm_keys(seed_key(seed, base_key))
+        out = trial.run(algorithm_key, params, arms, arms.init(init_keys(problem_key, algorithm_key)[0]))
+        if set(out) != set(trial.outcomes) | {"errors"}:
+            raise ValueError(f"{trial.name}: run returned {sorted(out)}, expected its declared outcomes "
+                             f"{sorted(trial.outcomes)} and 'errors'")
+        return out
+
+    return one
+
+
 def run_trials(arms: Arms, trial: Trial, seeds: Sequence[int], params: Optional[dict] = None, *,
                base_key: int = 0, precision: str = "float64", compiled_cache: Optional[dict] = None) -> TrialOutput:
     """Phase-level trials (pure exploration), one per seed, in ONE compiled call.
@@ -502,14 +526,7 @@ def run_trials(arms: Arms, trial: Trial, seeds: Sequence[int], params: Optional[
         args = (_sharded_runs(seeds, padded, mesh, np.uint32),
                 {k: _sharded_runs(v, padded, mesh, dtype) for k, v in batched.items()})
 
-        def one(seed, p):
-            problem_key, algorithm_key = problem_and_algorithm_keys(seed_key(seed, base_key))
-            out = trial.run(algorithm_key, p, arms, arms.init(init_keys(problem_key, algorithm_key)[0]))
-            if set(out) != set(trial.outcomes) | {"errors"}:
-                raise ValueError(f"{trial.name}: run returned {sorted(out)}, expected its declared outcomes "
-                                 f"{sorted(trial.outcomes)} and 'errors'")
-            return out
-
+        one = trial_run(arms, trial, base_key)
         cache = compiled_cache if compiled_cache is not None else {}
         key = ("trials", id(arms), id(trial), padded, str(dtype))
         t_c = time.perf_counter()
@@ -521,6 +538,57 @@ def run_trials(arms: Arms, trial: Trial, seeds: Sequence[int], params: Optional[
     out = {k: np.asarray(v)[: len(seeds)] for k, v in out.items()}
     errors = out.pop("errors").astype(np.int32)
     return TrialOutput(out, errors, t_r - t_c, t_end - t_r)
+
+
+# ----------------------------------------------------------------------------------- identity
+def run_identity(problem, algorithm, params: dict, *, base_key: int = 0, precision: str = "float64") -> str:
+    """A hash (32 hex digits) of everything that fixes a run's numbers once its seed is given.
+
+    It hashes the traced programs (jaxprs) of the run's start and of one step (of the whole trial for
+    a `Trial`), the arrays they close over (data sets, fixed vectors), the hyper-parameter values
+    `params` ({name: float}), the horizon, base key and precision, and the versions of bandits_jax,
+    jax and jaxlib. Names play no part: two curves of two experiments built the same way share an
+    identity, so the sweep's curve cache finds one for the other; any change of an option, of the
+    data or of the code inside the compiled step gives another identity. Vmap size and segment
+    length are left out: they change numbers by float rounding at most.
+    """
+    with precision_scope(precision):
+        values = {k: jnp.asarray(float(v)) for k, v in sorted(params.items())}
+        seed = jnp.uint32(0)
+        if isinstance(algorithm, Trial):
+            programs = [jax.make_jaxpr(trial_run(problem, algorithm, base_key))(seed, values)]
+            horizon = None
+        else:
+            start = run_start(problem, algorithm, base_key, horizon_sizes(algorithm, problem.spec))
+            _, _, instance, state = jax.eval_shape(start, seed, values)
+            key = jax.random.PRNGKey(0)
+            programs = [jax.make_jaxpr(start)(seed, values),
+                        jax.make_jaxpr(make_step(problem, algorithm))(values, state, instance, key, key, jnp.int32(0))]
+            horizon = problem.spec.horizon
+        digest = hashlib.sha256()
+        for program in programs:
+            digest.update(_ADDRESS.sub("", str(program.jaxpr)).encode())
+            for const in program.consts:
+                const = np.asarray(const)
+                digest.update(f"{const.shape} {const.dtype}".encode())
+                digest.update(np.ascontiguousarray(const).tobytes())
+    fixed = {"params": {k: float(v) for k, v in sorted(params.items())}, "horizon": horizon, "base_key": base_key,
+             "precision": precision, "versions": [package_version(p) for p in ("bandits_jax", "jax", "jaxlib")]}
+    digest.update(json.dumps(fixed, sort_keys=True).encode())
+    return digest.hexdigest()[:32]
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")  # object addresses differ between processes
+
+
+def package_version(package: str) -> str:
+    """The installed version of `package` ("not installed" when it is not)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "not installed"
 
 
 def cumulative_regret(regret: np.ndarray, agents: str = "mean") -> np.ndarray:

@@ -10,17 +10,22 @@ and the per-step diagnostics its algorithm reports. A curve whose runs carry err
 nothing is recomputed on resume) and then reported: a grid point is marked in the summary and never
 chosen; any other curve makes the run end with a ConfigError that names the algorithm's messages.
 
-`reuse`: finished output folders of other experiments. A curve that the experiment declares to be
-the same run as a curve of another experiment (`Experiment.reuse`) is copied from such a folder
-when that folder's stored configuration matches on every key that determines the curve, on the
-horizon, base key and precision, and holds every seed asked for; otherwise it is computed. Copied
-curves are listed under "reused" in the metadata.
+Curve cache. Every finished chunk is also kept under CACHE/<identity>/, where the identity
+(`runner.run_identity`) hashes everything that fixes a curve's numbers: the traced programs of its
+start and step with the data they hold, its hyper-parameters, horizon, base key, precision and the
+package versions. Before computing, the sweep takes from the cache every seed it holds for a
+curve's identity, whatever experiment or curve name stored it, so figures that repeat runs of other
+figures reuse them without any declaration. CACHE is `results/curves` unless `$BANDITS_JAX_CURVES`
+or `curves=` says otherwise; `curves=False` turns it off. Taken curves are listed under "cached" in
+the metadata.
 """
 from __future__ import annotations
 
 import json
+import os
 import platform
 import re
+import shutil
 import sys
 from pathlib import Path
 from typing import Optional
@@ -31,16 +36,21 @@ import numpy as np
 from .core import ConfigError, Trial
 from .experiments.registry import RUN_KEYS, build_runs, get_experiment, grid_names, resolve_config
 from .results import atomic_savez, atomic_write_text, save_results, summary_markdown, Results
-from .runner import (OUTPUT_KEYS, TrialOutput, describe_errors, horizon_sizes, precision_scope, run_batch,
-                     run_trials)
+from .runner import (OUTPUT_KEYS, TrialOutput, describe_errors, horizon_sizes, package_version, precision_scope,
+                     run_batch, run_identity, run_start, run_trials)
 
 CHUNKS = "chunks"
 CHUNK_BOOKKEEPING = ("seeds", "compile_seconds", "run_seconds", "errors")  # chunk entries that are not outputs
-REUSED = "reused.json"  # {curve: source} of copied curves; survives an interrupted run
+CURVES_ENV = "BANDITS_JAX_CURVES"
 
 
 def default_out_dir(name: str, size: str) -> Path:
     return Path("results") / name.replace("/", "_") / size
+
+
+def default_curves_dir() -> Path:
+    """The curve cache: `$BANDITS_JAX_CURVES`, else results/curves."""
+    return Path(os.environ.get(CURVES_ENV) or Path("results") / "curves")
 
 
 def run_experiment(
@@ -51,7 +61,7 @@ def run_experiment(
     chunk: Optional[int] = None,
     quiet: bool = False,
     plot: bool = True,
-    reuse: tuple = (),
+    curves=None,
     only: tuple = (),
 ) -> Path:
     """Run (or resume) experiment `name`; returns the output folder.
@@ -59,6 +69,7 @@ def run_experiment(
     only: algorithm names; when given, only those algorithms are run (or resumed) and the results
     file holds only them. Their chunks are stored as usual, so a later run without `only` reuses
     them: a long experiment can be filled in algorithm by algorithm.
+    curves: the curve cache folder (None: `default_curves_dir()`; False: no cache).
     """
     exp = get_experiment(name)
     config = resolve_config(exp, size, overrides or {})
@@ -76,36 +87,44 @@ def run_experiment(
         raise ValueError(f"{name}: an experiment runs regret curves or phase-level trials, not both")
     outcomes = {k: o._asdict() for _, alg, _ in runs if isinstance(alg, Trial) for k, o in alg.outcomes.items()}
     problems = list({id(p): p for p, _, _ in runs}.values())
-    curves = []  # (stored name, problem, hyper-parameters) of every curve
+    named = []  # (stored name, problem, hyper-parameters) of every curve
     for problem, alg, grid in runs:
         if grid is None:
-            curves.append((alg.name, problem, alg.defaults))
+            named.append((alg.name, problem, alg.defaults))
         else:  # each point checked as the factory checks its values (names, signs)
             points = [alg.with_defaults(**hp).defaults for _, hp in grid]
-            curves += [(n, problem, hp) for n, hp in zip(grid_names(alg.name, grid), points)]
-    names = [c[0] for c in curves]
+            named += [(n, problem, hp) for n, hp in zip(grid_names(alg.name, grid), points)]
+    names = [c[0] for c in named]
     if len(set(names)) != len(names):
         raise ValueError(f"{name}: algorithm names must be unique, got {names}")
     out = Path(out) if out is not None else default_out_dir(name, size)
     _claim_out_dir(out, exp.name, size, config)
     seeds = list(range(config["first_seed"], config["first_seed"] + config["seeds"]))
     log = (lambda msg: None) if quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
-    reused = _reuse_curves(exp, config, out, seeds, [Path(d) for d in reuse], log) if reuse else _reused(out)
+    cache_dir = None if curves is False else Path(curves) if curves is not None else default_curves_dir()
+    cached = {}  # curve -> identity, for curves with seeds taken from the cache
+    identities = {}
     timing = {}
     arrays = {}
     errors = {}  # curve -> one line naming its runs' error bits ("" when none)
-    cache: dict = {}
+    compiled: dict = {}
+    hparams = {n: hp for n, _, hp in named}
     for problem, alg, grid in runs:
         point_names = [alg.name] if grid is None else grid_names(alg.name, grid)
-        compile_s, run_s, computed = _run_missing(out, problem, alg, grid, point_names, seeds, config, chunk,
-                                                  cache, log, quiet)
         for point in point_names:
+            identities[point] = run_identity(problem, alg, hparams[point], base_key=config["base_key"],
+                                             precision=config["precision"])
+            if cache_dir is not None and _take_cached(out, point, cache_dir / identities[point], seeds, log):
+                cached[point] = identities[point]
+        compile_s, run_s, computed = _run_missing(out, problem, alg, grid, point_names, seeds, config, chunk,
+                                                  compiled, log, quiet)
+        for point in point_names:
+            if cache_dir is not None:
+                _keep_cached(out, point, cache_dir / identities[point], {"experiment": exp.name, "curve": point})
             timing[point] = {"compile_seconds": compile_s, "run_seconds": run_s, "seeds_computed": computed}
-            if point in reused:
-                timing[point]["reused_from"] = reused[point]
             if grid is not None:
                 timing[point]["shared_grid_call"] = alg.name
-            arrays[point] = _assemble(out, point, seeds)
+            arrays[point] = _assemble(_chunk_folder(out, point), seeds)
             errors[point] = _error_message(alg, arrays[point]["errors"], seeds)
     metadata = {
         "experiment": exp.name,
@@ -116,11 +135,12 @@ def run_experiment(
         "config": config,
         "seeds": seeds,
         "algorithms": names,
-        "algorithm_problems": {n: {"problem": p.name, "num_agents": _num_agents(p)} for n, p, _ in curves},
-        "algorithm_hparams": {n: hp for n, _, hp in curves},
+        "algorithm_problems": {n: {"problem": p.name, "num_agents": _num_agents(p)} for n, p, _ in named},
+        "algorithm_hparams": {n: hp for n, _, hp in named},
         "grids": {a.name: grid_names(a.name, g) for _, a, g in runs if g is not None},
         **({"outcomes": outcomes} if outcomes else {}),
-        "reused": reused,
+        "identities": identities,
+        "cached": cached,
         "agents": exp.agents,
         "se_ddof": exp.se_ddof,
         "notes": exp.notes,
@@ -146,11 +166,11 @@ def run_experiment(
     return out
 
 
-def _run_missing(out: Path, problem, alg, grid, point_names, seeds, config, chunk, cache, log, quiet) -> tuple:
+def _run_missing(out: Path, problem, alg, grid, point_names, seeds, config, chunk, compiled, log, quiet) -> tuple:
     """Compute and store, chunk by chunk, the seeds not yet stored for any point of one algorithm (all
     grid points and seeds of a chunk in one call); (compile seconds, run seconds, seeds computed)."""
     G = len(point_names)
-    stored = [_stored_chunks(out, n) for n in point_names]
+    stored = [_stored_chunks(_chunk_folder(out, n)) for n in point_names]
     missing = [s for s in seeds if any(s not in st for st in stored)]
     trials = isinstance(alg, Trial)
     if trials:  # a trial's state is a few arrays per arm: every missing seed in one call
@@ -166,7 +186,7 @@ def _run_missing(out: Path, problem, alg, grid, point_names, seeds, config, chun
         where = f"[{alg.name}] seeds {block[0]}..{block[-1]} (chunk {b + 1}/{len(blocks)}{grid_note})"
         params = None if grid is None else {
             k: [hp.get(k, v) for _, hp in grid for _ in block] for k, v in alg.defaults.items()}
-        common = dict(base_key=config["base_key"], precision=config["precision"], compiled_cache=cache)
+        common = dict(base_key=config["base_key"], precision=config["precision"], compiled_cache=compiled)
         if trials:
             log(f"{where}: running {len(block) * G} trials")
             res = run_trials(problem, alg, list(block) * G, params, **common)
@@ -180,8 +200,8 @@ def _run_missing(out: Path, problem, alg, grid, point_names, seeds, config, chun
         run_s += res.run_seconds
         n = len(block)
         for g, point in enumerate(point_names):  # rows g n .. (g + 1) n are this point's seeds
-            _write_chunk(out, point, block, _rows(res, slice(g * n, (g + 1) * n)), res.compile_seconds,
-                         res.run_seconds)
+            _write_chunk(_chunk_folder(out, point), block, _rows(res, slice(g * n, (g + 1) * n)),
+                         res.compile_seconds, res.run_seconds)
         log(f"{where}: done (compile {res.compile_seconds:.1f} s, run {res.run_seconds:.1f} s)")
     return compile_s, run_s, len(missing)
 
@@ -209,45 +229,31 @@ def _error_message(alg, errors, seeds) -> str:
     return f"seeds {', '.join(map(str, bad))}: {describe_errors(alg, int(np.bitwise_or.reduce(errors)))}"
 
 
-def _reused(out: Path) -> dict:
-    record = out / REUSED
-    return json.loads(record.read_text()) if record.exists() else {}
+def _take_cached(out: Path, curve: str, folder: Path, seeds, log) -> list:
+    """Copy into `out` the seeds of `curve` that it lacks and the cache folder holds; the seeds taken."""
+    have = _stored_chunks(_chunk_folder(out, curve))
+    found = _stored_chunks(folder)
+    take = [s for s in seeds if s not in have and s in found]
+    if take:
+        _write_chunk(_chunk_folder(out, curve), take, _assemble(folder, take))
+        log(f"[{curve}] seeds {', '.join(map(str, take))} taken from the curve cache ({folder})")
+    return take
 
 
-def _reuse_curves(exp, config, out: Path, seeds, dirs, log) -> dict:
-    """Copy the curves `exp.reuse` maps to other experiments' finished folders; {curve: source}."""
-    if exp.reuse is None:
-        raise ConfigError(f"{exp.name} declares no curves shared with other experiments; drop --reuse")
-    for d in dirs:
-        if not (d / "metadata.json").exists():
-            raise ConfigError(f"--reuse {d}: no finished run there (metadata.json is missing); "
-                              f"run that experiment to the end first, or drop it from --reuse")
-    sources = [(d, json.loads((d / "metadata.json").read_text())) for d in dirs]
-    copied = _reused(out)
-    for curve, src in exp.reuse(config).items():
-        if all(s in _stored_chunks(out, curve) for s in seeds):
-            continue  # already here (an earlier run copied or computed it)
-        expect = {**src.expect, **{k: config[k] for k in ("horizon", "base_key", "precision")}}
-        for d, meta in sources:
-            stored_cfg = meta.get("config", {})
-            if meta.get("experiment") != src.experiment or src.curve not in meta.get("algorithms", []):
-                continue
-            differ = sorted(k for k, v in expect.items() if k not in stored_cfg
-                            or json.dumps(stored_cfg[k]) != json.dumps(v))
-            if differ:
-                log(f"[{curve}] not reused from {d}: configuration differs on {', '.join(differ)}")
-                continue
-            have = _stored_chunks(d, src.curve)
-            if not all(s in have for s in seeds):
-                log(f"[{curve}] not reused from {d}: it holds seeds {sorted(have)}, this run needs {seeds}")
-                continue
-            block = list(seeds)
-            _write_chunk(out, curve, block, _assemble(d, src.curve, block))
-            copied[curve] = f"{d} ({src.experiment}: {src.curve})"
-            atomic_write_text(out / REUSED, json.dumps(copied, indent=2))
-            log(f"[{curve}] seeds {block[0]}..{block[-1]} copied from {copied[curve]}")
-            break
-    return copied
+def _keep_cached(out: Path, curve: str, folder: Path, about: dict) -> None:
+    """Put every chunk file of `curve` that the cache folder lacks into it (a hard link where the file
+    system allows one, else a copy), with a note of the first experiment and curve that stored it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if not (folder / "curve.json").exists():
+        atomic_write_text(folder / "curve.json", json.dumps(about, indent=2))
+    for path in sorted(_chunk_folder(out, curve).glob("seeds_*.npz")):
+        target = folder / path.name
+        if target.exists():
+            continue
+        try:
+            os.link(path, target)
+        except OSError:  # another file system, or one without hard links
+            shutil.copyfile(path, target)
 
 
 def _progress_printer(where: str, horizon: int):
@@ -282,9 +288,12 @@ def _slug(alg_name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.=-]+", "_", alg_name)
 
 
-def _stored_chunks(out: Path, alg_name: str) -> dict:
-    """seed -> (file, row) for every seed stored for this algorithm."""
-    folder = out / CHUNKS / _slug(alg_name)
+def _chunk_folder(out: Path, curve: str) -> Path:
+    return out / CHUNKS / _slug(curve)
+
+
+def _stored_chunks(folder: Path) -> dict:
+    """seed -> (file, row) for every seed stored in a chunk folder."""
     found = {}
     if folder.exists():
         for path in sorted(folder.glob("seeds_*.npz")):
@@ -297,9 +306,8 @@ def _stored_chunks(out: Path, alg_name: str) -> dict:
     return found
 
 
-def _write_chunk(out: Path, alg_name: str, block, outputs: dict, compile_seconds=0.0, run_seconds=0.0) -> None:
+def _write_chunk(folder: Path, block, outputs: dict, compile_seconds=0.0, run_seconds=0.0) -> None:
     """Store one chunk: `outputs` flat as `_rows` gives them (regret, when there is one, as float32)."""
-    folder = out / CHUNKS / _slug(alg_name)
     folder.mkdir(parents=True, exist_ok=True)
     arrays = {"seeds": np.asarray(block), "compile_seconds": compile_seconds, "run_seconds": run_seconds, **outputs}
     if "regret" in arrays:
@@ -307,8 +315,9 @@ def _write_chunk(out: Path, alg_name: str, block, outputs: dict, compile_seconds
     atomic_savez(folder / f"seeds_{block[0]}-{block[-1]}.npz", arrays)
 
 
-def _assemble(out: Path, alg_name: str, seeds) -> dict:
-    stored = _stored_chunks(out, alg_name)
+def _assemble(folder: Path, seeds) -> dict:
+    """{output: [len(seeds), ...]} of the given seeds, read from a chunk folder."""
+    stored = _stored_chunks(folder)
     per_file: dict = {}
     for seed in seeds:
         path, row = stored[seed]
@@ -331,11 +340,8 @@ def estimate_chunk(problem, algorithm, config, n_missing: int, budget_fraction: 
     with precision_scope(config["precision"]):
         sizes = horizon_sizes(algorithm, spec)
 
-        def init(key, params):
-            public = None if problem.public is None else problem.public(problem.init(key))
-            return algorithm.init(key, spec, params, sizes, public)
-
-        shapes = jax.eval_shape(init, jax.random.PRNGKey(0), {name: 0.0 for name in algorithm.params})
+        start = run_start(problem, algorithm, config["base_key"], sizes)
+        shapes = jax.eval_shape(start, np.uint32(0), {name: 0.0 for name in algorithm.params})[3]
     state_bytes = sum(np.prod(x.shape) * np.dtype(x.dtype).itemsize for x in jax.tree_util.tree_leaves(shapes))
     out_bytes = spec.horizon * (spec.num_agents + 3) * 8
     per_run = 4 * state_bytes + 2 * out_bytes + 1
@@ -359,12 +365,4 @@ def available_memory() -> int:
 
 
 def package_versions() -> dict:
-    from importlib import metadata
-
-    out = {}
-    for pkg in ("bandits_jax", "jax", "jaxlib", "flax", "optax", "numpy", "chex"):
-        try:
-            out[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            out[pkg] = "not installed"
-    return out
+    return {pkg: package_version(pkg) for pkg in ("bandits_jax", "jax", "jaxlib", "flax", "optax", "numpy", "chex")}

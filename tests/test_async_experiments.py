@@ -5,7 +5,6 @@ The UCI experiments need the offline copies of magic.dat / mushroom.dat and are 
 the paper-size builds of the data and stand-in experiments (k-means, rating SVDs) run with `-m slow`.
 """
 
-import json
 import math
 
 import numpy as np
@@ -155,12 +154,12 @@ def test_smoke_end_to_end(tmp_path):
     assert (res.arrays["OneKernelUCB"]["rounds"] == 1).all()  # communicates at every step
     assert res.arrays["Async-KernelUCB"]["rounds"].sum() > 0
     assert res.metadata["agents"] == "sum"
-    # a D sweep takes its seven base curves from this finished run (--reuse) and computes the sweep
+    # a D sweep takes its seven base curves from the curve cache this run filled and computes the sweep
     swept = sweep.run_experiment("async/synthetic-f1", "smoke", out=tmp_path / "d", quiet=True, plot=False,
-                                 overrides={"async_D_values": "0.5"}, reuse=(out,))
+                                 overrides={"async_D_values": "0.5"})
     res_d = load_results(swept)
     assert res_d.algorithms == list(ALGS) + ["Async-KernelUCB (D=0.5)"]
-    assert sorted(json.loads((swept / "reused.json").read_text())) == sorted(ALGS)
+    assert sorted(res_d.metadata["cached"]) == sorted(ALGS)
     for alg in ALGS:
         np.testing.assert_array_equal(res_d.arrays[alg]["regret"], res.arrays[alg]["regret"])
     assert res_d.arrays["Async-KernelUCB (D=0.5)"]["rounds"].sum() < res.arrays["Async-KernelUCB"]["rounds"].sum()

@@ -13,6 +13,7 @@ from bandits_jax import sweep
 from bandits_jax.core import ConfigError
 from bandits_jax.experiments.registry import build_runs, experiments, get_experiment, resolve_config
 from bandits_jax.results import load_results
+from bandits_jax.runner import run_identity
 from helpers import REAL_DIR
 
 DATA_DIR = REAL_DIR
@@ -125,49 +126,53 @@ def test_smoke_end_to_end(name, tmp_path):
     _run_and_check(name, tmp_path)
 
 
-def test_smoke_mixed_agents_end_to_end_and_reuse(tmp_path):
+def test_smoke_mixed_agents_end_to_end_and_the_curve_cache(tmp_path):
     fig6 = _run_and_check(FAST_RUN, tmp_path / "fig6")
     # D = 0: every iteration but the first is a communication round
     assert fig6.arrays["cosine: FN-UCB (N=2)"]["rounds"].sum(axis=1).tolist() == [29, 29]
     assert fig6.metadata["algorithm_problems"]["cosine: FN-UCB (N=2)"] == {"problem": "cosine", "num_agents": 2}
 
-    # fig6's curves are, by construction, fig1a's FN-UCB runs: `--reuse` copies them
+    # fig6's curves are, by construction, fig1a's FN-UCB runs, number for number (computed apart)
+    cache = tmp_path / "curves"
     fig1a = sweep.run_experiment("fnucb/fig1a", "smoke", overrides={"baselines": "false"}, out=tmp_path / "fig1a",
-                                 quiet=True, plot=False)
-    # the claim that makes reuse sound: fig1a's FN-UCB curves are fig6's cosine curves, number for number
+                                 quiet=True, plot=False, curves=cache)
     stored = load_results(fig1a)
+    assert stored.metadata["cached"] == {}
     for n in (1, 2):
+        assert stored.metadata["identities"][f"FN-UCB (N={n})"] == fig6.metadata["identities"][f"cosine: FN-UCB (N={n})"]
         for key, value in fig6.arrays[f"cosine: FN-UCB (N={n})"].items():
             np.testing.assert_array_equal(value, stored.arrays[f"FN-UCB (N={n})"][key], err_msg=key)
 
-    copied_out = sweep.run_experiment(FAST_RUN, "smoke", out=tmp_path / "copied", quiet=True, plot=False,
-                                      reuse=(fig1a,))
-    copied = load_results(copied_out)
-    assert set(copied.metadata["reused"]) == {"cosine: FN-UCB (N=1)", "cosine: FN-UCB (N=2)"}
+    # so the cache that fig1a filled gives fig6 both curves, with no declaration and nothing computed
+    copied = load_results(sweep.run_experiment(FAST_RUN, "smoke", out=tmp_path / "copied", quiet=True, plot=False,
+                                               curves=cache))
+    assert set(copied.metadata["cached"]) == {"cosine: FN-UCB (N=1)", "cosine: FN-UCB (N=2)"}
     for curve in copied.algorithms:
         assert copied.metadata["timing"][curve]["seeds_computed"] == 0
         for key, value in fig6.arrays[curve].items():
             np.testing.assert_array_equal(value, copied.arrays[curve][key], err_msg=key)
 
     # fig1d's every-round curve (D = 0, N = 2 at smoke size) is fig1a's FN-UCB (N=2): computed, it is
-    # equal number for number; with --reuse it is copied
+    # equal number for number; with the cache it is taken
     d0 = {"D_values": "0"}
     computed = load_results(sweep.run_experiment("fnucb/fig1d", "smoke", overrides=d0, out=tmp_path / "d",
-                                                 quiet=True, plot=False))
-    reused = load_results(sweep.run_experiment("fnucb/fig1d", "smoke", overrides=d0, out=tmp_path / "d2",
-                                               quiet=True, plot=False, reuse=(fig1a,)))
-    assert set(reused.metadata["reused"]) == {"FN-UCB (every round)"}
+                                                 quiet=True, plot=False, curves=False))
+    taken = load_results(sweep.run_experiment("fnucb/fig1d", "smoke", overrides=d0, out=tmp_path / "d2",
+                                              quiet=True, plot=False, curves=cache))
+    assert set(taken.metadata["cached"]) == {"FN-UCB (every round)"}
     for key, value in stored.arrays["FN-UCB (N=2)"].items():
         np.testing.assert_array_equal(computed.arrays["FN-UCB (every round)"][key], value, err_msg=key)
-        np.testing.assert_array_equal(reused.arrays["FN-UCB (every round)"][key], value, err_msg=key)
+        np.testing.assert_array_equal(taken.arrays["FN-UCB (every round)"][key], value, err_msg=key)
 
-    # a folder whose configuration differs on a key that determines the curve is not used
+    # a key that determines the curve (lam, the data, the horizon, the precision) gives another identity
     exp = get_experiment(FAST_RUN)
-    other = resolve_config(exp, "smoke", {"lam": "0.2"})
-    assert sweep._reuse_curves(exp, other, tmp_path / "other", [0, 1], [fig1a], lambda m: None) == {}
-    assert not (tmp_path / "other" / "chunks").exists()
-    # nor a folder without a finished run, nor an experiment that shares nothing
-    with pytest.raises(ConfigError, match="metadata.json is missing"):
-        sweep.run_experiment(FAST_RUN, "smoke", out=tmp_path / "x", quiet=True, plot=False, reuse=(tmp_path,))
-    with pytest.raises(ConfigError, match="declares no curves"):
-        sweep.run_experiment("fnucb/fig1a", "smoke", out=tmp_path / "y", quiet=True, plot=False, reuse=(fig1a,))
+    base = resolve_config(exp, "smoke", {})
+    for change in ({"lam": "0.2"}, {"horizon": "31"}, {"precision": "float32"}, {"base_key": "1"}):
+        config = resolve_config(exp, "smoke", change)
+        problem, alg, _ = build_runs(exp, config)[0]
+        assert run_identity(problem, alg, alg.defaults, base_key=config["base_key"],
+                            precision=config["precision"]) != fig6.metadata["identities"][alg.name], change
+    problem, alg, _ = build_runs(exp, base)[0]
+    assert run_identity(problem, alg, alg.defaults) == fig6.metadata["identities"][alg.name]
+
+

@@ -344,3 +344,21 @@ def test_interval95_wilson_and_normal():
     est, low, high = interval95([1.0, 2.0, 3.0, 4.0], "mean")
     assert est == 2.5 and np.isclose(high - est, 1.959963984540054 * np.std([1, 2, 3, 4], ddof=1) / 2)
     assert np.isnan(interval95([3.0], "mean")[1])
+
+
+def test_curve_cache_serves_another_folder_and_can_be_turned_off(tmp_path, monkeypatch):
+    first = load_results(sweep.run_experiment("test/toy", "paper", out=tmp_path / "a", quiet=True, plot=False))
+    calls = []
+    real = sweep.run_batch
+    monkeypatch.setattr(sweep, "run_batch", lambda *a, **k: (calls.append(a[1].name), real(*a, **k))[1])
+    again = load_results(sweep.run_experiment("test/toy", "paper", out=tmp_path / "b", quiet=True, plot=False))
+    assert calls == [] and set(again.metadata["cached"]) == {"HistoryGreedy", "Random"}
+    for alg in ("HistoryGreedy", "Random"):
+        np.testing.assert_array_equal(again.arrays[alg]["regret"], first.arrays[alg]["regret"])
+    assert main(["run", "test/toy", "--size", "paper", "--out", str(tmp_path / "c"), "--quiet", "--no-plot",
+                 "--no-curve-cache"]) == 0
+    assert calls == ["HistoryGreedy", "Random"] and load_results(tmp_path / "c").metadata["cached"] == {}
+    # another eps is another curve: HistoryGreedy is computed, Random (no eps) is taken
+    calls.clear()
+    sweep.run_experiment("test/toy", "paper", overrides={"eps": "0.3"}, out=tmp_path / "d", quiet=True, plot=False)
+    assert calls == ["HistoryGreedy"]

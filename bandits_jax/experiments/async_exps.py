@@ -30,8 +30,8 @@ it a run is the one point (gamma, alpha).
 D sweeps: `--set async_D_values=1e-4,0.01,1 approx_D_values=1,10,100` adds Async-KernelUCB and
 Approx-DisKernelUCB curves at those thresholds, "<algorithm> (D=<value>)"; the plot's third
 panel shows final regret against total communication, one point per curve. The seven base curves
-of a sweep are the runs without it: `--reuse DIR` copies them from the finished base run in DIR
-(same configuration and seeds) instead of computing them again.
+of a sweep are the runs without it: the curve cache takes them from a finished base run of the
+same configuration and seeds instead of computing them again.
 
 Capacities. An overflow is never silent: the algorithm reports an error bit, the sweep stores each
 run's bits ("<curve>/errors" in results.npz, the messages under "errors" in metadata.json) and
@@ -65,7 +65,7 @@ from ..algorithms.dis_linear import dis_lin_ucb, fed_lin_ucb
 from ..algorithms.fed_glb import fed_glb_ucb
 from ..core import ConfigError
 from ..problems import make_problem
-from .registry import Experiment, Source, register
+from .registry import Experiment, register
 
 ALGORITHMS = ("Async-KernelUCB", "Approx-DisKernelUCB", "OneKernelUCB", "NKernelUCB", "FedGLB-UCB", "DisLinUCB",
               "FedLinUCB")
@@ -316,24 +316,6 @@ ENVIRONMENTS = (
      "(top users/items, rank-10 SVD, 1 positive + 19 negatives); its curves say nothing about Yelp. "),
 )
 
-# Keys that add curves or change no number: a run that differs from another only in them shares
-# its seven base curves with it.
-CURVE_ONLY_KEYS = ("async_D_values", "approx_D_values", "one_storage")
-
-
-def reuse_base(experiment: str, defaults: dict):
-    """A D sweep's seven base curves are the runs of the same experiment without the sweep:
-    `run async/<env> --set async_D_values=... --reuse DIR` copies them from DIR's finished run of
-    the same configuration (every key of `defaults` but CURVE_ONLY_KEYS, and first_segment)."""
-    def reuse(config):
-        if config.get("grid"):
-            return {}  # grid curves carry their point in their names
-        keys = [k for k in defaults if k not in CURVE_ONLY_KEYS] + ["first_segment"]
-        return {name: Source(experiment, name, {k: config[k] for k in keys}) for name in ALGORITHMS}
-
-    return reuse
-
-
 for _name, _problem, _defaults, _maker, _smoke, _description, _note in ENVIRONMENTS:
     register(Experiment(
         name=f"async/{_name}",
@@ -344,7 +326,6 @@ for _name, _problem, _defaults, _maker, _smoke, _description, _note in ENVIRONME
         agents="sum",
         se_ddof=0,
         notes=_note + NOTES,
-        reuse=reuse_base(f"async/{_name}", _defaults),
     ))
 
 __all__ = ["ALGORITHMS", "algorithms", "thresholds", "capped_history", "ERR_CAPPED_HISTORY"]

@@ -36,7 +36,7 @@ from ..algorithms.linear import lints, linucb
 from ..algorithms.neural import neural_ts, neural_ucb
 from ..core import ConfigError
 from ..problems import make_problem
-from .registry import Experiment, Source, register
+from .registry import Experiment, register
 
 MODES = ("authors", "paper")
 SYNTHETIC = ("cosine", "square")
@@ -279,54 +279,16 @@ def build_fig4(config):
     return runs
 
 
-# ------------------------------------------------------------------------------------ reuse
-# The figure whose runs are, with the same configuration and seeds, the curves of Figs. 6 and 4.
-SOURCE_FIGURE = {"cosine": "fnucb/fig1a", "square": "fnucb/fig1b", "shuttle": "fnucb/fig2a", "magic": "fnucb/fig2b"}
-
-
-def _source(c, prob, curve, figure=None):
-    keys = list(SYNTH_DEFAULTS if prob in SYNTHETIC else REAL_DEFAULTS) + ["first_segment"]
-    return Source(figure or SOURCE_FIGURE[prob], curve, {k: c[k] for k in keys})
-
-
-def reuse_fig6(config):
-    return {f"{prob}: FN-UCB (N={n})": _source(config, prob, f"FN-UCB (N={n})")
-            for prob in _list(config, "problems", str) for n in _list(config, "n_values", int, 1)}
-
-
-def reuse_fig4(config):
-    out = {}
-    for prob in _list(config, "problems", str):
-        real = prob in REAL
-        c = dict(config, lam=config["lam_real"] if real else config["lam_synthetic"],
-                 nu_tk=config["nu_tk_real"] if real else config["nu_tk_synthetic"])
-        for name in ("NeuralUCB", "NeuralTS"):
-            out[f"{prob}: {name}"] = _source(c, prob, name)
-        for n in _list(config, "fn_n_values", int, 1, allow_empty=True):
-            out[f"{prob}: FN-UCB (N={n})"] = _source(c, prob, f"FN-UCB (N={n})")
-    return out
-
-
-def reuse_vs_D(prob, figure):
-    """Figs. 1d / 2d: the every-round curve (D = 0) is `figure`'s FN-UCB curve with the same N."""
-    def reuse(config):
-        if 0.0 not in _list(config, "D_values", float, 0.0):
-            return {}
-        return {"FN-UCB (every round)": _source(config, prob, f"FN-UCB (N={config['num_agents']})", figure)}
-
-    return reuse
-
-
 # ------------------------------------------------------------------------------------ registry
 def _notes(extra):
     return f"{NOTE_AUTHORS} {extra}".strip()
 
 
-def _register(name, description, defaults, build, notes, smoke, paper=None, reuse=None):
+def _register(name, description, defaults, build, notes, smoke, paper=None):
     register(Experiment(
         name=name, description=description, defaults=defaults,
         sizes={"smoke": {**SMOKE, **smoke}, "paper": {**PAPER, **(paper or {})}},
-        build=build, agents="mean", se_ddof=0, notes=_notes(notes), reuse=reuse,
+        build=build, agents="mean", se_ddof=0, notes=_notes(notes),
     ))
 
 
@@ -364,7 +326,6 @@ _register(
     "(see the summary's communication rounds); the D values are in the code's trigger units (diagonal "
     "log det of raw-gradient features) and mean something else under mode=paper.",
     smoke={"num_agents": 2, "D_values": "5,0"},
-    reuse=reuse_vs_D("cosine", "fnucb/fig1a"),
 )
 
 for _fig, _prob in (("fig2a", "shuttle"), ("fig2b", "magic")):
@@ -398,7 +359,6 @@ _register(
     "Paper: 3850.7, 4442.7, 4906.3 communication rounds for D = 0.05, 0.03, 0.01; more communication, lower "
     "regret. D in the code's trigger units.",
     smoke={"num_agents": 2, "D_values": "0.05,0"},
-    reuse=reuse_vs_D("shuttle", "fnucb/fig2c"),
 )
 
 _register(
@@ -426,10 +386,9 @@ _register(
     "multiplier sqrt(lam nu), Laplacian kernel exp(-||x - x'||), history caps 2000 (linear) and 1000 "
     "(kernel) as in the code; mode=authors adds the code's unrooted LinUCB bonus and kernel TS variance "
     "floor 1e-6. Neural methods as in Figs. 1a/1b (synthetic) and 2a/2b (real): with the same seeds the "
-    "FN-UCB and Neural UCB/TS curves equal those runs (set fn_n_values= to skip FN-UCB here; `--reuse` "
-    "the finished fig1a/1b/2a/2b folders to copy them instead of computing them again).",
+    "FN-UCB and Neural UCB/TS curves equal those runs (set fn_n_values= to skip FN-UCB here; the curve "
+    "cache takes them from finished fig1a/1b/2a/2b runs instead of computing them again).",
     smoke={"problems": "cosine,magic", "fn_n_values": "2", "lin_nus": "0.1"},
-    reuse=reuse_fig4,
 )
 
 _register(
@@ -437,9 +396,8 @@ _register(
     "cosine and square: FN-UCB final cumulative regret against N in {1, 2, 5, 10}",
     {**SYNTH_DEFAULTS, "problems": "cosine,square", "n_values": "1,2,5,10"},
     build_fig6,
-    "The configuration of Figs. 1a/1b: with the same seeds these runs equal those FN-UCB curves (`--reuse` the "
-    "finished fig1a/1b folders to copy them); the summary's final regret per N is the figure. Paper: the final "
+    "The configuration of Figs. 1a/1b: with the same seeds these runs equal those FN-UCB curves (the curve "
+    "cache takes them from finished fig1a/1b runs); the summary's final regret per N is the figure. Paper: the final "
     "regret decreases with N.",
     smoke={"problems": "cosine", "n_values": "1,2"},
-    reuse=reuse_fig6,
 )

@@ -15,7 +15,7 @@ KEY=VALUE` onto any key.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, NamedTuple, Optional
+from typing import Callable
 
 from ..core import ConfigError
 
@@ -34,9 +34,6 @@ class Experiment:
              following the paper the experiment reproduces.
     se_ddof: the degrees of freedom of the standard error's std (the FN-UCB plots use 0).
     notes:   a paragraph copied into every summary (stand-ins, deviations from the paper).
-    reuse:   optional config -> {curve name: Source}: curves that are, by construction, the same
-             runs as curves of another experiment, so that `run --reuse DIR` can take them from
-             that experiment's finished output folder instead of computing them again.
     """
 
     name: str
@@ -47,17 +44,6 @@ class Experiment:
     agents: str = "mean"
     se_ddof: int = 0
     notes: str = ""
-    reuse: Optional[Callable] = None
-
-
-class Source(NamedTuple):
-    """Where a curve can be taken from: `curve` of a finished run of `experiment` whose stored
-    configuration has `expect[key] == value` for every key (and the same horizon, base_key and
-    precision as the run that takes it)."""
-
-    experiment: str
-    curve: str
-    expect: dict
 
 
 _REGISTRY: dict = {}
