@@ -127,23 +127,29 @@ def test_run_writes_results_metadata_summary_plot(tmp_path):
     assert (out / "plot.png").stat().st_size > 1000
 
 
+def _counting(real, calls, stop_at=None):
+    """`real` (run_batch or run_trials) that records (algorithm name, seeds) of every call and raises
+    KeyboardInterrupt in call number `stop_at`, as a killed sweep would."""
+
+    def counted(problem, alg, seeds, *args, **kw):
+        calls.append((alg.name, list(seeds)))
+        if len(calls) == stop_at:
+            raise KeyboardInterrupt
+        return real(problem, alg, seeds, *args, **kw)
+
+    return counted
+
+
 def test_resume_after_interruption_recomputes_nothing_stored(tmp_path, monkeypatch):
     out = tmp_path / "r"
     calls = []
     real = sweep.run_batch
-
-    def flaky(problem, alg, seeds, *args, **kw):
-        calls.append((alg.name, list(seeds)))
-        if len(calls) == 3:
-            raise KeyboardInterrupt  # killed while the third chunk is in flight
-        return real(problem, alg, seeds, *args, **kw)
-
-    monkeypatch.setattr(sweep, "run_batch", flaky)
+    monkeypatch.setattr(sweep, "run_batch", _counting(real, calls, stop_at=3))  # killed in the third chunk
     with pytest.raises(KeyboardInterrupt):
         sweep.run_experiment("test/toy", "paper", out=out, chunk=2, quiet=True, plot=False)
     assert calls == [("HistoryGreedy", [0, 1]), ("HistoryGreedy", [2, 3]), ("HistoryGreedy", [4])]
     calls.clear()
-    monkeypatch.setattr(sweep, "run_batch", lambda *a, **k: (calls.append((a[1].name, list(a[2]))), real(*a, **k))[1])
+    monkeypatch.setattr(sweep, "run_batch", _counting(real, calls))
     sweep.run_experiment("test/toy", "paper", out=out, chunk=2, quiet=True, plot=False)
     assert calls == [("HistoryGreedy", [4]), ("Random", [0, 1]), ("Random", [2, 3]), ("Random", [4])]
     resumed = load_results(out)
@@ -291,21 +297,14 @@ def test_phase_level_trials_go_through_the_sweep(tmp_path, monkeypatch):
     out = tmp_path / "bai"
     calls = []
     real = sweep.run_trials
-
-    def counted(arms, trial, seeds, *args, **kw):
-        calls.append((trial.name, list(seeds)))
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real(arms, trial, seeds, *args, **kw)
-
-    monkeypatch.setattr(sweep, "run_trials", counted)
+    monkeypatch.setattr(sweep, "run_trials", _counting(real, calls, stop_at=2))
     with pytest.raises(KeyboardInterrupt):
         sweep.run_experiment("bai/elimination", "smoke", overrides={"seeds": 6}, out=out, chunk=4, quiet=True,
                              plot=False)
     grid_seeds = [0, 1, 2, 3] * 3  # the three delta points of a chunk share one call
     assert calls == [("Successive elimination", grid_seeds), ("Successive elimination", [4, 5] * 3)]
     calls.clear()
-    monkeypatch.setattr(sweep, "run_trials", lambda *a, **k: (calls.append((a[1].name, list(a[2]))), real(*a, **k))[1])
+    monkeypatch.setattr(sweep, "run_trials", _counting(real, calls))
     sweep.run_experiment("bai/elimination", "smoke", overrides={"seeds": 6}, out=out, chunk=4, quiet=True)
     assert calls == [("Successive elimination", [4, 5] * 3), ("Uniform allocation", [0, 1, 2, 3]),
                      ("Uniform allocation", [4, 5])]
