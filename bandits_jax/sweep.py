@@ -75,28 +75,8 @@ def run_experiment(
     config = resolve_config(exp, size, overrides or {})
     if chunk is not None and chunk < 1:
         raise ConfigError(f"--chunk must be at least 1, got {chunk}")
-    runs = build_runs(exp, config)  # (problem, algorithm, grid) triples
-    if only:
-        known = [alg.name for _, alg, _ in runs]
-        unknown = [n for n in only if n not in known]
-        if unknown:
-            raise ConfigError(f"{name}: unknown algorithm(s) {', '.join(map(repr, unknown))} in --only; "
-                              f"this experiment has: {', '.join(known)}")
-        runs = [r for r in runs if r[1].name in only]
-    if len({isinstance(alg, Trial) for _, alg, _ in runs}) > 1:
-        raise ValueError(f"{name}: an experiment runs regret curves or phase-level trials, not both")
-    outcomes = {k: o._asdict() for _, alg, _ in runs if isinstance(alg, Trial) for k, o in alg.outcomes.items()}
-    problems = list({id(p): p for p, _, _ in runs}.values())
-    named = []  # (stored name, problem, hyper-parameters) of every curve
-    for problem, alg, grid in runs:
-        if grid is None:
-            named.append((alg.name, problem, alg.defaults))
-        else:  # each point checked as the factory checks its values (names, signs)
-            points = [alg.with_defaults(**hp).defaults for _, hp in grid]
-            named += [(n, problem, hp) for n, hp in zip(grid_names(alg.name, grid), points)]
-    names = [c[0] for c in named]
-    if len(set(names)) != len(names):
-        raise ValueError(f"{name}: algorithm names must be unique, got {names}")
+    runs = _selected_runs(exp, config, only)
+    named = _named_curves(exp.name, runs)
     out = Path(out) if out is not None else default_out_dir(name, size)
     _claim_out_dir(out, exp.name, size, config)
     seeds = list(range(config["first_seed"], config["first_seed"] + config["seeds"]))
@@ -126,30 +106,9 @@ def run_experiment(
                 timing[point]["shared_grid_call"] = alg.name
             arrays[point] = _assemble(_chunk_folder(out, point), seeds)
             errors[point] = _error_message(alg, arrays[point]["errors"], seeds)
-    metadata = {
-        "experiment": exp.name,
-        "size": size,
-        "description": exp.description,
-        "problem": ", ".join(dict.fromkeys(p.name for p in problems)),
-        "problem_description": "; ".join(dict.fromkeys(p.description for p in problems)),
-        "config": config,
-        "seeds": seeds,
-        "algorithms": names,
-        "algorithm_problems": {n: {"problem": p.name, "num_agents": _num_agents(p)} for n, p, _ in named},
-        "algorithm_hparams": {n: hp for n, _, hp in named},
-        "grids": {a.name: grid_names(a.name, g) for _, a, g in runs if g is not None},
-        **({"outcomes": outcomes} if outcomes else {}),
-        "identities": identities,
-        "cached": cached,
-        "agents": exp.agents,
-        "se_ddof": exp.se_ddof,
-        "notes": exp.notes,
-        "timing": timing,
-        "errors": {curve: message for curve, message in errors.items() if message},
-        "versions": package_versions(),
-        "devices": [str(d) for d in jax.devices()],
-        "python": platform.python_version(),
-    }
+    metadata = _metadata(exp, size, config, seeds, runs, named, {
+        "identities": identities, "cached": cached, "timing": timing,
+        "errors": {curve: message for curve, message in errors.items() if message}})
     save_results(out, arrays, seeds, metadata)
     if plot:
         from .plotting import plot_results
@@ -164,6 +123,65 @@ def run_experiment(
         raise ConfigError(f"{name}: runs failed (their outputs are stored in {out}, listed under 'errors' in "
                           f"metadata.json): " + " | ".join(broken))
     return out
+
+
+def _selected_runs(exp, config, only) -> list:
+    """The experiment's (problem, algorithm, grid) triples, those named in `only` when it is given."""
+    runs = build_runs(exp, config)
+    if only:
+        known = [alg.name for _, alg, _ in runs]
+        unknown = [n for n in only if n not in known]
+        if unknown:
+            raise ConfigError(f"{exp.name}: unknown algorithm(s) {', '.join(map(repr, unknown))} in --only; "
+                              f"this experiment has: {', '.join(known)}")
+        runs = [r for r in runs if r[1].name in only]
+    if len({isinstance(alg, Trial) for _, alg, _ in runs}) > 1:
+        raise ValueError(f"{exp.name}: an experiment runs regret curves or phase-level trials, not both")
+    return runs
+
+
+def _named_curves(name: str, runs) -> list:
+    """(stored name, problem, hyper-parameters) of every curve; a grid point's values are checked as the
+    factory checks them (names, signs)."""
+    named = []
+    for problem, alg, grid in runs:
+        if grid is None:
+            named.append((alg.name, problem, alg.defaults))
+        else:
+            points = [alg.with_defaults(**hp).defaults for _, hp in grid]
+            named += [(n, problem, hp) for n, hp in zip(grid_names(alg.name, grid), points)]
+    names = [c[0] for c in named]
+    if len(set(names)) != len(names):
+        raise ValueError(f"{name}: algorithm names must be unique, got {names}")
+    return named
+
+
+def _metadata(exp, size: str, config: dict, seeds, runs, named, outcome_of_run: dict) -> dict:
+    """metadata.json: the experiment, its configuration and curves, and `outcome_of_run` (identities,
+    cached curves, timing, errors), with the versions and devices."""
+    problems = list({id(p): p for p, _, _ in runs}.values())
+    outcomes = {k: o._asdict() for _, alg, _ in runs if isinstance(alg, Trial) for k, o in alg.outcomes.items()}
+    return {
+        "experiment": exp.name,
+        "size": size,
+        "description": exp.description,
+        "problem": ", ".join(dict.fromkeys(p.name for p in problems)),
+        "problem_description": "; ".join(dict.fromkeys(p.description for p in problems)),
+        "config": config,
+        "seeds": seeds,
+        "algorithms": [n for n, _, _ in named],
+        "algorithm_problems": {n: {"problem": p.name, "num_agents": _num_agents(p)} for n, p, _ in named},
+        "algorithm_hparams": {n: hp for n, _, hp in named},
+        "grids": {a.name: grid_names(a.name, g) for _, a, g in runs if g is not None},
+        **({"outcomes": outcomes} if outcomes else {}),
+        **outcome_of_run,
+        "agents": exp.agents,
+        "se_ddof": exp.se_ddof,
+        "notes": exp.notes,
+        "versions": package_versions(),
+        "devices": [str(d) for d in jax.devices()],
+        "python": platform.python_version(),
+    }
 
 
 def _run_missing(out: Path, problem, alg, grid, point_names, seeds, config, chunk, compiled, log, quiet) -> tuple:
