@@ -104,6 +104,11 @@ class Problem(NamedTuple):
     description: str = ""
     public: Optional[Callable[[PyTree], PyTree]] = None
 
+    @property
+    def num_agents(self) -> int:
+        """N, as an `Arms` world names it too."""
+        return self.spec.num_agents
+
 
 @dataclasses.dataclass(frozen=True)
 class Step:

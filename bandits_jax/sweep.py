@@ -170,7 +170,7 @@ def _metadata(exp, size: str, config: dict, seeds, runs, named, outcome_of_run: 
         "config": config,
         "seeds": seeds,
         "algorithms": [n for n, _, _ in named],
-        "algorithm_problems": {n: {"problem": p.name, "num_agents": _num_agents(p)} for n, p, _ in named},
+        "algorithm_problems": {n: {"problem": p.name, "num_agents": p.num_agents} for n, p, _ in named},
         "algorithm_hparams": {n: hp for n, _, hp in named},
         "grids": {a.name: grid_names(a.name, g) for _, a, g in runs if g is not None},
         **({"outcomes": outcomes} if outcomes else {}),
@@ -222,11 +222,6 @@ def _run_missing(out: Path, problem, alg, grid, point_names, seeds, config, chun
                          res.compile_seconds, res.run_seconds)
         log(f"{where}: done (compile {res.compile_seconds:.1f} s, run {res.run_seconds:.1f} s)")
     return compile_s, run_s, len(missing)
-
-
-def _num_agents(problem) -> int:
-    """N of a `Problem` (its spec) or of an `Arms` world."""
-    return problem.spec.num_agents if hasattr(problem, "spec") else problem.num_agents
 
 
 def _rows(res, rows) -> dict:
@@ -357,7 +352,6 @@ def estimate_chunk(problem, algorithm, config, n_missing: int, budget_fraction: 
     spec = problem.spec
     with precision_scope(config["precision"]):
         sizes = horizon_sizes(algorithm, spec)
-
         start = run_start(problem, algorithm, config["base_key"], sizes)
         shapes = jax.eval_shape(start, np.uint32(0), {name: 0.0 for name in algorithm.params})[3]
     state_bytes = sum(np.prod(x.shape) * np.dtype(x.dtype).itemsize for x in jax.tree_util.tree_leaves(shapes))
