@@ -11,6 +11,7 @@ before the change (a worktree of that commit on PYTHONPATH) and after it, back t
     python -m bench.seed_batching --out new.json
     PYTHONPATH=OLD_WORKTREE python bench/seed_batching.py --out old.json
     python -m bench.seed_batching --compare old.json new.json      # the table, new / old per run
+    python -m bench.seed_batching --compare old1.json,old2.json new1.json,new2.json  # medians of pairs
 """
 from __future__ import annotations
 
@@ -72,27 +73,33 @@ def measure(label: str, experiment: str, curve: str, overrides: dict, seeds: lis
     return rows
 
 
-def compare(old_path: str, new_path: str) -> str:
+def compare(old_paths: list, new_paths: list) -> str:
     """A markdown table per (algorithm, S): old agent-steps per second, then for each vmap_size measured
-    in the new file its agent-steps per second and its ratio to the old."""
-    old, new = (json.load(open(p)) for p in (old_path, new_path))
-    index = {(r["algorithm"], r["seeds"]): r for r in old["rows"]}
-    sizes = list(dict.fromkeys(r.get("vmap_size") or 0 for r in new["rows"]))
+    in the new files its agent-steps per second and its ratio to the old. With several files a side
+    (old and new run alternately, one file a pair) each cell is the median over the files."""
+    def rates(paths, with_size):
+        docs = [json.load(open(p)) for p in paths]
+        table = {}
+        for r in (r for d in docs for r in d["rows"]):
+            key = (r["algorithm"], r["seeds"]) + ((r.get("vmap_size") or 0,) if with_size else ())
+            table.setdefault(key, []).append(r)
+        return {k: (float(np.median([r["agent_steps_per_second"] for r in rs])), rs[0]["final_regret"])
+                for k, rs in table.items()}
+
+    old, new = rates(old_paths, False), rates(new_paths, True)
+    sizes = list(dict.fromkeys(k[2] for k in new))
     names = ["default" if v == 0 else f"vmap_size {v}" for v in sizes]
     lines = ["| algorithm | S | old | " + " | ".join(f"new, {n} | / old" for n in names) + " | final regret old, new |",
              "|---|---|---|" + "---|---|" * len(sizes) + "---|"]
-    new_index = {(r["algorithm"], r["seeds"], r.get("vmap_size") or 0): r for r in new["rows"]}
-    for (alg, S), o in index.items():
+    for (alg, S), (o, o_regret) in old.items():
         cells, regret = [], None
         for v in sizes:
-            r = new_index.get((alg, S, v))
-            if r is None:
+            if (alg, S, v) not in new:
                 cells.append("- | -")
                 continue
-            regret = regret or r["final_regret"]
-            cells.append(f"{r['agent_steps_per_second']:.0f} | {r['agent_steps_per_second'] / o['agent_steps_per_second']:.2f}")
-        lines.append(f"| {alg} | {S} | {o['agent_steps_per_second']:.0f} | " + " | ".join(cells)
-                     + f" | {o['final_regret']:.3f}, {regret:.3f} |")
+            rate, regret = new[(alg, S, v)][0], regret or new[(alg, S, v)][1]
+            cells.append(f"{rate:.0f} | {rate / o:.2f}")
+        lines.append(f"| {alg} | {S} | {o:.0f} | " + " | ".join(cells) + f" | {o_regret:.3f}, {regret:.3f} |")
     return "\n".join(lines)
 
 
@@ -104,10 +111,11 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=None, help="JSON file for the rows")
     p.add_argument("--vmap-size", type=int, nargs="+", default=[0],
                    help="run_batch's vmap_size values to measure (0: the runner's default, the default)")
-    p.add_argument("--compare", nargs=2, metavar=("OLD", "NEW"), help="print the table of two JSON files")
+    p.add_argument("--compare", nargs=2, metavar=("OLD", "NEW"),
+                   help="print the table of two JSON files (or two comma-separated lists of them: medians)")
     args = p.parse_args(argv)
     if args.compare:
-        print(compare(*args.compare))
+        print(compare(*(paths.split(",") for paths in args.compare)))
         return 0
     import os
 

@@ -150,9 +150,10 @@ def test_chunked_vmap_gives_the_numbers_of_one_vmap_and_reports_progress_in_orde
     for name in ("regret", "comm_up", "rounds"):
         np.testing.assert_allclose(getattr(chunked, name), getattr(whole, name), rtol=1e-12, atol=1e-12)
     assert chunked.regret.shape == (7, 90, prob.spec.num_agents)
-    assert seen == [25, 50, 75]  # three chunks run one after another inside each segment
-    assert runner.chunk_layout(7, 1, 3) == (3, 9)
-    assert runner.chunk_layout(100, 1, 8) == (13, 104)
+    assert seen == [25, 50, 75]  # four chunks run one after another inside each segment
+    assert runner.chunk_layout(7, 1, 3) == (4, 8)  # chunks of 2 pad one run, chunks of 3 would pad two
+    assert runner.chunk_layout(100, 1, 8) == (20, 100)  # 20 chunks of 5: none padded (13 of 8 pad 4)
+    assert runner.chunk_layout(9, 1, 8) == (2, 10)  # chunk sizes stay within [4, 8]: not 9 chunks of 1
     assert runner.chunk_layout(6, 4, 1) == (2, 8)  # per device: 2 runs, chunks of 1
     with pytest.raises(ConfigError, match="vmap_size"):
         run_batch(prob, alg, [0], vmap_size=0)
