@@ -371,8 +371,9 @@ def _run_batch(problem, algorithm, seeds, params, base_key, first_segment, progr
 def _segment_runner(algorithm, step, report, compiled, timer, chunks):
     """run_segment(params, state, inst, pk, ak, t0, length, sizes) -> (state, outs {key: [T, B, ...]}).
 
-    chunks = (D, m): the batch is D device blocks of m chunks; each chunk's runs are one vmap, and
-    the m chunks of a block run one after another (`lax.map`) inside the same compiled call."""
+    chunks = (D, m): the batch is D device blocks of m chunks; each chunk's runs are one vmap (a
+    chunk of one run is the step without a vmap), and the m chunks of a block run one after another
+    (`lax.map`) inside the same compiled call."""
     resize = None if algorithm.sizing is None else algorithm.sizing.resize
     D, m = chunks
 
@@ -381,11 +382,20 @@ def _segment_runner(algorithm, step, report, compiled, timer, chunks):
             if resize is not None:
                 state = jax.vmap(lambda s: resize(s, sizes))(state)
 
+            one = pk.shape[0] == 1  # a chunk of one run scans the unbatched step: a vmap of one is slower
+            run_step = step if one else jax.vmap(step, in_axes=(0, 0, 0, 0, 0, None))
+            if one:
+                params, state, inst, pk, ak = jax.tree_util.tree_map(lambda x: x[0], (params, state, inst, pk, ak))
+
             def body(st, t):
                 report(t0_ * m + i * length + (t - t0_), m)
-                return jax.vmap(step, in_axes=(0, 0, 0, 0, 0, None))(params, st, inst, pk, ak, t)
+                return run_step(params, st, inst, pk, ak, t)
 
-            return lax.scan(body, state, t0_ + jnp.arange(length))
+            state, outs = lax.scan(body, state, t0_ + jnp.arange(length))
+            if one:  # back to [1, ...] and [T, 1, ...]
+                state, outs = (jax.tree_util.tree_map(lambda x: jnp.expand_dims(x, axis), tree)
+                               for tree, axis in ((state, 0), (outs, 1)))
+            return state, outs
 
         def seg_fn(params, state, inst, pk, ak, t0_):
             if m == 1:
