@@ -3,7 +3,9 @@
 tests/golden/smoke_outputs.npz holds, for every curve of every experiment at its smoke size, the
 per-step regret summed over agents [S, T] and the communication (comm_up, comm_down, rounds [S, T]),
 computed in float64 by the code before the change (the commit that added the file). A refactor of
-the runner or of an algorithm must leave them equal to 1e-10.
+the runner or of an algorithm must leave them equal to 1e-10. A change meant to alter an algorithm's
+numbers recomputes that algorithm's curves with tests/golden/update_golden.py, in the same commit
+(the FedGLB-UCB curves since its stopping rule was corrected).
 """
 from pathlib import Path
 

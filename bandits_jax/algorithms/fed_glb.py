@@ -28,7 +28,10 @@ Synchronisation (ALL N clients, seen or not):
        from theta_g, with step 1/L, L = lambda_max(A_g) / 4 + lam, constant momentum
        beta = (sqrt(kappa) - 1) / (sqrt(kappa) + 1), kappa = L / lam:
            y_k = theta_k + beta (theta_k - theta_{k-1}); g_k = grad F(y_k);
-           stop with theta_g = y_k if |g_k| <= sqrt(2 lam / n^3), else theta_{k+1} = y_k - g_k / L;
+           stop with theta_g = y_k if |g_k| <= sqrt(2 lam / n), else theta_{k+1} = y_k - g_k / L.
+       The rule is the paper's |grad f| <= sqrt(2 lam / n^3) for the MEAN loss f = F / n, which is
+       (lam / n)-strongly convex, so that f(y_k) - min f <= n |grad f|^2 / (2 lam) <= 1 / n^2; on
+       the summed gradient g_k = n grad f it reads |g_k| <= n sqrt(2 lam / n^3) = sqrt(2 lam / n).
        after `max_iters` gradients it stops with theta_g = the last theta_{k+1} (diagnostic
        agd_converged is False then). Each gradient costs the server sending y_k and every client
        returning its part of the gradient: d scalars per client each way;
@@ -234,7 +237,7 @@ def accelerated_gradient(config: FedGLBConfig, lam, A, hist_X, hist_y, hist_n, t
     L = 0.25 * jnp.linalg.eigvalsh(A)[-1] + lam
     kappa = L / lam
     beta = (jnp.sqrt(kappa) - 1.0) / (jnp.sqrt(kappa) + 1.0)
-    tol = jnp.sqrt(2.0 * lam / n**3)
+    tol = jnp.sqrt(2.0 * lam / n)  # |grad F| = n |grad (F / n)| <= n sqrt(2 lam / n^3) (module docstring)
 
     def cond(c):
         k, _, _, _, done = c

@@ -102,6 +102,12 @@ def _sigmoid(z):
     return 1.0 / (1.0 + np.exp(-z))
 
 
+def _mean_loss_gap_bound(grad_mean, strong_convexity):
+    """f(y) - min f <= |grad f(y)|^2 / (2 mu) for a mu-strongly convex f: the synchronisation's
+    accelerated gradient stops once this bound on the mean loss's gap is at most 1 / n^2."""
+    return grad_mean @ grad_mean / (2.0 * strong_convexity)
+
+
 def fed_glb_ucb_np(arrivals, contexts, rewards, tie_noise, *, lam, alpha, c_mu, threshold, max_iters=10000):
     T, N, K, d = contexts.shape
     reg = lam / c_mu
@@ -138,13 +144,12 @@ def fed_glb_ucb_np(arrivals, contexts, rewards, tie_noise, *, lam, alpha, c_mu, 
             L = 0.25 * np.linalg.eigvalsh(Ag)[-1] + lam
             kappa = L / lam
             beta = (np.sqrt(kappa) - 1) / (np.sqrt(kappa) + 1)
-            tol = np.sqrt(2 * lam / n**3)
             th, th_prev, k = theta_g.copy(), theta_g.copy(), 0
             while k < max_iters:
                 yk = th + beta * (th - th_prev)
                 g = X.T @ (_sigmoid(X @ yk) - Y) + lam * yk
                 k += 1
-                if np.linalg.norm(g) <= tol:
+                if _mean_loss_gap_bound(g / n, lam / n) <= 1.0 / n**2:
                     th = yk
                     break
                 th_prev, th = th, yk - g / L
