@@ -15,13 +15,15 @@ from bench import configs
 from bench.__main__ import main
 
 
-# one worker runs every test of this file, so the module fixture (the bench run) runs once
+# one worker runs every test of this file, and the fixture (the bench run) is session-scoped, so it
+# runs once per worker even when that worker interleaves these tests with other modules' (a module
+# fixture would be torn down and run again between them)
 pytestmark = pytest.mark.xdist_group("bench")
 
 FAST_SUBSET = ("KernelUCB", "LinUCB", "OneKernelUCB")
 
 
-@pytest.fixture(scope="module", params=["subset", pytest.param("all", marks=pytest.mark.slow)])
+@pytest.fixture(scope="session", params=["subset", pytest.param("all", marks=pytest.mark.slow)])
 def quick_result(request, tmp_path_factory):
     out = tmp_path_factory.mktemp("bench") / "bench.json"
     only = ["--only", ",".join(FAST_SUBSET)] if request.param == "subset" else []
