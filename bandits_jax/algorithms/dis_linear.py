@@ -35,7 +35,9 @@ the active client communicates; exactly one active client per step is required (
 One active client (`step.one_active`, declared by the asynchronous problems): select scores
 client i = argmax(active) only, O(d^3 + K d^2) instead of O(N (d^3 + K d^2)), with row i of the
 same (N, K) tie noise, so client i's action is the one of the all-client select; the other
-clients' actions are 0 (never used) and the aux holds client i's quantities ([K]).
+clients' actions are 0 (never used) and the aux holds client i's quantities ([K]). DisLinUCB's
+update then computes client i's log-determinant ratio only (the others are not active, so they
+cannot trigger): O(d^3) a step instead of O(N d^3).
 """
 from __future__ import annotations
 
@@ -104,9 +106,13 @@ def dis_lin_update(params, state: DisLinState, step, actions, rewards, aux, key)
     dA = state.dA + act[:, None, None] * jnp.einsum("ni,nj->nij", x, x)
     db = state.db + (act * rewards.astype(dtype))[:, None] * x
     n_loc = state.n_loc + active.astype(jnp.int32)
-    lam = params["lam"]
-    ratio = jax.vmap(lambda a: ridge_logdet(state.A_g + a, lam))(dA) - ridge_logdet(state.A_g, lam)
-    trigger = jnp.any(active & (n_loc.astype(dtype) * ratio >= params["threshold"]))
+    lam, i = params["lam"], active_index(active)
+    if step.one_active:  # only the active client can trigger: one log-determinant instead of N
+        ratio_i = ridge_logdet(state.A_g + dA[i], lam) - ridge_logdet(state.A_g, lam)
+        trigger = active[i] & (n_loc[i].astype(dtype) * ratio_i >= params["threshold"])
+    else:
+        ratio = jax.vmap(lambda a: ridge_logdet(state.A_g + a, lam))(dA) - ridge_logdet(state.A_g, lam)
+        trigger, ratio_i = jnp.any(active & (n_loc.astype(dtype) * ratio >= params["threshold"])), ratio[i]
     state = DisLinState(
         jnp.where(trigger, state.A_g + dA.sum(0), state.A_g),
         jnp.where(trigger, state.b_g + db.sum(0), state.b_g),
@@ -116,7 +122,7 @@ def dis_lin_update(params, state: DisLinState, step, actions, rewards, aux, key)
     msg = jnp.where(trigger, N * (d * d + d + 1), 0)
     errors = multi_active_error(active) if step.one_active else 0  # a second client's action was never scored
     return state, report(dtype, msg, msg, trigger, errors=errors, trigger=trigger,
-                         logdet_ratio=ratio[active_index(active)], num_syncs=state.num_syncs)
+                         logdet_ratio=ratio_i, num_syncs=state.num_syncs)
 
 
 def dis_lin_ucb(lam=1.0, alpha=1.0, threshold=1.0, **kw) -> Algorithm:
