@@ -24,8 +24,9 @@ Problems:
         scaled to unit l2 norm and whose mean p_c is the cluster's average binarised label.
         A_t is the same K centroids at every step; rewards are Bernoulli(p_c).
         Features before clustering: MAGIC's 10 columns z-scored (d = 10); Mushroom's one-hot
-        encoding of all 8,124 rows with '?' (missing stalk-root) a category of its own (d = 117;
-        datasets.load_mushroom(missing="category")).
+        encoding with '?' (missing stalk-root) a category of its own
+        (datasets.load_mushroom(missing="category")): from UCI's file all 8,124 rows (d = 117),
+        from the offline mushroom.dat, which holds no row with a missing value, 5,644 rows (d = 98).
 
 Common random numbers: the noise (Gaussian) or the uniform draw behind the Bernoulli reward is
 drawn ONCE per arm per step (shape [K]) and shared by all clients, so which client is active
