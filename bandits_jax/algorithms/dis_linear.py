@@ -106,12 +106,16 @@ def dis_lin_update(params, state: DisLinState, step, actions, rewards, aux, key)
     dA = state.dA + act[:, None, None] * jnp.einsum("ni,nj->nij", x, x)
     db = state.db + (act * rewards.astype(dtype))[:, None] * x
     n_loc = state.n_loc + active.astype(jnp.int32)
-    lam, i = params["lam"], active_index(active)
+    i = active_index(active)
+
+    def logdet_ratio(dA_j):
+        return ridge_logdet(state.A_g + dA_j, params["lam"]) - ridge_logdet(state.A_g, params["lam"])
+
     if step.one_active:  # only the active client can trigger: one log-determinant instead of N
-        ratio_i = ridge_logdet(state.A_g + dA[i], lam) - ridge_logdet(state.A_g, lam)
+        ratio_i = logdet_ratio(dA[i])
         trigger = active[i] & (n_loc[i].astype(dtype) * ratio_i >= params["threshold"])
     else:
-        ratio = jax.vmap(lambda a: ridge_logdet(state.A_g + a, lam))(dA) - ridge_logdet(state.A_g, lam)
+        ratio = jax.vmap(logdet_ratio)(dA)
         trigger, ratio_i = jnp.any(active & (n_loc.astype(dtype) * ratio >= params["threshold"])), ratio[i]
     state = DisLinState(
         jnp.where(trigger, state.A_g + dA.sum(0), state.A_g),
