@@ -1,5 +1,6 @@
 """The async/* experiments: every one resolves and builds at both sizes (nothing compiles), and the
-synthetic-f1 smoke size runs end to end through the sweep with the seven algorithms.
+synthetic-f1 smoke size runs end to end through the sweep with the seven algorithms and the random
+policy.
 
 The UCI experiments need the offline copies of magic.dat / mushroom.dat and are skipped without them;
 the paper-size builds of the data and stand-in experiments (k-means, rating SVDs) run with `-m slow`.
@@ -18,7 +19,7 @@ from bandits_jax.results import load_results
 from helpers import REAL_DIR, needs_data
 
 ALGS = ["Async-KernelUCB", "Approx-DisKernelUCB", "OneKernelUCB", "NKernelUCB", "FedGLB-UCB", "DisLinUCB",
-        "FedLinUCB"]
+        "FedLinUCB", "Random"]
 SYNTHETIC = ["async/synthetic-f1", "async/synthetic-f2", "async/movielens-standin", "async/yelp-standin"]
 DATA = {"async/magic": "magic.dat", "async/mushroom": "mushroom.dat"}
 NAMES = SYNTHETIC + list(DATA)
@@ -82,7 +83,7 @@ def test_config_keys():
     # one client per step: the problem declares it, so the six baselines score the active client only
     assert runs[0][0].spec.one_active
     assert hp["NKernelUCB"]["lengthscale"] == pytest.approx(1 / math.sqrt(8))
-    assert all(h["alpha"] == pytest.approx(0.1) for h in hp.values())
+    assert all(h["alpha"] == pytest.approx(0.1) for n, h in hp.items() if n != "Random")
     for bad in ({"async_D": "x"}, {"approx_D": "-1"}, {"gamma": "0"}, {"async_D_values": "1,x"},
                 {"approx_D_values": "-2"}, {"grid": "true", "grid_values": "0,1"}):
         with pytest.raises(ConfigError):
@@ -102,6 +103,26 @@ def test_d_sweep_and_grid_build():
         "gamma=0.5, alpha=0.5", "gamma=0.5, alpha=2", "gamma=2, alpha=0.5", "gamma=2, alpha=2"]
     assert grids["OneKernelUCB"][2][1] == {"lengthscale": pytest.approx(0.5), "alpha": 0.5}
     assert grids["DisLinUCB"] == [("alpha=0.5", {"alpha": 0.5}), ("alpha=2", {"alpha": 2.0})]
+    assert grids["Random"] is None  # no hyper-parameter: one curve
+
+
+def test_sync_convention():
+    """The synchronous rule T / (N d ln(N T)) with T the steps (paper) or the rounds T / N (authors'
+    code): at T = 10^4, N = 100, d = 20 these are 0.3619 and 0.005429."""
+    from bandits_jax.core import EnvSpec
+
+    spec = EnvSpec(100, 20, 20, 10000, one_active=True)
+    exp = get_experiment("async/synthetic-f1")
+    steps = async_exps.thresholds(resolve_config(exp, "paper", {}), spec)
+    rounds = async_exps.thresholds(resolve_config(exp, "paper", {"sync_convention": "rounds"}), spec)
+    for key in ("approx_D", "dislin_D", "glb_D"):
+        assert steps[key] == pytest.approx(0.36191, abs=1e-5)
+        assert rounds[key] == pytest.approx(100 / (100 * 20 * math.log(100 * 100)))
+        assert rounds[key] == pytest.approx(0.0054287, abs=1e-7)
+    for key in ("async_D", "fedlin_alpha_c"):  # the 1/N^2 rules do not depend on it
+        assert steps[key] == rounds[key] == pytest.approx(1e-4)
+    with pytest.raises(ConfigError, match="sync_convention must be one of steps, rounds"):
+        async_exps.thresholds(resolve_config(exp, "paper", {"sync_convention": "users"}), spec)
 
 
 def test_overflow_is_an_error():
@@ -119,7 +140,8 @@ def test_overflow_is_an_error():
     for name in ALGS:
         for bit, message in algs[name].errors.items():
             assert describe_errors(algs[name], bit) == f"{name}: {message}"
-        assert "more than one client" in describe_errors(algs[name], sum(algs[name].errors))
+        if algs[name].errors:
+            assert "more than one client" in describe_errors(algs[name], sum(algs[name].errors))
     for name, capacity in (("Async-KernelUCB", "dict_capacity"), ("Async-KernelUCB", "buffer_capacity"),
                            ("Approx-DisKernelUCB", "dict_capacity"), ("NKernelUCB", "nkernel_capacity")):
         assert f"raise {capacity}" in describe_errors(algs[name], sum(algs[name].errors))

@@ -2,7 +2,8 @@
 
 One experiment per environment (synthetic f1 and f2, MagicTelescope, Mushroom, and synthetic
 stand-ins for MovieLens and Yelp), each with the seven algorithms of the paper: Async-KernelUCB,
-Approx-DisKernelUCB, OneKernelUCB, NKernelUCB, FedGLB-UCB, DisLinUCB and FedLinUCB. One client
+Approx-DisKernelUCB, OneKernelUCB, NKernelUCB, FedGLB-UCB, DisLinUCB and FedLinUCB, and a uniformly
+random policy ("Random") as the floor every learner must beat. One client
 is active per step (uniform arrivals); all algorithms of a run see the same contexts, arrivals
 and noise. Regret is the cumulative pseudo-regret summed over clients (one client acts per
 step, so this is the paper's R_t), communication the cumulative number of scalars sent.
@@ -14,6 +15,9 @@ Hyper-parameters (`--set KEY=VALUE`):
     async_D, approx_D, dislin_D, glb_D, fedlin_alpha_c: the communication thresholds; "" takes the
         default rule: 1/N^2 for Async-KernelUCB's D and FedLinUCB's alpha_c, T / (N d ln(N T))
         for the three synchronous methods.
+    sync_convention: what T counts in that synchronous rule. "steps" (default, the paper's T:
+        all arrivals, 0.36 at T = 10^4, N = 100, d = 20) or "rounds" (the authors' code: rounds
+        in which all N clients act, T / N of them, 0.0054 there).
     async_dict_capacity, async_buffer_capacity, approx_dict_capacity: static buffer sizes of the
         Nyström methods; nkernel_capacity: history rows of each NKernelUCB client.
     one_storage: how exact OneKernelUCB keeps its pooled model (dis_kernel.one_kernel_ucb): "panels"
@@ -29,7 +33,7 @@ it a run is the one point (gamma, alpha).
 
 D sweeps: `--set async_D_values=1e-4,0.01,1 approx_D_values=1,10,100` adds Async-KernelUCB and
 Approx-DisKernelUCB curves at those thresholds, "<algorithm> (D=<value>)"; the plot's third
-panel shows final regret against total communication, one point per curve. The seven base curves
+panel shows final regret against total communication, one point per curve. The eight base curves
 of a sweep are the runs without it: the curve cache takes them from a finished base run of the
 same configuration and seeds instead of computing them again.
 
@@ -63,12 +67,14 @@ from ..algorithms.async_kernel import async_kernel_ucb
 from ..algorithms.dis_kernel import n_kernel_ucb, one_kernel_ucb
 from ..algorithms.dis_linear import dis_lin_ucb, fed_lin_ucb
 from ..algorithms.fed_glb import fed_glb_ucb
+from ..algorithms.uniform import uniform_random
 from ..core import ConfigError
 from ..problems import make_problem
 from .registry import Experiment, register
 
 ALGORITHMS = ("Async-KernelUCB", "Approx-DisKernelUCB", "OneKernelUCB", "NKernelUCB", "FedGLB-UCB", "DisLinUCB",
-              "FedLinUCB")
+              "FedLinUCB", "Random")
+SYNC_CONVENTIONS = ("steps", "rounds")
 
 COMMON = {
     "num_agents": 100,
@@ -83,6 +89,7 @@ COMMON = {
     "dislin_D": "",
     "glb_D": "",
     "fedlin_alpha_c": "",
+    "sync_convention": "steps",
     "glb_c_mu": 0.2,
     "async_dict_capacity": 512,
     "async_buffer_capacity": 256,
@@ -145,6 +152,11 @@ def _positive(config, *keys):
 def thresholds(config, spec) -> dict:
     """The communication thresholds of a configuration on a problem of spec (N, d, T)."""
     N, d, T = spec.num_agents, spec.dim, spec.horizon
+    if config["sync_convention"] not in SYNC_CONVENTIONS:
+        raise ConfigError(f"sync_convention must be one of {', '.join(SYNC_CONVENTIONS)}, "
+                          f"got {config['sync_convention']!r}")
+    if config["sync_convention"] == "rounds":
+        T = T / N
     sync = T / (N * d * math.log(N * T)) if N * T > 1 else 1.0
     return {
         "async_D": _threshold(config, "async_D", 1.0 / N ** 2),
@@ -180,7 +192,8 @@ def capped_history(algorithm, rows: int):
 
 
 def algorithms(config, spec) -> list:
-    """The seven algorithms of the paper for a problem of spec, in the order of ALGORITHMS.
+    """The seven algorithms of the paper and the uniformly random policy (the floor every learner
+    must beat) for a problem of spec, in the order of ALGORITHMS.
 
     One client is active per step: the problems declare it (`EnvSpec.one_active`), so every
     baseline scores the active client only (the same action as scoring all N clients, at a
@@ -205,6 +218,7 @@ def algorithms(config, spec) -> list:
         fed_glb_ucb(lam=lam, alpha=alpha, c_mu=config["glb_c_mu"], threshold=th["glb_D"]),
         dis_lin_ucb(lam=lam, alpha=alpha, threshold=th["dislin_D"]),
         fed_lin_ucb(lam=lam, alpha=alpha, alpha_c=th["fedlin_alpha_c"]),
+        uniform_random(),
     ]
 
 
@@ -242,9 +256,10 @@ def grid_points(config, algorithm) -> Optional[list]:
     """The (gamma, alpha) grid of the paper as [(label, params)] for one algorithm (None: grid off).
 
     grid_values "0.1,1,4" (the paper's) gives 9 points for a kernel method (gamma -> its
-    lengthscale 1 / sqrt(2 gamma)) and 3 (alpha only) for the linear and GLB methods.
+    lengthscale 1 / sqrt(2 gamma)) and 3 (alpha only) for the linear and GLB methods; the random
+    policy has no hyper-parameter and runs once.
     """
-    if not config["grid"]:
+    if not config["grid"] or "alpha" not in algorithm.params:
         return None
     try:
         values = [float(v) for v in str(config["grid_values"]).split(",") if v.strip()]
@@ -319,7 +334,7 @@ ENVIRONMENTS = (
 for _name, _problem, _defaults, _maker, _smoke, _description, _note in ENVIRONMENTS:
     register(Experiment(
         name=f"async/{_name}",
-        description=f"{_description}: the seven algorithms of Li et al. (2023), Fig. 2",
+        description=f"{_description}: the seven algorithms of Li et al. (2023), Fig. 2, and uniform random",
         defaults=dict(_defaults),
         sizes={"smoke": {**SMOKE, **_smoke}, "paper": dict(PAPER)},
         build=_build(_maker(_problem)),
