@@ -44,8 +44,10 @@ P by a Sherman-Morrison update (and into A, b by its outer products), in loops w
 is the traced buffer size, not the static capacity. Since every client's statistics are
 re-expressed in the newest basis at every event (a no-op here), the aggregate equals the spec's
 sum of per-client statistics. The NumPy reference (bench/reference/async_kernel_np.py) keeps
-per-client statistics in the symmetric-root basis; the tests compare rotation-invariant numbers
-and the rotated aggregate.
+per-client statistics in the symmetric-root basis; a second one
+(bench/reference/async_kernel_eigenbasis_np.py) follows the paper's eigenbasis form, moving every
+client's stored statistics with the eq. (5) basis-change matrices at each event. The tests compare
+rotation-invariant numbers and the rotated aggregate against both.
 
 Protocol. The algorithm always scores only the active client i = argmax(step.active) (K arms),
 whatever `step.one_active` says: actions[N] holds its choice at i (the other entries are 0 and
