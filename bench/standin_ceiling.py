@@ -101,7 +101,8 @@ def main(argv=None):
         rows[name]["random"] = 1.0 - 1.0 / xtr.shape[1]
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"args": vars(args), "regret_per_step": rows}, indent=2))
+    sizes = {k: v for k, v in vars(args).items() if k != "out"}
+    out.write_text(json.dumps({"sizes": sizes, "regret_per_step": rows}, indent=2))
     names = list(next(iter(rows.values())))
     print("| stand-in | " + " | ".join(names) + " |")
     print("|---" * (len(names) + 1) + "|")
