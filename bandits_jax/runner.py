@@ -466,13 +466,15 @@ def _shape_sig(tree):
 
 # ----------------------------------------------------------------------------------- given arrays
 def replay(algorithm: Algorithm, spec: EnvSpec, params, contexts, rewards, active, key, sizes: Sizes = None,
-           public=None, means=None):
+           public=None, means=None, start: Optional[Callable] = None):
     """Run one algorithm on given arrays with the runner's step and keys (tests, recorded streams).
 
     contexts[T, N, K, d], rewards[T, N, K] (the reward of every arm), active[T, N] bool, key: the
     algorithm key (its `init` gets `init_keys`' algorithm half, step t `algorithm_step_keys(key, t)`);
     means[T, N, K]: the noiseless means regret is measured on (default: the rewards).
     params: {name: scalar} over the declared defaults. sizes: default, rows for the whole horizon.
+    start: state -> state, applied to `init`'s state before the first step (e.g. to start from
+    another implementation's initial network: `fn_ucb.with_network`).
     Returns (final state, actions[T, N], aux [T, ...], regret[T, N], reports [T, ...]).
     """
     params = {name: jnp.asarray(dict(algorithm.defaults, **(params or {}))[name], jnp.zeros(()).dtype)
@@ -480,6 +482,8 @@ def replay(algorithm: Algorithm, spec: EnvSpec, params, contexts, rewards, activ
     if sizes is None:
         sizes = horizon_sizes(algorithm, spec)
     state = algorithm.init(init_keys(key, key)[1], spec, params, sizes, public)
+    if start is not None:
+        state = start(state)
     means = rewards if means is None else means
 
     def body(st, inp):

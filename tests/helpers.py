@@ -32,11 +32,12 @@ def data_dir_default():
         del os.environ[DATA_DIR_ENV]
 
 
-def needs_data(name: str):
-    """Skip a test when the data file `name` is not in the shared data folder."""
-    return pytest.mark.skipif(not (REAL_DIR / name).is_file(),
-                              reason=f"{name} not found in the shared data folder (../shared/data next to the "
-                                     f"repository) or in ${DATA_DIR_ENV}")
+def needs_data(*names: str):
+    """Skip a test when any of the data files `names` is not in the shared data folder."""
+    missing = [name for name in names if not (REAL_DIR / name).is_file()]
+    return pytest.mark.skipif(bool(missing),
+                              reason=f"{', '.join(missing)} not found in the shared data folder (../shared/data "
+                                     f"next to the repository) or in ${DATA_DIR_ENV}")
 
 
 def async_arrays(N, K, d, T, seed):

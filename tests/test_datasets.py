@@ -11,6 +11,7 @@ from bandits_jax.problems import datasets
 from bandits_jax.problems.datasets import (
     DataNotFoundError, load_dataset, load_magic, load_mushroom, load_shuttle, onehot_encode, unlzw,
 )
+from bandits_jax.problems.classification import authors_preprocess
 from helpers import REAL_DIR, needs_data
 
 REAL_FETCH = datasets._fetch
@@ -150,22 +151,53 @@ def test_real_mushroom():
     assert "stalk-root=?" not in names and "veil-type=p" in names
 
 
-@needs_data("shuttle_statlog_5000.npz")
-def test_real_shuttle():
+FULL_SHUTTLE = ("shuttle.trn", "shuttle.tst")
+
+
+@needs_data(*FULL_SHUTTLE)
+def test_real_shuttle_is_the_full_data_in_file_order():
     x, y = load_shuttle(data_dir=REAL_DIR)
+    assert x.shape == (58000, 9) and x.dtype == np.float64 and y.dtype == np.int64
+    # UCI's class counts: training 34108/37/132/6748/2458/6/11 plus test 11478/13/39/2155/809/4/2
+    np.testing.assert_array_equal(np.bincount(y, minlength=7), [45586, 50, 171, 8903, 3267, 10, 13])
+    np.testing.assert_array_equal(x[0], [50, 21, 77, 0, 28, 0, 27, 48, 22])  # shuttle.trn's first line
+    np.testing.assert_array_equal(x[43500], [55, 0, 81, 0, -6, 11, 25, 88, 64])  # shuttle.tst's first line
+    assert y[0] == 1 and y[43500] == 3  # classes 2 and 4
+    np.testing.assert_array_equal(x, np.round(x))  # raw integers: nothing preprocessed yet
+
+
+@needs_data(*FULL_SHUTTLE)
+def test_full_shuttle_row_norms_after_the_authors_preprocessing():
+    """Rows to unit norm, then columns standardised, once, on the raw rows: the row norms the FN-UCB
+    authors' contexts have (percentiles 5/50/95: 1.16/2.00/5.34; measured here 1.164/2.002/5.341).
+    The standardised 5,000-row subsample preprocessed again gives 2.00/2.56/3.55 instead."""
+    x, _ = load_shuttle(data_dir=REAL_DIR)
+    norms = np.linalg.norm(authors_preprocess(x), axis=1)
+    np.testing.assert_allclose(np.percentile(norms, [5, 50, 95]), [1.16, 2.00, 5.34], atol=0.01)
+
+
+@needs_data("shuttle_statlog_5000.npz")
+def test_shuttle_subsample_only_by_path(tmp_path):
+    x, y = load_shuttle(path=REAL_DIR / "shuttle_statlog_5000.npz")
     assert x.shape == (5000, 9) and x.dtype == np.float64 and y.dtype == np.int64
     np.testing.assert_array_equal(np.bincount(y, minlength=7), [3992, 5, 13, 730, 257, 2, 1])
     assert x[0, 0] == pytest.approx(-0.92831903) and x[1, 2] == pytest.approx(0.87577664)
     np.testing.assert_allclose(x.mean(axis=0), 0.0, atol=1e-9)
+    alone = tmp_path / "subsample"
+    alone.mkdir()
+    shutil.copy(REAL_DIR / "shuttle_statlog_5000.npz", alone)
+    with pytest.raises(DataNotFoundError, match="shuttle.tst"):  # never the default choice
+        load_shuttle(data_dir=alone, download=False)
 
 
-@needs_data("shuttle_statlog_5000.npz")
+@needs_data(*FULL_SHUTTLE)
 def test_real_data_through_env_var_and_path(monkeypatch):
     monkeypatch.setenv(datasets.DATA_DIR_ENV, str(REAL_DIR))
     x1, y1 = load_dataset("shuttle")
-    x2, y2 = load_dataset("shuttle", path=REAL_DIR / "shuttle_statlog_5000.npz")
-    np.testing.assert_array_equal(x1, x2)
-    np.testing.assert_array_equal(y1, y2)
+    parts = [load_dataset("shuttle", path=REAL_DIR / name) for name in FULL_SHUTTLE]
+    assert [len(y) for _, y in parts] == [43500, 14500]
+    np.testing.assert_array_equal(x1, np.concatenate([x for x, _ in parts]))
+    np.testing.assert_array_equal(y1, np.concatenate([y for _, y in parts]))
     assert datasets._fetch.calls == []
 
 
@@ -215,11 +247,15 @@ def test_missing_file_without_download(tmp_path, monkeypatch):
     with pytest.raises(DataNotFoundError) as err:
         load_dataset("shuttle", download=False)
     msg = str(err.value)
-    for part in ["shuttle_statlog_5000.npz", "download disabled", str(tmp_path / "nowhere"), "data_dir="]:
+    for part in ["shuttle.trn / shuttle.trn.Z and shuttle.tst (all in one directory)", "download disabled",
+                 str(tmp_path / "nowhere"), "data_dir="]:
         assert part in msg
+    assert "shuttle_statlog_5000.npz" not in msg
     assert datasets._fetch.calls == []
     with pytest.raises(DataNotFoundError, match="does not exist"):
         load_mushroom(path=tmp_path / "no" / "mushroom.dat")
+    with pytest.raises(DataNotFoundError, match="shuttle.tst, shuttle_statlog_5000.npz"):
+        load_shuttle(path=tmp_path / "no" / "shuttle.trn")
 
 
 def test_unknown_dataset_and_bad_file(tmp_path):
@@ -287,22 +323,45 @@ def test_download_mushroom_parses_uci_layout(monkeypatch, tmp_path):
     assert net.calls == [url]
 
 
-def test_download_shuttle_decompresses_and_caches(monkeypatch, tmp_path):
-    url = f"{datasets.UCI_ROOT}/statlog/shuttle/shuttle.trn.Z"
-    net = FakeNet({url: compress_z(SHUTTLE_TEXT)})
+SHUTTLE_TEST_TEXT = b"".join(b"%d 0 0 0 0 0 0 0 %d %d\n" % (i, -i, 7 - i % 7) for i in range(40))
+
+
+def test_download_shuttle_both_parts_in_order_and_caches(monkeypatch, tmp_path):
+    trn, tst = (f"{datasets.UCI_ROOT}/statlog/shuttle/shuttle.{ext}" for ext in ("trn.Z", "tst"))
+    net = FakeNet({trn: compress_z(SHUTTLE_TEXT), tst: SHUTTLE_TEST_TEXT})
     monkeypatch.setattr(datasets, "_fetch", net)
     x, y = load_shuttle()
-    assert x.shape == (3000, 9) and y.dtype == np.int64
-    np.testing.assert_array_equal(np.bincount(y), [429, 429, 429, 429, 428, 428, 428])  # UCI 1..7 -> 0..6
+    assert net.calls == [trn, tst]
+    assert x.shape == (3040, 9) and y.dtype == np.int64
+    np.testing.assert_array_equal(np.bincount(y[:3000]), [429, 429, 429, 429, 428, 428, 428])  # UCI 1..7 -> 0..6
     np.testing.assert_array_equal(x[1], [(7 + 3 * j) % 50 - 5 for j in range(9)])
+    np.testing.assert_array_equal(x[3000:, 0], np.arange(40))  # the test part after the training part
+    np.testing.assert_array_equal(y[3000:3003], [6, 5, 4])
     assert (tmp_path / "cache" / "shuttle.trn").read_bytes() == SHUTTLE_TEXT  # stored decompressed
+    assert (tmp_path / "cache" / "shuttle.tst").read_bytes() == SHUTTLE_TEST_TEXT
     x2, _ = load_shuttle()
-    assert len(net.calls) == 1
+    assert len(net.calls) == 2
     np.testing.assert_array_equal(x, x2)
-    # a compressed file in a data directory works too
+    # a part missing from the cache is the only one downloaded again
+    (tmp_path / "cache" / "shuttle.tst").unlink()
+    np.testing.assert_array_equal(load_shuttle()[0], x)
+    assert net.calls == [trn, tst, tst]
+    # a compressed file in a data directory works too, alone by path= or with shuttle.tst
     (tmp_path / "z").mkdir()
     (tmp_path / "z" / "shuttle.trn.Z").write_bytes(compress_z(SHUTTLE_TEXT))
-    np.testing.assert_array_equal(load_shuttle(path=tmp_path / "z" / "shuttle.trn.Z")[0], x)
+    np.testing.assert_array_equal(load_shuttle(path=tmp_path / "z" / "shuttle.trn.Z")[0], x[:3000])
+    (tmp_path / "z" / "shuttle.tst").write_bytes(SHUTTLE_TEST_TEXT)
+    np.testing.assert_array_equal(load_shuttle(data_dir=tmp_path / "z")[0], x)
+    assert len(net.calls) == 3
+
+
+def test_failed_download_of_one_part_caches_nothing(monkeypatch, tmp_path):
+    trn, tst = (f"{datasets.UCI_ROOT}/statlog/shuttle/shuttle.{ext}" for ext in ("trn.Z", "tst"))
+    monkeypatch.setattr(datasets, "_fetch", FakeNet({trn: compress_z(SHUTTLE_TEXT), tst: b"<html>Moved</html>\n"}))
+    with pytest.raises(DataNotFoundError) as err:
+        load_shuttle()
+    assert f"downloading {tst} failed" in str(err.value)
+    assert not (tmp_path / "cache" / "shuttle.trn").exists()
 
 
 def test_download_of_garbage_is_not_cached(monkeypatch, tmp_path):

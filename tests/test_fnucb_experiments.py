@@ -17,8 +17,9 @@ from bandits_jax.runner import run_identity
 from helpers import REAL_DIR
 
 DATA_DIR = REAL_DIR
-HAVE_DATA = all((DATA_DIR / f).exists() for f in ("shuttle_statlog_5000.npz", "magic.dat"))
-NO_DATA = f"offline data not found in {DATA_DIR} (shuttle_statlog_5000.npz, magic.dat)"
+DATA_FILES = ("shuttle.trn", "shuttle.tst", "magic.dat")
+HAVE_DATA = all((DATA_DIR / f).exists() for f in DATA_FILES)
+NO_DATA = f"offline data not found in {DATA_DIR} ({', '.join(DATA_FILES)})"
 
 NAMES = ["fnucb/fig1a", "fnucb/fig1b", "fnucb/fig1c", "fnucb/fig1d", "fnucb/fig2a", "fnucb/fig2b",
          "fnucb/fig2c", "fnucb/fig2d", "fnucb/fig3", "fnucb/fig4", "fnucb/fig6"]

@@ -8,8 +8,9 @@ import pytest
 from bandits_jax.core import ConfigError, EnvSpec, Problem
 from bandits_jax.problems import PROBLEMS, make_problem, problem_options
 from bandits_jax.problems.classification import authors_preprocess, block_one_hot, classification_bandit
+from bandits_jax.problems.datasets import load_shuttle
 from bandits_jax.problems.synthetic import FNUCB_FIXED_A, cosine, linear, square, unit_contexts
-from helpers import REAL_DIR
+from helpers import REAL_DIR, needs_data
 
 def _data_dir():
     return REAL_DIR
@@ -238,6 +239,32 @@ def test_shuffles_per_agent_per_seed_and_authors():
     np.testing.assert_array_equal(_perm(more, 7)[:3], c)
 
 
+def test_authors_shuffle_is_numpy_random_state_of_the_agent_index():
+    """Agent i (0-based) reads RandomState(i).permutation(n) of the rows in the given order (what
+    scikit-learn's shuffle(X, y, random_state=i) draws), in every seed; the contexts of step t are
+    those rows after the authors' preprocessing."""
+    x, y = _toy(n=40, d=3, k=4, seed=2)
+    n, N = 40, 3
+    expected = np.stack([np.random.RandomState(i).permutation(n) for i in range(N)])
+    with jax.enable_x64(True):
+        p = classification_bandit(x, y, num_agents=N, horizon=2 * n, shuffle="authors")
+        for seed in (0, 5):
+            perm = _perm(p, seed)
+            assert perm.dtype == np.int32
+            np.testing.assert_array_equal(perm, expected)
+        inst = p.init(jax.random.PRNGKey(3))
+        steps = jax.jit(jax.vmap(lambda t: (lambda c: (c, p.mean_reward(inst, t, c)))(p.contexts(inst, t, None))))
+        ctx, means = (np.asarray(a) for a in steps(jnp.arange(2 * n)))
+    xp = authors_preprocess(x)
+    arms = np.arange(4)
+    for t in range(2 * n):  # wraps around after n steps
+        rows = expected[:, t % n]
+        for i in range(N):
+            blocks = ctx[t, i].reshape(4, 4, 3)  # [arm, block, d_raw]: arm k holds the row in block k
+            np.testing.assert_array_equal(blocks[arms, arms], np.tile(xp[rows[i]], (4, 1)))
+        np.testing.assert_array_equal(means[t].argmax(axis=1), y[rows])
+
+
 def test_authors_preprocessing():
     raw = np.array([[3.0, 4.0, 0.0], [np.nan, 1.0, 1.0], [0.0, 0.0, 2.0], [1.0, 1.0, 1.0]])
     out = authors_preprocess(raw)
@@ -304,11 +331,16 @@ def test_registry_errors():
     assert "dim" in str(err.value) and "data_dir" in str(err.value)
 
 
-@pytest.mark.skipif(not (_data_dir() / "shuttle_statlog_5000.npz").is_file(),
-                    reason="shared data folder with shuttle_statlog_5000.npz not found (set BANDITS_JAX_DATA_DIR)")
+@needs_data("shuttle.trn", "shuttle.tst")
 def test_registry_shuttle_from_data_dir():
+    """The full Shuttle (58,000 rows in the file's order), preprocessed once, read in the authors' streams."""
     p = make_problem("shuttle", num_agents=2, horizon=50, data_dir=str(_data_dir()), shuffle="authors", download=False)
     assert p.spec == EnvSpec(2, 7, 63, 50)
     inst, ctx, means = _draw(p, t=49)
     assert ctx.shape == (2, 7, 63) and means.shape == (2, 7)
     np.testing.assert_array_equal(np.asarray(means).sum(axis=1), [1.0, 1.0])
+    rows = [np.random.RandomState(i).permutation(58000)[49] for i in range(2)]
+    np.testing.assert_array_equal(np.asarray(inst["perm"])[:, 49], rows)
+    x, y = load_shuttle(data_dir=_data_dir(), download=False)
+    np.testing.assert_allclose(np.asarray(ctx)[:, 0, :9], authors_preprocess(x)[rows], rtol=1e-6)
+    np.testing.assert_array_equal(np.asarray(means).argmax(axis=1), y[rows])

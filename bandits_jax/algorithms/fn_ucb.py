@@ -205,6 +205,33 @@ def init(config: FNUCBConfig, key, spec: EnvSpec, params, sizes, public=None) ->
                       alpha_x=alpha_contexts(config, k_alpha, d, dtype))
 
 
+def with_network(state: FNUCBState, theta0) -> FNUCBState:
+    """The state `init` built, started from the given initial network instead of its own draw.
+
+    theta0: a parameter dict laid out as `init_mlp`'s and of the state's shapes,
+    {"layer_l": {"kernel": [in, out], "bias": [out]}} (a torch.nn.Linear weight W [out, in] is
+    the kernel W^T). It becomes theta0, theta_sync and every agent's parameters [N, ...]; nothing
+    else in a fresh state depends on the network. Use it before the first step, e.g. as
+    `runner.replay(..., start=partial(with_network, theta0=theta0))`, to replay another
+    implementation's run from its initial network.
+    """
+    ref_leaves, ref_tree = jax.tree_util.tree_flatten(state.nets.theta0)
+    leaves, tree = jax.tree_util.tree_flatten(theta0)
+    if tree != ref_tree or [jnp.shape(a) for a in leaves] != [a.shape for a in ref_leaves]:
+        raise ConfigError(f"{NAME}: the initial network must have the state's layout {_layout(state.nets.theta0)}, "
+                          f"got {_layout(theta0)}")
+    dtype = state.b_sync.dtype
+    theta0 = jax.tree_util.tree_map(lambda a: jnp.asarray(a, dtype), theta0)
+    N = state.b_new.shape[0]
+    theta = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (N,) + a.shape), theta0)
+    return state._replace(nets=state.nets._replace(theta=theta, theta0=theta0, theta_sync=theta0))
+
+
+def _layout(tree):
+    """The shapes of a parameter tree, for messages."""
+    return jax.tree_util.tree_map(lambda a: tuple(jnp.shape(a)), tree)
+
+
 # ------------------------------------------------------------------------------ select
 def select(config: FNUCBConfig, params, state: FNUCBState, step, key):
     """a_i = argmax_k (1 - alpha) UCB_a + alpha UCB_b (UCB_a alone while alpha = 0). aux: ()."""

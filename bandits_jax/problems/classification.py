@@ -9,9 +9,14 @@ and pays 1 if k is the row's true class, else 0 (no noise: `sample_rewards` retu
 
 Agent i reads row perm[i, t mod n] at global step t; the permutations [N, n] are the instance.
   shuffle="per_seed": drawn from the instance key, so every seed sees new orders.
-  shuffle="authors":  one fixed permutation per agent index i, the same in every run (the FN-UCB
-                      code shuffles agent i's copy with random_state = i; the orders here are
-                      JAX's, not scikit-learn's).
+  shuffle="authors":  exactly the FN-UCB authors' streams, the same in every run: agent i
+                      reads numpy.random.RandomState(i).permutation(n) of the rows in the order
+                      the features are given (the file's order), the order scikit-learn's
+                      `shuffle(X, y, random_state=i)` draws. Agents count from 0, as in the
+                      code, which shuffles agent i's copy with random_state = i for i in
+                      range(N) (its single-agent baselines read agent 0's stream). Computed once
+                      on the host (`authors_permutations`) and handed to every seed as its
+                      instance.
 
 The dataset is a constant of the closure, not part of the (per-seed) instance.
 
@@ -30,8 +35,6 @@ from ..core import ConfigError, EnvSpec, Problem
 
 PREPROCESS = ("authors", "none")
 SHUFFLES = ("per_seed", "authors")
-# Root of the fixed per-agent shuffles of shuffle="authors" (agent i uses fold_in(root, i)).
-AUTHORS_SHUFFLE_KEY = 0
 
 
 def authors_preprocess(features: np.ndarray) -> np.ndarray:
@@ -47,6 +50,15 @@ def authors_preprocess(features: np.ndarray) -> np.ndarray:
     mean = x.mean(axis=0)
     std = x.std(axis=0)
     return (x - mean) / np.where(std > 0, std, 1.0)
+
+
+def authors_permutations(num_agents: int, n: int) -> np.ndarray:
+    """The FN-UCB authors' row orders: int32 [N, n], row i = RandomState(i).permutation(n).
+
+    scikit-learn's `shuffle(X, y, random_state=i)` shuffles arange(n) with RandomState(i), as
+    `permutation` does, so agent i (0-based, as in the authors' code) reads these rows.
+    """
+    return np.stack([np.random.RandomState(i).permutation(n) for i in range(num_agents)]).astype(np.int32)
 
 
 def block_one_hot(x, num_arms: int):
@@ -76,7 +88,8 @@ def classification_bandit(
     num_classes: K (default: max label + 1).
     preprocess: "authors" (NaN -> -1, rows to unit L2 norm, columns standardised; done once
         in NumPy) or "none".
-    shuffle: "per_seed" or "authors" (fixed per agent index, identical in every run).
+    shuffle: "per_seed" (JAX permutations from the instance key) or "authors" (agent i reads
+        RandomState(i).permutation(n), 0-based, identical in every run; module docstring).
     Returns a core.Problem with spec (N, K, K * d_raw, T): instance {"perm": int32 [N, n]},
     contexts [N, K, K * d_raw], means [N, K] in {0, 1}; rewards equal the means.
     """
@@ -110,11 +123,11 @@ def classification_bandit(
     n, d_raw = x.shape
     spec = core.check_spec(EnvSpec(num_agents, num_arms, num_arms * d_raw, horizon))
     labels_onehot = np.eye(num_arms)[y]  # [n, K]
-    by_seed = shuffle == "per_seed"
+    fixed = authors_permutations(num_agents, n) if shuffle == "authors" else None
 
     def init(key):
-        if not by_seed:
-            key = jax.random.PRNGKey(AUTHORS_SHUFFLE_KEY)
+        if fixed is not None:
+            return {"perm": jnp.asarray(fixed)}
         keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(num_agents))
         perm = jax.vmap(lambda k: jax.random.permutation(k, n))(keys)
         return {"perm": perm.astype(jnp.int32)}

@@ -5,9 +5,9 @@ Each loader returns (features float64 [n, d_raw], labels int64 [n] in 0..K-1):
     load_magic     MAGIC Gamma Telescope: 10 real features; g -> 0, h -> 1.       19,020 x 10
     load_mushroom  Mushroom, rows with a missing value dropped; the 22 categorical
                    attributes one-hot encoded (see `onehot_encode`); e -> 0, p -> 1.  5,644 x 98
-    load_shuttle   Statlog Shuttle: 9 features, classes 1..7 of UCI -> 0..6.
-                   shuttle_statlog_5000.npz (a standardised 5,000-row subsample): 5,000 x 9;
-                   the UCI training file shuttle.trn: 43,500 x 9 (raw integers).
+    load_shuttle   Statlog Shuttle: 9 raw integer features, classes 1..7 of UCI -> 0..6;
+                   by default the full data the FN-UCB authors use, UCI's shuttle.trn
+                   (43,500 rows) followed by shuttle.tst (14,500 rows):               58,000 x 9
 
 Where the file is looked for, in order:
   1. `path=` (an explicit file; nothing else is tried);
@@ -16,12 +16,13 @@ Where the file is looked for, in order:
   4. the cache directory: BANDITS_JAX_CACHE, else ~/.cache/bandits_jax;
   5. a download from the UCI repository into the cache (once; `download=False` disables it).
 In a directory the project's file name is tried first, then the UCI names
-(magic.dat | magic04.data; mushroom.dat | agaricus-lepiota.data;
-shuttle_statlog_5000.npz | shuttle.trn | shuttle.trn.Z).
+(magic.dat | magic04.data; mushroom.dat | agaricus-lepiota.data). Shuttle comes in two parts that
+must lie in the same directory: shuttle.trn | shuttle.trn.Z, and shuttle.tst; they are read in
+that order and stacked. UCI serves the training part compressed (shuttle.trn.Z, Unix `compress`
+format, decoded here) and the test part as plain text; the cache keeps both as text.
 
-The Shuttle download is UCI's training file shuttle.trn.Z (Unix `compress` format, decoded
-here): it is NOT the 5,000-row subsample, which cannot be rebuilt from UCI; place that file in a
-data directory to use it.
+The 5,000-row Shuttle subsample shuttle_statlog_5000.npz (already column-standardised, so the
+FN-UCB preprocessing distorts it; see `load_shuttle`) is read only when passed as `path=`.
 """
 from __future__ import annotations
 
@@ -261,25 +262,38 @@ def _parse_shuttle(data: bytes, source: str) -> Dataset:
 
 
 # ----------------------------------------------------------------------------------- look-up
+class _Part(NamedTuple):
+    """One file of a data set: the names tried in a directory (the project's first), its UCI
+    download, the name it is cached under and what turns the downloaded bytes into those cached."""
+
+    files: Tuple[str, ...]
+    url: str
+    cache_name: str
+    prepare: Callable[[bytes], bytes]
+
+
 class _Source(NamedTuple):
-    files: Tuple[str, ...]  # names tried in a directory, the project's first
-    url: Optional[str]  # UCI download
-    cache_name: str  # file written into the cache after a download
-    prepare: Callable[[bytes], bytes]  # downloaded bytes -> bytes stored in the cache
+    """A data set: its parts, read in order and stacked row-wise, and the parser of one file.
+    path_only: further files accepted as `path=` but never looked for in a directory."""
+
+    parts: Tuple[_Part, ...]
     parse: Callable[[bytes, str], Dataset]
+    path_only: Tuple[str, ...] = ()
 
 
 def _identity(data: bytes) -> bytes:
     return data
 
 
+SHUTTLE_URL = f"{UCI_ROOT}/statlog/shuttle"
 SOURCES = {
-    "magic": _Source(("magic.dat", "magic04.data"), f"{UCI_ROOT}/magic/magic04.data", "magic04.data",
-                     _identity, _parse_magic),
-    "mushroom": _Source(("mushroom.dat", "agaricus-lepiota.data"), f"{UCI_ROOT}/mushroom/agaricus-lepiota.data",
-                        "agaricus-lepiota.data", _identity, _parse_mushroom),
-    "shuttle": _Source(("shuttle_statlog_5000.npz", "shuttle.trn", "shuttle.trn.Z"),
-                       f"{UCI_ROOT}/statlog/shuttle/shuttle.trn.Z", "shuttle.trn", unlzw, _parse_shuttle),
+    "magic": _Source((_Part(("magic.dat", "magic04.data"), f"{UCI_ROOT}/magic/magic04.data", "magic04.data",
+                            _identity),), _parse_magic),
+    "mushroom": _Source((_Part(("mushroom.dat", "agaricus-lepiota.data"), f"{UCI_ROOT}/mushroom/agaricus-lepiota.data",
+                               "agaricus-lepiota.data", _identity),), _parse_mushroom),
+    "shuttle": _Source((_Part(("shuttle.trn", "shuttle.trn.Z"), f"{SHUTTLE_URL}/shuttle.trn.Z", "shuttle.trn", unlzw),
+                        _Part(("shuttle.tst",), f"{SHUTTLE_URL}/shuttle.tst", "shuttle.tst", _identity)),
+                       _parse_shuttle, path_only=("shuttle_statlog_5000.npz",)),
 }
 
 
@@ -291,6 +305,22 @@ def _read(path: Path, parse) -> Dataset:
     return parse(data, str(path))
 
 
+def _stack(datasets) -> Dataset:
+    """The parts' (features, labels) one after another."""
+    if len(datasets) == 1:
+        return datasets[0]
+    return np.concatenate([x for x, _ in datasets]), np.concatenate([y for _, y in datasets])
+
+
+def _wanted(source: _Source) -> str:
+    """The files a directory must hold, e.g. 'shuttle.trn / shuttle.trn.Z and shuttle.tst'."""
+    return " and ".join(" / ".join(part.files) for part in source.parts)
+
+
+def _find(folder: Path, part: _Part) -> Optional[Path]:
+    return next((folder / f for f in part.files if (folder / f).is_file()), None)
+
+
 def _load(name: str, path=None, data_dir=None, download: bool = True, parse=None) -> Dataset:
     """Find, read (or download and cache) data set `name`; `parse(bytes, source)` overrides its parser."""
     source = SOURCES[name]
@@ -299,9 +329,10 @@ def _load(name: str, path=None, data_dir=None, download: bool = True, parse=None
     if path is not None:
         file = Path(path).expanduser()
         if not file.is_file():
+            accepted = [f for part in source.parts for f in part.files] + list(source.path_only)
             raise DataNotFoundError(
                 f"{name} data: file {file} does not exist; pass an existing path= "
-                f"(expected one of {', '.join(source.files)})")
+                f"(expected one of {', '.join(accepted)})")
         return _read(file, source.parse)
     dirs = []
     if data_dir is not None:
@@ -311,28 +342,36 @@ def _load(name: str, path=None, data_dir=None, download: bool = True, parse=None
     cache = cache_dir()
     dirs.append(cache)
     for folder in dirs:
-        for fname in source.files:
-            if (folder / fname).is_file():
-                return _read(folder / fname, source.parse)
+        found = [_find(folder, part) for part in source.parts]
+        if all(found):
+            return _stack([_read(file, source.parse) for file in found])
     searched = ", ".join(str(d) for d in dirs)
-    fix = (f"pass path= or data_dir=, set {DATA_DIR_ENV}, or place the file in the cache dir {cache}")
+    together = " (all in one directory)" if len(source.parts) > 1 else ""
+    fix = (f"pass path= or data_dir=, set {DATA_DIR_ENV}, or place the file{'s' if together else ''} in the "
+           f"cache dir {cache}")
     if not download:
         raise DataNotFoundError(
-            f"{name} data not found: no {' / '.join(source.files)} in {searched} (download disabled); {fix}")
-    try:
-        fetched = _fetch(source.url)
-        stored = source.prepare(fetched)
-        dataset = source.parse(stored, source.url)
-    except (OSError, ValueError, http.client.HTTPException) as err:  # URLError, timeouts: OSError
-        reason = str(err).replace("\n", " ")[:160]
-        raise DataNotFoundError(
-            f"{name} data not found: no {' / '.join(source.files)} in {searched}, and downloading "
-            f"{source.url} failed ({reason}); {fix}") from None
-    try:
-        _write_atomic(cache / source.cache_name, stored)
-    except OSError:
-        pass  # an unwritable cache only costs a download next time
-    return dataset
+            f"{name} data not found: no {_wanted(source)}{together} in {searched} (download disabled); {fix}")
+    stored, parsed = {}, []
+    for part in source.parts:  # parts already in the cache are read from it, the others downloaded
+        cached = _find(cache, part)
+        if cached is not None:
+            parsed.append(_read(cached, source.parse))
+            continue
+        try:
+            stored[part.cache_name] = part.prepare(_fetch(part.url))
+            parsed.append(source.parse(stored[part.cache_name], part.url))
+        except (OSError, ValueError, http.client.HTTPException) as err:  # URLError, timeouts: OSError
+            reason = str(err).replace("\n", " ")[:160]
+            raise DataNotFoundError(
+                f"{name} data not found: no {_wanted(source)}{together} in {searched}, and downloading "
+                f"{part.url} failed ({reason}); {fix}") from None
+    for cache_name, data in stored.items():
+        try:
+            _write_atomic(cache / cache_name, data)
+        except OSError:
+            pass  # an unwritable cache only costs a download next time
+    return _stack(parsed)
 
 
 # ----------------------------------------------------------------------------------- public loaders
@@ -368,9 +407,17 @@ def load_mushroom(path=None, data_dir=None, *, download: bool = True, missing: s
 def load_shuttle(path=None, data_dir=None, *, download: bool = True) -> Dataset:
     """Statlog Shuttle: (features float64 [n, 9], labels int64 [n] in 0..6).
 
-    Accepts shuttle_statlog_5000.npz (arrays 'x' [5000, 9], standardised, and 'label' 0..6) or
-    UCI's shuttle.trn / shuttle.tst / shuttle.trn.Z (9 integers then the class 1..7, mapped to
-    0..6). The download is UCI's training file (43,500 rows, raw values), not the subsample.
+    Default (no path=): the full data, n = 58,000: UCI's shuttle.trn (43,500 rows; the file or
+    its compressed shuttle.trn.Z) followed by shuttle.tst (14,500 rows), both from one directory
+    or downloaded (module docstring). This row order, "the file's order", is what the FN-UCB
+    authors' per-agent shuffles permute (`classification`). The features are UCI's raw integers,
+    so the authors' preprocessing is applied once, by the bandit.
+    path=: one file alone: shuttle.trn, shuttle.trn.Z or shuttle.tst (9 integers then the class
+    1..7 per line, mapped to 0..6), or the 5,000-row subsample shuttle_statlog_5000.npz (arrays
+    'x' [5000, 9] and 'label' 0..6), kept for small tests. Its columns are already standardised,
+    and the authors' preprocessing applied on top of that changes the geometry: row norms after
+    preprocessing at percentiles 5/50/95 are 2.00/2.56/3.55, against 1.16/2.00/5.34 on the full
+    data.
     """
     return _load("shuttle", path, data_dir, download)
 
