@@ -148,6 +148,25 @@ def test_curves_draw_initial_networks_by_family_and_agents_and_share_the_problem
                        "FN-UCB (N=10)": 100010, "NeuralUCB": 200001, "NeuralTS": 300001}
 
 
+def test_the_paper_mode_of_the_diagonal_figures_rescales_the_mean_by_min_max():
+    """fnucb/fig2c and fig2d in mode=paper switch on footnote 4's min-max rescaling of FN-UCB's
+    mean term (diagonal covariance); mode=authors (the released code) leaves it off, and so do the
+    full-covariance figures in either mode."""
+    from bandits_jax.experiments import fnucb
+
+    def minmax(config):
+        return fnucb._fn(config, "FN-UCB", 2).init.args[0].minmax_mean
+
+    for name in ("fnucb/fig2c", "fnucb/fig2d", "fnucb/fig2a", "fnucb/fig1a"):
+        exp = get_experiment(name)
+        diag = exp.defaults["covariance"] == "diag"
+        assert diag == (name in ("fnucb/fig2c", "fnucb/fig2d"))
+        assert minmax(resolve_config(exp, "paper", {"mode": "paper"})) == diag
+        assert not minmax(resolve_config(exp, "paper", {"mode": "authors"}))
+        if diag:
+            assert "footnote 4" in exp.notes and "294, 750, 255" in exp.notes
+
+
 def test_bad_values_fail_before_compiling():
     exp = get_experiment("fnucb/fig1a")
     with pytest.raises(ConfigError):
