@@ -3,7 +3,9 @@
 A *problem* is the world. It draws an instance once per seed (`init`), then at each global step
 `t` hands every agent K contexts and knows their noiseless mean rewards. Rewards for ALL K arms
 are drawn from the problem's own key, so two algorithms on one seed see the same contexts and
-noise (common random numbers). `public(instance)` is what the agents may know of the instance (a
+noise (common random numbers). An algorithm's own randomness (initial networks, sampling) comes
+from the seed's algorithm key for its `stream`: algorithms with one stream share it, different
+streams draw independently. `public(instance)` is what the agents may know of the instance (a
 graph, a candidate set); `spec.one_active` declares a protocol in which one agent acts per step.
 
 An *algorithm* is a NamedTuple of pure functions, module-level functions bound to a frozen
@@ -47,6 +49,7 @@ so no algorithm needs its seeds run one after another.
 from __future__ import annotations
 
 import dataclasses
+import operator
 from typing import Any, Callable, NamedTuple, Optional
 
 import jax
@@ -191,6 +194,11 @@ class Algorithm(NamedTuple):
     params: {name: Param}, the float hyper-parameters with this algorithm's defaults.
     sizing: None for fixed-size state.
     errors: {bit: message} of the error bits its reports may carry.
+    stream: which of a seed's algorithm keys the runner hands this algorithm (an int in
+            [0, 2^32); `runner.stream_key`). 0, the default, is the one key every algorithm had
+            before streams existed. Two curves of one figure that should draw their own
+            initialisation and sampling (FN-UCB with N = 1 and N = 5) get different streams; two
+            that should share them (one method at two thresholds) keep the same one.
     """
 
     name: str
@@ -201,6 +209,7 @@ class Algorithm(NamedTuple):
     sizing: Optional[Sizing] = None
     errors: dict = {}
     description: str = ""
+    stream: int = 0
 
     @property
     def defaults(self) -> dict:
@@ -246,6 +255,7 @@ class Trial(NamedTuple):
     params:   {name: Param}, as for `Algorithm` (traced, so a grid is a vmap).
     outcomes: {name: Outcome}, one per output of `run` besides "errors".
     errors:   {bit: message}; `run` returns its int32 error bits under "errors".
+    stream:   as for `Algorithm`: which of the seed's algorithm keys `run` gets (0: the default one).
     """
 
     name: str
@@ -254,6 +264,7 @@ class Trial(NamedTuple):
     outcomes: dict
     errors: dict = {}
     description: str = ""
+    stream: int = 0
 
     defaults = Algorithm.defaults
     with_defaults = Algorithm.with_defaults
@@ -309,6 +320,20 @@ def bernoulli_rewards(instance, means, key):
     del instance
     p = jnp.clip(means, 0.0, 1.0)
     return jax.random.bernoulli(key, p).astype(means.dtype)
+
+
+STREAMS = 2 ** 32  # streams are folded into a key as uint32
+
+
+def check_stream(name: str, stream) -> int:
+    """`stream` as an int, refused (ConfigError) unless it is an integer in [0, 2^32)."""
+    try:
+        value = None if isinstance(stream, bool) else operator.index(stream)
+    except TypeError:
+        value = None
+    if value is None or not 0 <= value < STREAMS:
+        raise ConfigError(f"{name}: stream must be an integer in [0, 2^32), got {stream!r}")
+    return value
 
 
 def check_spec(spec: EnvSpec) -> EnvSpec:

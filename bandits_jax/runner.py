@@ -17,7 +17,10 @@ Keys. Seed s owns `fold_in(PRNGKey(base_key), s)`; from it a problem key and an 
 are derived, and from those, per-step keys by `fold_in(., t)`. Nothing depends on the batch
 size, the chunking, the segmenting or the device count, so seed s gives the same numbers
 however the sweep is cut; and two algorithms on the same seed see the same contexts and noise.
-`replay` (given arrays instead of a problem) uses the same step and the same algorithm keys.
+An algorithm's `stream` picks which algorithm key it gets (`stream_key`): stream 0 is the seed's
+algorithm key itself, any other stream an independent one, so the curves of a figure can share
+their problem draws and still draw their own initial networks. `replay` (given arrays instead of
+a problem) and `run_trials` use the same step keys and the same streams.
 
 Segments. When an algorithm declares a `Sizing`, the horizon is split into segments
 [0, s0), [s0, 2 s0), [2 s0, 4 s0), ... ; each segment runs with buffers of the rows it needs at
@@ -52,7 +55,7 @@ import numpy as np
 from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from .core import (Algorithm, Arms, ConfigError, EnvSpec, Problem, Sizes, Step, Trial, check_param,
+from .core import (Algorithm, Arms, ConfigError, EnvSpec, Problem, Sizes, Step, Trial, check_param, check_stream,
                    declared_param)
 
 COMM_KEYS = ("comm_up", "comm_down", "rounds")
@@ -100,8 +103,21 @@ def seed_key(seed, base_key: int = 0):
 
 
 def problem_and_algorithm_keys(key):
-    """Split a seed key into the problem's key and the algorithm's key."""
+    """Split a seed key into the problem's key and the algorithm key of stream 0."""
     return jax.random.fold_in(key, 0), jax.random.fold_in(key, 1)
+
+
+def stream_key(algorithm_key, stream: int):
+    """The algorithm key of `stream` (an int in [0, 2^32)) from the seed's stream-0 key.
+
+    Stream 0 is the key itself, the key every algorithm had before streams existed. Stream s > 0
+    is fold_in(fold_in(key, 2), s): the runner gives branch 0 of an algorithm key to `init` and
+    branch 1 to the steps, and keeps branch 2 for the streams, so the keys it derives for one
+    stream are none of those it derives for another.
+    """
+    if stream == 0:
+        return algorithm_key
+    return jax.random.fold_in(jax.random.fold_in(algorithm_key, 2), stream)
 
 
 def problem_step_keys(problem_key, t):
@@ -136,10 +152,13 @@ def act(algorithm: Algorithm, params, state, step: Step, means, all_rewards, alg
 
 
 def run_start(problem: Problem, algorithm: Algorithm, base_key: int, sizes: Sizes) -> Callable:
-    """The start of ONE run: (seed, params) -> (problem key, algorithm key, instance, state)."""
+    """The start of ONE run: (seed, params) -> (problem key, algorithm key of the algorithm's stream,
+    instance, state)."""
+    stream = check_stream(algorithm.name, algorithm.stream)
 
     def start(seed, params):
         problem_key, algorithm_key = problem_and_algorithm_keys(seed_key(seed, base_key))
+        algorithm_key = stream_key(algorithm_key, stream)
         instance_key, state_key = init_keys(problem_key, algorithm_key)
         instance = problem.init(instance_key)
         public = None if problem.public is None else problem.public(instance)
@@ -470,7 +489,9 @@ def replay(algorithm: Algorithm, spec: EnvSpec, params, contexts, rewards, activ
     """Run one algorithm on given arrays with the runner's step and keys (tests, recorded streams).
 
     contexts[T, N, K, d], rewards[T, N, K] (the reward of every arm), active[T, N] bool, key: the
-    algorithm key (its `init` gets `init_keys`' algorithm half, step t `algorithm_step_keys(key, t)`);
+    algorithm key of stream 0 (for seed s the runner's `problem_and_algorithm_keys(seed_key(s))[1]`);
+    like the runner, replay takes the algorithm's stream of it (`stream_key`), whose `init_keys`
+    half goes to `init` and whose `algorithm_step_keys(., t)` to step t.
     means[T, N, K]: the noiseless means regret is measured on (default: the rewards).
     params: {name: scalar} over the declared defaults. sizes: default, rows for the whole horizon.
     start: state -> state, applied to `init`'s state before the first step (e.g. to start from
@@ -481,6 +502,7 @@ def replay(algorithm: Algorithm, spec: EnvSpec, params, contexts, rewards, activ
               for name in algorithm.params}
     if sizes is None:
         sizes = horizon_sizes(algorithm, spec)
+    key = stream_key(key, check_stream(algorithm.name, algorithm.stream))
     state = algorithm.init(init_keys(key, key)[1], spec, params, sizes, public)
     if start is not None:
         state = start(state)
@@ -513,11 +535,13 @@ class TrialOutput(NamedTuple):
 
 def trial_run(arms: Arms, trial: Trial, base_key: int) -> Callable:
     """ONE trial: (seed, params) -> {outcome: scalar, "errors": int32}, the instance drawn with the
-    seed's problem key and the trial run with its algorithm key."""
+    seed's problem key and the trial run with its algorithm key of the trial's stream."""
+    stream = check_stream(trial.name, trial.stream)
 
     def one(seed, params):
         problem_key, algorithm_key = problem_and_algorithm_keys(seed_key(seed, base_key))
-        out = trial.run(algorithm_key, params, arms, arms.init(init_keys(problem_key, algorithm_key)[0]))
+        out = trial.run(stream_key(algorithm_key, stream), params, arms,
+                        arms.init(init_keys(problem_key, algorithm_key)[0]))
         if set(out) != set(trial.outcomes) | {"errors"}:
             raise ValueError(f"{trial.name}: run returned {sorted(out)}, expected its declared outcomes "
                              f"{sorted(trial.outcomes)} and 'errors'")
@@ -566,11 +590,13 @@ def run_identity(problem, algorithm, params: dict, *, base_key: int = 0, precisi
 
     It hashes the traced programs (jaxprs) of the run's start and of one step (of the whole trial for
     a `Trial`), the arrays they close over (data sets, fixed vectors), the hyper-parameter values
-    `params` ({name: float}), the horizon, base key and precision, and the versions of bandits_jax,
-    jax and jaxlib. Names play no part: two curves of two experiments built the same way share an
-    identity, so the sweep's curve cache finds one for the other; any change of an option, of the
-    data or of the code inside the compiled step gives another identity. Vmap size and segment
-    length are left out: they change numbers by float rounding at most.
+    `params` ({name: float}), the algorithm's stream where it is not 0 (a stream-0 curve keeps the
+    identity it had before streams existed), the horizon, base key and precision, and the versions
+    of bandits_jax, jax and jaxlib. Names play no part: two curves of two experiments built the same
+    way share an identity, so the sweep's curve cache finds one for the other; any change of an
+    option, of the stream, of the data or of the code inside the compiled step gives another
+    identity. Vmap size and segment length are left out: they change numbers by float rounding at
+    most.
     """
     with precision_scope(precision):
         values = {k: jnp.asarray(float(v)) for k, v in sorted(params.items())}
@@ -594,6 +620,9 @@ def run_identity(problem, algorithm, params: dict, *, base_key: int = 0, precisi
                 digest.update(np.ascontiguousarray(const).tobytes())
     fixed = {"params": {k: float(v) for k, v in sorted(params.items())}, "horizon": horizon, "base_key": base_key,
              "precision": precision, "versions": [package_version(p) for p in ("bandits_jax", "jax", "jaxlib")]}
+    stream = check_stream(algorithm.name, algorithm.stream)
+    if stream:
+        fixed["stream"] = stream
     digest.update(json.dumps(fixed, sort_keys=True).encode())
     return digest.hexdigest()[:32]
 

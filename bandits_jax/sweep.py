@@ -4,7 +4,8 @@ Seeds are processed in chunks that fit in memory (estimated from the algorithm's
 final capacity, or set with `chunk=`). Each finished chunk is written at once to
 `OUT/chunks/<algorithm>/seeds_<first>-<last>.npz`; running the same command again with the
 same output folder loads what is stored and computes only the missing seeds, so killing a
-run loses at most the chunk in flight. The assembled results, metadata, summary and plot are
+run loses at most the chunk in flight (a curve whose key stream, `Algorithm.stream`, is not the
+one its stored seeds were drawn on is refused). The assembled results, metadata, summary and plot are
 written at the end. Besides the regret and communication, each chunk keeps every run's error bits
 and the per-step diagnostics its algorithm reports. A curve whose runs carry error bits is stored (so
 nothing is recomputed on resume) and then reported: a grid point is marked in the summary and never
@@ -12,12 +13,12 @@ chosen; any other curve makes the run end with a ConfigError that names the algo
 
 Curve cache. Every finished chunk is also kept under CACHE/<identity>/, where the identity
 (`runner.run_identity`) hashes everything that fixes a curve's numbers: the traced programs of its
-start and step with the data they hold, its hyper-parameters, horizon, base key, precision and the
-package versions. Before computing, the sweep takes from the cache every seed it holds for a
-curve's identity, whatever experiment or curve name stored it, so figures that repeat runs of other
-figures reuse them without any declaration. CACHE is `results/curves` unless `$BANDITS_JAX_CURVES`
-or `curves=` says otherwise; `curves=False` turns it off. Taken curves are listed under "cached" in
-the metadata.
+start and step with the data they hold, its hyper-parameters, key stream (`Algorithm.stream`),
+horizon, base key, precision and the package versions. Before computing, the sweep takes from the
+cache every seed it holds for a curve's identity, whatever experiment or curve name stored it, so
+figures that repeat runs of other figures reuse them without any declaration. CACHE is
+`results/curves` unless `$BANDITS_JAX_CURVES` or `curves=` says otherwise; `curves=False` turns it
+off. Taken curves are listed under "cached" in the metadata.
 """
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ from .runner import (OUTPUT_KEYS, TrialOutput, describe_errors, horizon_sizes, p
 CHUNKS = "chunks"
 CHUNK_BOOKKEEPING = ("seeds", "compile_seconds", "run_seconds", "errors")  # chunk entries that are not outputs
 CURVES_ENV = "BANDITS_JAX_CURVES"
+STREAM_FILE = "stream.txt"  # a chunk folder's record of its curve's key stream
 
 
 def default_out_dir(name: str, size: str) -> Path:
@@ -89,6 +91,9 @@ def run_experiment(
     errors = {}  # curve -> one line naming its runs' error bits ("" when none)
     compiled: dict = {}
     hparams = {n: hp for n, _, hp in named}
+    for _, alg, grid in runs:  # before anything is computed
+        for point in [alg.name] if grid is None else grid_names(alg.name, grid):
+            _claim_stream(out, point, alg.stream)
     for problem, alg, grid in runs:
         point_names = [alg.name] if grid is None else grid_names(alg.name, grid)
         for point in point_names:
@@ -172,6 +177,8 @@ def _metadata(exp, size: str, config: dict, seeds, runs, named, outcome_of_run: 
         "algorithms": [n for n, _, _ in named],
         "algorithm_problems": {n: {"problem": p.name, "num_agents": p.num_agents} for n, p, _ in named},
         "algorithm_hparams": {n: hp for n, _, hp in named},
+        "algorithm_streams": {n: alg.stream for _, alg, grid in runs
+                              for n in ([alg.name] if grid is None else grid_names(alg.name, grid))},
         "grids": {a.name: grid_names(a.name, g) for _, a, g in runs if g is not None},
         **({"outcomes": outcomes} if outcomes else {}),
         **outcome_of_run,
@@ -295,6 +302,21 @@ def _claim_out_dir(out: Path, name: str, size: str, config: dict) -> None:
                 f"{previous.get('size')}); choose another --out or delete that folder")
     else:
         atomic_write_text(path, json.dumps(record, indent=2))
+
+
+def _claim_stream(out: Path, curve: str, stream: int) -> None:
+    """Refuse to resume a curve whose stored seeds were drawn on another key stream (they would be
+    mixed with seeds of this one); record the stream otherwise. A chunk folder with no record was
+    written before streams existed: its seeds are stream 0."""
+    folder = _chunk_folder(out, curve)
+    path = folder / STREAM_FILE
+    recorded = int(path.read_text()) if path.exists() else 0
+    if recorded != stream and _stored_chunks(folder):
+        raise ConfigError(f"{folder} holds seeds of {curve!r} drawn on key stream {recorded}, and this curve now "
+                          f"runs on stream {stream}; delete that folder to recompute them, or choose another --out")
+    if not path.exists() or recorded != stream:
+        folder.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, str(stream))
 
 
 def _slug(alg_name: str) -> str:

@@ -163,6 +163,30 @@ def test_matches_numpy_reference(case):
         assert np.abs(out["flat_agents"][0] - out["flat_agents"][1]).max() > 1e-3
 
 
+def spec_trigger(contexts, actions, theta_np, lam, D, m):
+    """The trigger diagnostic [T] and the rounds [T] of the spec (Sec. 3.3, exact log det), from the
+    actions taken: the features of the chosen arms at theta0 (NumPy network, g / sqrt(m)) and a fresh
+    slogdet of every V_i = lam I + W_sync + W_new_i and of V_last."""
+    Tn, n_agents, _, d = contexts.shape
+    net = neural_np.TwoLayerNet(d, m, biases=False)
+    p = theta_np.size
+    w_sync, w_new = np.zeros((p, p)), np.zeros((n_agents, p, p))
+    ld_last, t_last = p * np.log(lam), 0
+    trigger, rounds = np.zeros(Tn), np.zeros(Tn)
+    for s in range(Tn):
+        crit = np.zeros(n_agents)
+        for i in range(n_agents):
+            g = net.forward(theta_np, contexts[s, i, actions[s, i]][None])[1][0] / np.sqrt(m)
+            w_new[i] += np.outer(g, g)
+            crit[i] = (s - t_last) * (np.linalg.slogdet(lam * np.eye(p) + w_sync + w_new[i])[1] - ld_last)
+        trigger[s] = crit.max()
+        if (crit > D).any():
+            rounds[s] = 1.0
+            w_sync, w_new = w_sync + w_new.sum(axis=0), np.zeros_like(w_new)
+            ld_last, t_last = np.linalg.slogdet(lam * np.eye(p) + w_sync)[1], s
+    return trigger, rounds
+
+
 def test_communication_accounting_by_hand():
     # paper network d = 4, m = 6: p = 4 * 6 + 6 = 30; full matrices, Less Comm.:
     # upload 2 p^2 + 2 p + 1 = 1861 per agent (N = 2 -> 3722 up), broadcast once: 1861 down
@@ -170,13 +194,13 @@ def test_communication_accounting_by_hand():
     rounds = out["info"]["rounds"]
     np.testing.assert_array_equal(out["info"]["comm_up"], 3722.0 * rounds)
     np.testing.assert_array_equal(out["info"]["comm_down"], 1861.0 * rounds)
-    # the trigger: any agent's (s - t_last) * logdet ratio > D; t_last = the previous round (the
-    # diagnostic is the largest trigger of the active agents)
-    trig, D = out["info"]["trigger"], CASES["less-full-exact-paper"][0]
-    assert trig.shape == (T,)
-    np.testing.assert_array_equal(rounds, trig > D)
-    steps = np.flatnonzero(rounds)
-    assert steps[0] == 1
+    # the trigger from the spec's formula with fresh log-determinants (the code updates them by
+    # Sherman-Morrison and Woodbury steps): the diagnostic's values and the rounds it starts
+    D = CASES["less-full-exact-paper"][0]
+    trigger, expect = spec_trigger(out["contexts"], out["actions"], out["flat0"][out["perm"]], HP["lam"], D, M)
+    np.testing.assert_allclose(out["info"]["trigger"], trigger, rtol=1e-9, atol=1e-9)
+    np.testing.assert_array_equal(rounds, expect)
+    assert 0 < expect.sum() < T - 1 and trigger.max() > 2 * D  # rounds at some steps, not at all
     # authors network d = 4, m = 6: p = 37; diagonal, full variant: upload 4p + 1 = 149,
     # broadcast 3p + 1 + N p = 186
     out = run_case("full-diag-adaptive-noavg")
@@ -206,21 +230,84 @@ def test_theorem1_variant_uses_alpha_only_at_epoch_starts(D):
         assert rounds[1:].all() and not starts[1] and starts[2:].all()
 
 
-def test_sanity_inequalities_on_less_comm_bonus():
-    # (1/N) sum_j ||phi||_{V_j^{-1}} <= ||phi||_{mean_j V_j^{-1}} <= (1/sqrt N) sum_j ||phi||_{V_j^{-1}}
+def test_less_comm_bonus_is_the_norm_under_the_mean_of_local_inverses():
+    """UCB_b's width in Less Comm. (spec Sec. 3.4): ||phi||_{Vinv_sync} with Vinv_sync = (1/N) sum_j
+    (V^local_j)^{-1}, a mean of INVERSES. The code's bonus on given features equals that NumPy
+    computation from the reference's V^local, and neither the full variant's mean of norms nor the
+    norm under the inverse of the mean V^local gives it."""
     out = run_case("less-full-exact-paper")
-    state = out["state"]
+    state, perm = out["state"], out["perm"]
     assert out["info"]["rounds"][-1] == 1  # a round at the last step: vinv_sync is the current mean
-    V_local = np.linalg.inv(out["ref"]["V_local"])  # independent: fresh inverses of the reference's V_local
-    sync = permuted(state.covs.vinv_sync, out["perm"], 2)
-    np.testing.assert_allclose(sync, V_local.mean(axis=0), rtol=1e-8, atol=1e-10)
+    inverses = np.linalg.inv(out["ref"]["V_local"])  # [N, p, p] fresh inverses, NumPy parameter order
+    sync = inverses.mean(axis=0)
+    np.testing.assert_allclose(permuted(state.covs.vinv_sync, perm, 2), sync, rtol=1e-8, atol=1e-10)
     rng = np.random.default_rng(5)
-    phi = rng.standard_normal((200, sync.shape[0]))
-    norms = np.sqrt(np.einsum("kp,jpq,kq->jk", phi, V_local, phi))  # [N, 200]
-    middle = np.sqrt(np.einsum("kp,pq,kq->k", phi, sync, phi))
-    assert np.all(norms.mean(axis=0) <= middle + 1e-12)
-    assert np.all(middle <= norms.sum(axis=0) / np.sqrt(N) + 1e-12)
-    assert np.any(norms.mean(axis=0) < middle - 1e-6)  # strict somewhere: the agents' V differ
+    phi = rng.standard_normal((7, sync.shape[0]))  # 7 arms' features, NumPy order
+    phi_jax = np.empty_like(phi)
+    phi_jax[:, perm] = phi  # theta_numpy = theta_jax[perm]
+    config = config_of(fn.fn_ucb(**HP, width=M))
+    with jax.enable_x64(True):
+        bonus = np.asarray(fn_ucb_cov.bonus_b(config, state.covs, jnp.asarray(phi_jax)[None]))[0]
+    expect = np.sqrt(np.einsum("kp,pq,kq->k", phi, sync, phi))
+    np.testing.assert_allclose(bonus, expect, rtol=1e-9)
+    mean_of_norms = np.sqrt(np.einsum("kp,jpq,kq->jk", phi, inverses, phi)).mean(axis=0)
+    inverse_of_mean = np.sqrt(np.einsum("kp,pq,kq->k", phi, np.linalg.inv(out["ref"]["V_local"].mean(axis=0)), phi))
+    # the agents' V^local are alike after 40 steps, so the alternatives are near, but far beyond rtol 1e-9
+    assert np.abs(bonus / mean_of_norms - 1).max() > 1e-5
+    assert np.abs(bonus / inverse_of_mean - 1).max() > 1e-5
+
+
+def test_minmax_mean_rescales_ucb_a_mean_across_the_arms():
+    """Footnote 4 (diag covariance): UCB_a's mean term is min-max rescaled to [0, 1] across each
+    agent's K arms before the width is added. A hand-made state (diagonal V_i, B_new_i) whose
+    means span a wide range and whose widest arm has the lowest mean: without the rescaling the
+    mean decides, with it the width does, so the two choices must differ."""
+    n_agents, k, d, lam = 2, 5, D_IN, 0.5
+    rng = np.random.default_rng(11)
+    contexts = rng.standard_normal((n_agents, k, d))
+    contexts /= np.linalg.norm(contexts, axis=-1, keepdims=True)
+    opts = dict(lam=lam, nu_tk=1.0, width=M, covariance="diag", alpha_mode="zero", train_steps=1)
+    with jax.enable_x64(True):
+        state0 = fn.fn_ucb(**opts).init(jax.random.key(3), EnvSpec(n_agents, k, d, 10),
+                                        {"lam": jnp.asarray(lam)}, Sizes(10))
+        perm = numpy_order(state0.nets.theta0, biases=False)
+        theta_np = np.asarray(ravel_pytree(state0.nets.theta0)[0])[perm]
+    net = neural_np.TwoLayerNet(d, M, biases=False)
+    G = np.stack([net.forward(theta_np, contexts[i])[1] for i in range(n_agents)]) / np.sqrt(M)  # [N, K, p]
+    V = lam + rng.uniform(0.5, 3.0, (n_agents, G.shape[-1]))  # diag(V_i), NumPy order
+    width = np.sqrt(np.sum(G * G / V[:, None, :], axis=-1))  # [N, K]
+    widest = width.argmax(axis=1)
+    gaps = np.array([np.delete(width[i].max() - width[i], widest[i]).min() for i in range(n_agents)])
+    c = 3.0 / gaps.min()  # nu_tkn sqrt(lam): every other arm's width is >= 3 / c below the widest
+    span = 10.0 * c * np.ptp(width) + 10.0  # means spread far beyond any difference of c * width
+    means = span * (1.0 + 0.1 * np.arange(k))[None, :] * np.ones((n_agents, 1))
+    means[np.arange(n_agents), widest] = 0.0
+    b = np.stack([np.linalg.lstsq(G[i], means[i], rcond=None)[0] * V[i] for i in range(n_agents)])  # theta = B / V
+    np.testing.assert_allclose(np.einsum("nkp,np->nk", G, b / V), means, atol=1e-8)
+    # the spec in NumPy: scaled = (mean - min) / (max - min) per agent; score = mean term + c width
+    scaled = (means - means.min(1, keepdims=True)) / np.ptp(means, axis=1, keepdims=True)
+    expect_on, expect_off = (scaled + c * width).argmax(1), (means + c * width).argmax(1)
+    np.testing.assert_array_equal(expect_on, widest)
+    assert np.all(expect_off != expect_on)
+
+    def to_jax(a):  # NumPy parameter order -> the JAX one on the last axis
+        out = np.empty_like(a)
+        out[..., perm] = a
+        return jnp.asarray(out)
+
+    step = Step(jnp.int32(5), jnp.asarray(contexts), jnp.ones(n_agents, bool))
+    for minmax, expect, mean_term in ((True, expect_on, scaled), (False, expect_off, means)):
+        with jax.enable_x64(True):
+            alg = fn.fn_ucb(nu_tkn=c / np.sqrt(lam), minmax_mean=minmax, **opts)
+            params = {name: jnp.asarray(v) for name, v in alg.defaults.items()}
+            state = state0._replace(covs=state0.covs._replace(cov=to_jax(V)), b_new=to_jax(b))
+            actions, _ = jax.jit(alg.select)(params, state, step, jax.random.key(0))
+            # UCB_a with nu_tkn = 0 is the mean term alone, as the score uses it
+            mean_used = fn_ucb_cov.ucb_a(config_of(alg), dict(params, nu_tkn=jnp.asarray(0.0)), state.covs,
+                                         state.b_sync, state.b_new, to_jax(G))
+        np.testing.assert_array_equal(np.asarray(actions), expect, err_msg=f"minmax_mean={minmax}")
+        np.testing.assert_allclose(np.asarray(mean_used), mean_term, rtol=1e-9, atol=1e-9)
+    assert scaled.min() == 0.0 and scaled.max() == 1.0
 
 
 def test_single_agent_alpha_zero_is_linucb_on_ntk_features():

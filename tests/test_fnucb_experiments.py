@@ -6,14 +6,17 @@ suite and all of them with `pytest -m slow`. Experiments on real data use the of
 `<repo>/../shared/data` and are skipped when that folder is absent.
 """
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax.flatten_util import ravel_pytree
 
 from bandits_jax import sweep
 from bandits_jax.core import ConfigError
 from bandits_jax.experiments.registry import build_runs, experiments, get_experiment, resolve_config
 from bandits_jax.results import load_results
-from bandits_jax.runner import run_identity
+from bandits_jax.runner import horizon_sizes, precision_scope, run_identity, run_start
 from helpers import REAL_DIR
 
 DATA_DIR = REAL_DIR
@@ -46,6 +49,10 @@ SMOKE_EXPECTED = {
 PAPER_COUNTS = {"fnucb/fig1a": 6, "fnucb/fig1b": 6, "fnucb/fig1c": 6, "fnucb/fig1d": 4, "fnucb/fig2a": 5,
                 "fnucb/fig2b": 5, "fnucb/fig2c": 5, "fnucb/fig2d": 4, "fnucb/fig3": 8, "fnucb/fig4": 68,
                 "fnucb/fig6": 8}
+
+# paper size: seeds (10 for the synthetic figures; the real-data ones and fig4, which mixes both, keep 3)
+PAPER_SEEDS = {name: 3 if name in ("fnucb/fig2a", "fnucb/fig2b", "fnucb/fig2c", "fnucb/fig2d", "fnucb/fig4") else 10
+               for name in NAMES}
 
 
 def _overrides(name):
@@ -80,7 +87,7 @@ def test_builds_without_compiling(name, size, mode):
     else:
         # fig1c's "separate networks" reference exists only with the code's shared network
         count = PAPER_COUNTS[name] - (name == "fnucb/fig1c" and mode == "paper")
-        assert horizons == {5000} and config["seeds"] == 3 and len(runs) == count
+        assert horizons == {5000} and config["seeds"] == PAPER_SEEDS[name] and len(runs) == count
     if mode == "paper":
         assert all(p.spec.dim % 2 == 0 for p, _, _ in runs)  # the paper network needs an even d
 
@@ -95,6 +102,70 @@ def test_paper_hyperparameters():
     fig1d = resolve_config(get_experiment("fnucb/fig1d"), "paper", {})
     ds = sorted(a.defaults["D"] for _, a, _ in build_runs(get_experiment("fnucb/fig1d"), fig1d))
     assert ds == pytest.approx([0.0, 2.5, 4.0, 5.0])
+
+
+def _starts(name, overrides=None, seed=0):
+    """{curve: (problem key data, initial network parameters flat)} of seed `seed` at smoke size, as
+    the runner starts each run (nothing beyond `init` runs)."""
+    exp = get_experiment(name)
+    out = {}
+    with precision_scope("float64"):
+        for problem, alg, _ in build_runs(exp, resolve_config(exp, "smoke", overrides or {})):
+            start = run_start(problem, alg, 0, horizon_sizes(alg, problem.spec))
+            params = {k: jnp.asarray(v) for k, v in alg.defaults.items()}
+            problem_key, _, _, state = start(jnp.uint32(seed), params)
+            if hasattr(state, "nets"):  # FN-UCB: theta0, shared by its agents
+                theta0 = state.nets.theta0
+            else:  # Neural UCB / TS: one agent's state with a leading agent axis
+                theta0 = jax.tree_util.tree_map(lambda a: a[0], state.theta)
+            out[alg.name] = (np.asarray(jax.random.key_data(problem_key)), np.asarray(ravel_pytree(theta0)[0]))
+    return out
+
+
+def test_curves_draw_initial_networks_by_family_and_agents_and_share_the_problem_keys():
+    fig1a = _starts("fnucb/fig1a")  # FN-UCB N = 1, 2; Neural UCB, Neural TS (all d = 10, width 8)
+    fig1d = _starts("fnucb/fig1d")  # FN-UCB N = 2 at D = 5 and D = 0
+    fig1c = _starts("fnucb/fig1c")  # FN-UCB N = 2 and its ablations
+    fig3 = _starts("fnucb/fig3")  # FN-UCB N = 2, full and Less Comm.
+    n1, n2 = fig1a["FN-UCB (N=1)"][1], fig1a["FN-UCB (N=2)"][1]
+    assert n1.shape == n2.shape == (8 * 10 + 8 + 8 + 1,)  # the code's network: weights and biases
+    # different N: different initial networks (N(0, 1) entries, so they differ by order one)
+    assert np.abs(n1 - n2).max() > 0.5
+    ucb, ts = fig1a["NeuralUCB"][1], fig1a["NeuralTS"][1]
+    assert np.abs(ucb - ts).max() > 0.5 and np.abs(ucb - n1).max() > 0.5 and np.abs(ts - n1).max() > 0.5
+    # one N, another knob: the same network, number for number, also across figures
+    for other in (fig1d["FN-UCB (D=5)"], fig1d["FN-UCB (every round)"], fig3["cosine: FN-UCB (N=2)"],
+                  fig3["cosine: FN-UCB Less Comm. (N=2)"], *fig1c.values()):
+        np.testing.assert_array_equal(other[1], n2)
+    # every curve of a seed shares the problem's key (common random numbers)
+    keys = {tuple(k.tolist()) for fig in (fig1a, fig1d, fig1c, fig3) for k, _ in fig.values()}
+    assert len(keys) == 1
+    # and another seed draws other networks
+    assert np.abs(_starts("fnucb/fig1d", {"D_values": "0"}, seed=1)["FN-UCB (every round)"][1] - n2).max() > 0.5
+    # the streams: family id * 100000 + N, fixed numbers
+    exp = get_experiment("fnucb/fig1a")
+    streams = {a.name: a.stream for _, a, _ in build_runs(exp, resolve_config(exp, "paper", {}))}
+    assert streams == {"FN-UCB (N=1)": 100001, "FN-UCB (N=2)": 100002, "FN-UCB (N=5)": 100005,
+                       "FN-UCB (N=10)": 100010, "NeuralUCB": 200001, "NeuralTS": 300001}
+
+
+def test_the_paper_mode_of_the_diagonal_figures_rescales_the_mean_by_min_max():
+    """fnucb/fig2c and fig2d in mode=paper switch on footnote 4's min-max rescaling of FN-UCB's
+    mean term (diagonal covariance); mode=authors (the released code) leaves it off, and so do the
+    full-covariance figures in either mode."""
+    from bandits_jax.experiments import fnucb
+
+    def minmax(config):
+        return fnucb._fn(config, "FN-UCB", 2).init.args[0].minmax_mean
+
+    for name in ("fnucb/fig2c", "fnucb/fig2d", "fnucb/fig2a", "fnucb/fig1a"):
+        exp = get_experiment(name)
+        diag = exp.defaults["covariance"] == "diag"
+        assert diag == (name in ("fnucb/fig2c", "fnucb/fig2d"))
+        assert minmax(resolve_config(exp, "paper", {"mode": "paper"})) == diag
+        assert not minmax(resolve_config(exp, "paper", {"mode": "authors"}))
+        if diag:
+            assert "footnote 4" in exp.notes and "294, 750, 255" in exp.notes
 
 
 def test_bad_values_fail_before_compiling():
@@ -175,5 +246,8 @@ def test_smoke_mixed_agents_end_to_end_and_the_curve_cache(tmp_path):
                             precision=config["precision"]) != fig6.metadata["identities"][alg.name], change
     problem, alg, _ = build_runs(exp, base)[0]
     assert run_identity(problem, alg, alg.defaults) == fig6.metadata["identities"][alg.name]
+    # so does the key stream: a curve stored before streams existed (stream 0) is not taken for it
+    assert fig6.metadata["algorithm_streams"] == {"cosine: FN-UCB (N=1)": 100001, "cosine: FN-UCB (N=2)": 100002}
+    assert run_identity(problem, alg._replace(stream=0), alg.defaults) != fig6.metadata["identities"][alg.name]
 
 

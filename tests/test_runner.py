@@ -11,8 +11,9 @@ import pytest
 
 from bandits_jax.algorithms.base import batch_cond
 from bandits_jax.algorithms.uniform import uniform_random
-from bandits_jax.core import ConfigError, EnvSpec, Step, report
+from bandits_jax.core import ConfigError, EnvSpec, Outcome, Sizes, Step, Trial, report
 from bandits_jax import runner
+from bandits_jax.problems import make_problem
 from bandits_jax.runner import cumulative_regret, run_batch, segments
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -260,10 +261,12 @@ def test_an_unbatched_step_index_keeps_an_epoch_end_cond_a_real_cond():
     assert _conditionals(batched, jnp.full(8, 5, jnp.int32), xs) == 0
 
 
-def test_update_gets_what_select_computed_and_replay_matches_the_runner():
+@pytest.mark.parametrize("stream", [0, 5])
+def test_update_gets_what_select_computed_and_replay_matches_the_runner(stream):
     """aux goes from select to update (here the first coordinates, reported as comm_up); the runner
-    and `replay` (given arrays, the same keys) give the same numbers."""
-    base = uniform_random()
+    and `replay` (given arrays and the seed's stream-0 algorithm key) give the same numbers, for the
+    default stream and another one."""
+    base = uniform_random()._replace(stream=stream)
 
     def select(params, state, step, key):
         actions, _ = base.select(params, state, step, key)
@@ -285,6 +288,61 @@ def test_update_gets_what_select_computed_and_replay_matches_the_runner():
     np.testing.assert_allclose(out.comm_up[0], reps.comm_up, rtol=1e-6)
     np.testing.assert_allclose(out.regret[0], regret, rtol=1e-6)
     assert out.regret.sum() > 0
+    if stream:  # the random arms of another stream are other arms
+        other = run_batch(prob, alg._replace(stream=0), [0], precision="float32")
+        assert np.abs(other.regret - out.regret).max() > 0
+
+
+# seed 3's stream-0 algorithm key, as fold_in(fold_in(PRNGKey(0), 3), 1) gave it before streams existed
+SEED3_ALGORITHM_KEY = [2060067018, 3241019684]
+
+
+def test_stream_zero_keeps_the_old_algorithm_key_and_other_streams_get_their_own():
+    seed = runner.seed_key(3)
+    pk, ak = runner.problem_and_algorithm_keys(seed)
+    assert jax.random.key_data(ak).tolist() == SEED3_ALGORITHM_KEY
+    old = jax.random.fold_in(jax.random.fold_in(jax.random.PRNGKey(0), 3), 1)
+    np.testing.assert_array_equal(jax.random.key_data(ak), jax.random.key_data(old))
+    assert runner.stream_key(ak, 0) is ak
+    prob, alg = toy_problem(horizon=10), uniform_random()
+    keys = {}
+    for stream in (0, 1, 2, 100002):
+        start = runner.run_start(prob, alg._replace(stream=stream), 0, Sizes())
+        problem_key, algorithm_key, _, _ = start(jnp.uint32(3), {})
+        np.testing.assert_array_equal(problem_key, pk)  # the problem's key is every stream's
+        keys[stream] = tuple(jax.random.key_data(algorithm_key).tolist())
+    assert list(keys[0]) == SEED3_ALGORITHM_KEY
+    assert len(set(keys.values())) == 4
+    # a stream's key is not one the runner derives from the stream-0 key for init or for a step
+    derived = {tuple(jax.random.key_data(k).tolist()) for k in
+               [runner.init_keys(pk, ak)[1], *runner.algorithm_step_keys(ak, 0), *runner.algorithm_step_keys(ak, 1)]}
+    assert not derived & set(keys.values())
+
+
+def test_a_stream_is_part_of_the_curve_identity_and_of_the_trial_key():
+    prob, alg = toy_problem(horizon=10), uniform_random()
+    same = runner.run_identity(prob, alg._replace(stream=0), {})
+    assert runner.run_identity(prob, alg, {}) == same
+    others = {runner.run_identity(prob, alg._replace(stream=s), {}) for s in (1, 2, 100002)}
+    assert len(others) == 3 and same not in others
+    # a trial gets the algorithm key of its stream
+    arms = make_problem("gaussian-arms", num_agents=1, num_arms=3)
+    draw = Trial("Draw", {}, lambda key, params, arms, inst: {"u": jax.random.uniform(key), "errors": jnp.int32(0)},
+                 {"u": Outcome("mean")})
+    for stream in (0, 7):
+        out = runner.run_trials(arms, draw._replace(stream=stream), [3, 4], precision="float32")
+        for i, s in enumerate((3, 4)):
+            ak = runner.problem_and_algorithm_keys(runner.seed_key(s))[1]
+            assert out.outcomes["u"][i] == jax.random.uniform(runner.stream_key(ak, stream)), (stream, s)
+
+
+@pytest.mark.parametrize("stream", [-1, 2 ** 32, 1.5, True, "1"])
+def test_a_bad_stream_is_refused_before_compiling(stream):
+    prob, alg = toy_problem(horizon=10), uniform_random()._replace(stream=stream)
+    with pytest.raises(ConfigError, match="stream must be an integer"):
+        run_batch(prob, alg, [0])
+    with pytest.raises(ConfigError, match="stream must be an integer"):
+        runner.run_identity(prob, alg, {})
 
 
 def test_grown_rows_leaves_room_in_multiples_of_64_and_never_shrinks():

@@ -1,5 +1,6 @@
 """Sweeps (chunks, resume, outputs) and the command line (errors before compiling)."""
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -161,6 +162,44 @@ def test_resume_after_interruption_recomputes_nothing_stored(tmp_path, monkeypat
     calls.clear()
     sweep.run_experiment("test/toy", "paper", overrides={"seeds": 6}, out=out, chunk=2, quiet=True, plot=False)
     assert calls == [("HistoryGreedy", [5]), ("Random", [5])]
+
+
+TOY_STREAM = {"Random": 0}  # the key stream test/toy-stream gives its Random curve (a code change, not a key)
+
+
+def _toy_stream_build(config):
+    problem, (alg, rand) = _toy_build(config)
+    return problem, [alg, rand._replace(stream=TOY_STREAM["Random"])]
+
+
+if "test/toy-stream" not in _REGISTRY:
+    register(Experiment("test/toy-stream", "toy experiment whose key stream tests change", {"eps": 0.5, "num_agents": 2},
+                        {"smoke": {"horizon": 20, "seeds": 2}}, _toy_stream_build))
+
+
+def test_resume_refuses_seeds_of_another_key_stream(tmp_path, monkeypatch):
+    out = tmp_path / "r"
+    monkeypatch.setitem(TOY_STREAM, "Random", 0)
+    first = load_results(sweep.run_experiment("test/toy-stream", "smoke", out=out, quiet=True, plot=False))
+    assert first.metadata["algorithm_streams"] == {"HistoryGreedy": 0, "Random": 0}
+    folder = out / "chunks" / "Random"
+    assert (folder / sweep.STREAM_FILE).read_text() == "0"
+    (folder / sweep.STREAM_FILE).unlink()  # as a folder written before streams existed
+    monkeypatch.setitem(TOY_STREAM, "Random", 7)
+    with pytest.raises(ConfigError, match=r"holds seeds of 'Random' drawn on key stream 0, and this curve now runs on "
+                                          r"stream 7; delete that folder"):
+        sweep.run_experiment("test/toy-stream", "smoke", overrides={"seeds": "3"}, out=out, quiet=True, plot=False)
+    assert not (out / "chunks" / "Random" / "seeds_2-2.npz").exists()  # refused before computing anything
+    # on its own stream again the stored seeds are taken; deleted, the folder is recomputed on stream 7
+    monkeypatch.setitem(TOY_STREAM, "Random", 0)
+    again = load_results(sweep.run_experiment("test/toy-stream", "smoke", out=out, quiet=True, plot=False))
+    np.testing.assert_array_equal(again.arrays["Random"]["regret"], first.arrays["Random"]["regret"])
+    monkeypatch.setitem(TOY_STREAM, "Random", 7)
+    shutil.rmtree(folder)
+    other = load_results(sweep.run_experiment("test/toy-stream", "smoke", out=out, quiet=True, plot=False))
+    assert (folder / sweep.STREAM_FILE).read_text() == "7" and other.metadata["algorithm_streams"]["Random"] == 7
+    assert np.abs(other.arrays["Random"]["regret"] - first.arrays["Random"]["regret"]).max() > 0
+    np.testing.assert_array_equal(other.arrays["HistoryGreedy"]["regret"], first.arrays["HistoryGreedy"]["regret"])
 
 
 def test_only_runs_a_subset_and_a_full_run_reuses_it(tmp_path, monkeypatch):

@@ -45,7 +45,8 @@ Sherman-Morrison per step and by rank-N Woodbury updates at a round (a fresh O(p
 factorisation only after rare rounds); covariance="diag" [P, Sec. 3.5] replaces every p x p matrix
 by its diagonal (then both triggers coincide). A step costs O(N p^2) plus the round's training.
 Option minmax_mean (diag only, footnote 4 [P], not in the code, default off): the mean term of
-UCB_a is rescaled to [0, 1] across the K contexts.
+UCB_a is rescaled to [0, 1] across the K contexts (fnucb/fig2c and fig2d switch it on in
+mode=paper).
 
 alpha. alpha_mode="linear" (default; the experiments' schedule [P, C] with the code's
 indexing): alpha_s = clip((s - alpha_warmup) / alpha_ramp, 0, 1), i.e. 0 for s <= 3, 699/700

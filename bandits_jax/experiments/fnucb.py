@@ -2,24 +2,42 @@
 
 One experiment per figure. Curves with different numbers of agents N run on different problems,
 so these experiments build a list of (problem, algorithm) pairs; the single-agent baselines run
-on the N = 1 problem. Regret is the mean over agents, mean +- standard error (ddof 0) over 3
-runs, as the paper plots it.
+on the N = 1 problem. Regret is the mean over agents, mean +- standard error (ddof 0) over the
+runs, as the paper plots it. The paper has 3 runs; the paper size here has 10 for the synthetic
+figures (1a-1d, 3, 6), where the spread over initial networks is large, and keeps 3 for the
+real-data figures (2a-2d) and for fig4, which mixes both: its neural curves are those of
+fig1a/1b/2a/2b, the synthetic ones the first 3 of fig1a/1b's 10 seeds (`--seeds 10` gives all
+of them, and 7 new real-data seeds to compute).
+
+Keys. Every curve of a seed sees the same problem draws (contexts, noise, data order: common
+random numbers), but draws its initial network (and its Thompson samples) from its own key
+stream (`core.Algorithm.stream`), fixed by its method family and N (`curve_stream`): FN-UCB
+with N = 1, 2, 5, 10, Neural UCB and Neural TS start from independent networks, so their errors
+are not correlated through a shared initialisation. Curves of one family and one N that differ
+in a knob only (fig1c's ablations, the D values of fig1d/2d, fig3's full and Less Comm.) share
+a stream, so that comparison is paired; so do the same curve in two figures (fig6's and fig4's
+FN-UCB curves are fig1a/1b's, number for number).
 
 Every experiment has a `mode` key:
-    mode="authors" (default): the option set of the official code, which produced the published
-        curves: the code's network (biases, N(0, 1) init), raw gradient features, mean-squared
-        loss with weight decay lam / n toward 0, the diagonal log-det trigger, and the code's two
-        quirks (one network shared by all agents; observations enter the training set only in
-        training rounds). lam, nu and D are on the raw-gradient scale of that code. The baselines
-        use the code's Neural UCB/TS, LinUCB with an unrooted quadratic bonus and kernel TS with
-        a variance floor of 1e-6.
-    mode="paper": the paper's algorithm as written: App. B network (no biases, symmetric init),
-        features g / sqrt(m), the loss of eq. (1), exact log det, separate networks trained on all
-        local data; the standard Neural UCB/TS, LinUCB and kernel TS forms. The hyper-parameter
-        values are the same numbers (the paper states no others); the D values of Fig. 1d/2d are
-        in the units of the code's trigger and do not carry over (recalibrate by matching the
-        number of communication rounds). Odd context dimensions (shuttle, d = 63) are zero-padded
-        by one column.
+    mode="authors" (default): the option set of the authors' released code, from which the
+        published curves came: the code's network (biases, N(0, 1) init), raw gradient features,
+        mean-squared loss with weight decay lam / n toward 0, the diagonal log-det trigger, and the
+        code's two quirks (one network shared by all agents; observations enter the training set
+        only in training rounds). lam, nu and D are on the raw-gradient scale of that code. The
+        baselines use the code's Neural UCB/TS, LinUCB with an unrooted quadratic bonus and kernel
+        TS with a variance floor of 1e-6. For fig2c (diagonal, width 50) that released code does
+        not give the paper's curves: one run each at T = 5000 gave regret 294, 750, 255 for N = 1,
+        2, 5, which does not fall with N, so the stored curves of the paper came from another
+        revision.
+    mode="paper": the paper's text: App. B network (no biases, symmetric init), features
+        g / sqrt(m), the loss of eq. (1), exact log det, separate networks trained on all local
+        data, and under a diagonal covariance (fig2c/2d) footnote 4's min-max rescaling of UCB_a's
+        mean to [0, 1] across the K arms (`minmax_mean`, which the released code lacks); the
+        standard Neural UCB/TS, LinUCB and kernel TS forms. The hyper-parameter values are the
+        same numbers (the paper states no others); the D values of Fig. 1d/2d are in the units of
+        the code's trigger and do not carry over (recalibrate by matching the number of
+        communication rounds). Odd context dimensions (shuttle, d = 63) are zero-padded by one
+        column.
 
 Lists of values (N, D, nu, problems) are comma-separated strings, e.g. `--set n_values=1,2`.
 `data_dir=""` lets the data loaders use their own look-up order (environment, cache, download).
@@ -69,11 +87,22 @@ SYNTH_DEFAULTS = {**COMMON, "num_arms": 4, "dim": 10, "noise_std": 0.01, "lam": 
 REAL_DEFAULTS = {**COMMON, "data_dir": "", "shuffle": "", "lam": 10.0, "nu_tkn": 0.1, "nu_tk": 0.01}
 
 PAPER = {"horizon": 5000, "seeds": 3, "first_segment": 256}
+PAPER_SYNTHETIC = {"seeds": 10}  # module docstring: the spread over initial networks is large
 SMOKE = {"horizon": 30, "seeds": 2, "width": 8, "train_steps": 2}
 
 NOTE_AUTHORS = ("mode=authors (default): the official code's option set (network, raw features, loss, "
-                "diagonal trigger, shared network and training data only in rounds), because that code "
-                "produced the published curves (spec Sec. 9); mode=paper runs the paper's algorithm as written.")
+                "diagonal trigger, shared network and training data only in rounds), because the published "
+                "curves came from that code (spec Sec. 9); mode=paper runs the paper's algorithm as written.")
+NOTE_DIAG_MODES = ("Which mode reproduces what: mode=authors is the authors' released code, which itself gives "
+                   "fig2c regret that does not fall with N (one run each at T = 5000: 294, 750, 255 for N = 1, 2, "
+                   "5), so the paper's stored curves came from another revision of it; mode=paper is the paper's "
+                   "text, including footnote 4's min-max rescaling of FN-UCB's UCB_a mean to [0, 1] across the K "
+                   "arms under the diagonal covariance (minmax_mean, absent from the released code).")
+
+# Key streams (module docstring): stream = FAMILY_IDS[family] * STREAM_AGENTS + N. The ids are
+# fixed numbers, not hashes of names, so a curve keeps its stream across processes and versions.
+FAMILY_IDS = {"FN-UCB": 1, "NeuralUCB": 2, "NeuralTS": 3, "LinUCB": 4, "LinTS": 5, "KernelUCB": 6, "KernelTS": 7}
+STREAM_AGENTS = 100_000
 
 
 # ------------------------------------------------------------------------------------ parsing
@@ -101,6 +130,14 @@ def _mode(config):
 
 def _fmt(x: float) -> str:
     return f"{x:g}"
+
+
+def curve_stream(family: str, n: int) -> int:
+    """The key stream of a curve of method `family` (a FAMILY_IDS name) with n agents:
+    FAMILY_IDS[family] * STREAM_AGENTS + n, e.g. 100005 for FN-UCB with N = 5."""
+    if not 1 <= n < STREAM_AGENTS:
+        raise ConfigError(f"the number of agents must be between 1 and {STREAM_AGENTS - 1}, got {n}")
+    return FAMILY_IDS[family] * STREAM_AGENTS + n
 
 
 # ------------------------------------------------------------------------------------ problems
@@ -146,19 +183,23 @@ def _padded(problem):
 
 
 # ------------------------------------------------------------------------------------ algorithms
-def _fn(config, name, *, lam=None, nu_tk=None, **options):
+def _fn(config, name, n, *, lam=None, nu_tk=None, **options):
+    """FN-UCB named `name` for n agents, in the experiment's mode, on the stream of (FN-UCB, n)."""
     mode = _mode(config)
     kw = dict(FN_OPTIONS[mode])
+    if mode == "paper" and config["covariance"] == "diag":
+        kw["minmax_mean"] = True  # footnote 4: the mean term rescaled across the arms under diag
     kw.update(options)
     alg = fn_ucb(lam=config["lam"] if lam is None else lam, nu_tkn=config["nu_tkn"],
                  nu_tk=config["nu_tk"] if nu_tk is None else nu_tk, D=kw.pop("D", 0.0), lr=config["lr"],
                  width=config["width"], covariance=config["covariance"], train_steps=config["train_steps"],
                  train_until=config["train_until"], alpha_warmup=config["alpha_warmup"],
                  alpha_ramp=config["alpha_ramp"], **kw)
-    return alg._replace(name=name)
+    return alg._replace(name=name, stream=curve_stream("FN-UCB", n))
 
 
 def _neural(config, prefix="", lam=None):
+    """Neural UCB and Neural TS for one agent, each on its own stream."""
     mode = _mode(config)
     lam = config["lam"] if lam is None else lam
     if config["nu_code"] < 0:
@@ -166,12 +207,14 @@ def _neural(config, prefix="", lam=None):
     scale = math.sqrt(lam * config["nu_code"])  # the code's sqrt(lam * nu) bonus multiplier
     kw = dict(lr=config["lr"], width=config["width"], train_steps=config["train_steps"],
               train_until=config["train_until"], covariance=config["covariance"], **NEURAL_OPTIONS[mode])
-    return [neural_ucb(lam=lam, beta=scale, **kw)._replace(name=prefix + "NeuralUCB"),
-            neural_ts(lam=lam, nu=scale, **kw)._replace(name=prefix + "NeuralTS")]
+    ucb = neural_ucb(lam=lam, beta=scale, **kw)
+    ts = neural_ts(lam=lam, nu=scale, **kw)
+    return [ucb._replace(name=prefix + "NeuralUCB", stream=curve_stream("NeuralUCB", 1)),
+            ts._replace(name=prefix + "NeuralTS", stream=curve_stream("NeuralTS", 1))]
 
 
 def _fn_family(config, problems, problem_name, n_values, prefix=""):
-    return [(problems(problem_name, n), _fn(config, f"{prefix}FN-UCB (N={n})")) for n in n_values]
+    return [(problems(problem_name, n), _fn(config, f"{prefix}FN-UCB (N={n})", n)) for n in n_values]
 
 
 # ------------------------------------------------------------------------------------ builds
@@ -194,17 +237,17 @@ def build_fig1c(config):
     p = problems("cosine", n)
     authors = _mode(config) == "authors"
     runs = [
-        (p, _fn(config, "FN-UCB")),
-        (p, _fn(config, "FN-UCB (UCB_a only)", alpha_mode="zero")),
-        (p, _fn(config, "FN-UCB (UCB_b only)", alpha_mode="one")),
+        (p, _fn(config, "FN-UCB", n)),
+        (p, _fn(config, "FN-UCB (UCB_a only)", n, alpha_mode="zero")),
+        (p, _fn(config, "FN-UCB (UCB_b only)", n, alpha_mode="one")),
         # with the code's shared network (Q1) every agent's "own" network is the aggregate, so the
         # ablation is run with separate networks (authors_code off) in both modes
-        (p, _fn(config, "FN-UCB (no NN aggregation)", aggregate_params=False, authors_code=False)),
+        (p, _fn(config, "FN-UCB (no NN aggregation)", n, aggregate_params=False, authors_code=False)),
     ]
     if authors and config["separate_reference"]:
-        runs.append((p, _fn(config, "FN-UCB (separate networks)", authors_code=False)))
+        runs.append((p, _fn(config, "FN-UCB (separate networks)", n, authors_code=False)))
     if config["n1_reference"] and n != 1:
-        runs.append((problems("cosine", 1), _fn(config, "FN-UCB (N=1)")))
+        runs.append((problems("cosine", 1), _fn(config, "FN-UCB (N=1)", 1)))
     return runs
 
 
@@ -218,7 +261,7 @@ def _build_vs_D(problem_name):
         runs = []
         for D in _list(config, "D_values", float, 0.0):
             name = "FN-UCB (every round)" if D == 0 else f"FN-UCB (D={_fmt(D)})"
-            runs.append((p, _fn(config, name, D=D)))
+            runs.append((p, _fn(config, name, n, D=D)))
         return runs
 
     return build
@@ -229,8 +272,8 @@ def build_fig3(config):
     runs = []
     for prob in _list(config, "problems", str):
         for n in _list(config, "n_values", int, 1):
-            runs.append((problems(prob, n), _fn(config, f"{prob}: FN-UCB (N={n})", variant="full")))
-            runs.append((problems(prob, n), _fn(config, f"{prob}: FN-UCB Less Comm. (N={n})", variant="less")))
+            runs.append((problems(prob, n), _fn(config, f"{prob}: FN-UCB (N={n})", n, variant="full")))
+            runs.append((problems(prob, n), _fn(config, f"{prob}: FN-UCB Less Comm. (N={n})", n, variant="less")))
     return runs
 
 
@@ -254,13 +297,15 @@ def _linear_kernel(config, prefix):
         s = math.sqrt(lam * nu)  # the code's variance scale lam * nu
         tag = f" (nu={_fmt(nu)})"
         kern = dict(kernel=config["kernel"], lam=lam, lengthscale=config["lengthscale"], max_history=ker_cap)
-        out += [
-            linucb(lam=lam, beta=s, bonus="quadratic" if authors else "norm", max_history=lin_cap)
-            ._replace(name=prefix + "LinUCB" + tag),
-            lints(lam=lam, nu=s, max_history=lin_cap)._replace(name=prefix + "LinTS" + tag),
-            kernel_ucb(beta=s, **kern)._replace(name=prefix + "KernelUCB" + tag),
-            kernel_ts(nu=s, var_floor=1e-6 if authors else 0.0, **kern)._replace(name=prefix + "KernelTS" + tag),
-        ]
+        algs = {
+            "LinUCB": linucb(lam=lam, beta=s, bonus="quadratic" if authors else "norm", max_history=lin_cap),
+            "LinTS": lints(lam=lam, nu=s, max_history=lin_cap),
+            "KernelUCB": kernel_ucb(beta=s, **kern),
+            "KernelTS": kernel_ts(nu=s, var_floor=1e-6 if authors else 0.0, **kern),
+        }
+        # one stream per method: its nu values are a knob of one family (paired)
+        out += [alg._replace(name=prefix + family + tag, stream=curve_stream(family, 1))
+                for family, alg in algs.items()]
     return out
 
 
@@ -301,7 +346,7 @@ for _fig, _prob in (("fig1a", "cosine"), ("fig1b", "square")):
         "lam = nu_TKN = nu_TK = 0.1, baselines' code nu = 0.01 (multiplier sqrt(lam nu)); width 20, full "
         "covariance, communication every iteration (D = 0). Claims: FN-UCB(N=1) ~ Neural UCB ~ Neural TS; "
         "larger N helps, N = 2 already by much.",
-        smoke={"n_values": "1,2"},
+        smoke={"n_values": "1,2"}, paper=PAPER_SYNTHETIC,
     )
 
 _register(
@@ -314,7 +359,7 @@ _register(
     "(mode=authors) the agents' own networks are the aggregate, so the no-aggregation ablation runs with "
     "separate networks (authors_code off); 'FN-UCB (separate networks)' is its reference with aggregation "
     "(mode=authors only). 'FN-UCB (N=1)' is the reference curve whose panel the paper leaves unclear.",
-    smoke={"n1_reference": False, "separate_reference": False},
+    smoke={"n1_reference": False, "separate_reference": False}, paper=PAPER_SYNTHETIC,
 )
 
 _register(
@@ -325,7 +370,7 @@ _register(
     "D = 0 communicates every iteration. Paper: 348.0 (D=5), 380.0 (D=4), 456.7 (D=2.5) rounds out of 5000 "
     "(see the summary's communication rounds); the D values are in the code's trigger units (diagonal "
     "log det of raw-gradient features) and mean something else under mode=paper.",
-    smoke={"num_agents": 2, "D_values": "5,0"},
+    smoke={"num_agents": 2, "D_values": "5,0"}, paper=PAPER_SYNTHETIC,
 )
 
 for _fig, _prob in (("fig2a", "shuttle"), ("fig2b", "magic")):
@@ -347,7 +392,7 @@ _register(
     {**REAL_DEFAULTS, "n_values": "1,2,5", "baselines": True, "covariance": "diag", "width": 50},
     _build_vs_n("shuttle"),
     "lam = 10, nu_TKN = 0.1, nu_TK = 0.01; every covariance diagonal, width 50. Paper: regrets generally "
-    "below those of Fig. 2a.",
+    f"below those of Fig. 2a. {NOTE_DIAG_MODES}",
     smoke={"n_values": "1,2"},
 )
 
@@ -357,7 +402,7 @@ _register(
     {**REAL_DEFAULTS, "num_agents": 5, "D_values": "0.05,0.03,0.01,0", "covariance": "diag", "width": 50},
     _build_vs_D("shuttle"),
     "Paper: 3850.7, 4442.7, 4906.3 communication rounds for D = 0.05, 0.03, 0.01; more communication, lower "
-    "regret. D in the code's trigger units.",
+    f"regret. D in the code's trigger units. {NOTE_DIAG_MODES}",
     smoke={"num_agents": 2, "D_values": "0.05,0"},
 )
 
@@ -369,7 +414,7 @@ _register(
     "The paper does not state N for this figure; N = 2 and 5 are our choice. Full FN-UCB broadcasts every "
     "agent's inverse and averages the N norms in UCB_b; Less Comm. broadcasts their mean. Paper: the curves "
     "are very similar.",
-    smoke={"problems": "cosine", "n_values": "2"},
+    smoke={"problems": "cosine", "n_values": "2"}, paper=PAPER_SYNTHETIC,
 )
 
 _register(
@@ -387,7 +432,9 @@ _register(
     "(kernel) as in the code; mode=authors adds the code's unrooted LinUCB bonus and kernel TS variance "
     "floor 1e-6. Neural methods as in Figs. 1a/1b (synthetic) and 2a/2b (real): with the same seeds the "
     "FN-UCB and Neural UCB/TS curves equal those runs (set fn_n_values= to skip FN-UCB here; the curve "
-    "cache takes them from finished fig1a/1b/2a/2b runs instead of computing them again).",
+    "cache takes them from finished fig1a/1b/2a/2b runs instead of computing them again). 3 seeds at paper "
+    "size, as fig2a/2b (fig1a/1b have 10; --seeds 10 takes their synthetic curves from the cache and computes "
+    "7 more real-data seeds).",
     smoke={"problems": "cosine,magic", "fn_n_values": "2", "lin_nus": "0.1"},
 )
 
@@ -399,5 +446,5 @@ _register(
     "The configuration of Figs. 1a/1b: with the same seeds these runs equal those FN-UCB curves (the curve "
     "cache takes them from finished fig1a/1b runs); the summary's final regret per N is the figure. Paper: the final "
     "regret decreases with N.",
-    smoke={"problems": "cosine", "n_values": "1,2"},
+    smoke={"problems": "cosine", "n_values": "1,2"}, paper=PAPER_SYNTHETIC,
 )

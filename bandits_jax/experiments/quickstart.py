@@ -6,7 +6,9 @@ fixed unit vector a, contexts normalised from a cube, noise std 0.01): FN-UCB wi
 and NeuralUCB use the settings of `fnucb/fig1a` (mode=authors: the official code's option set;
 lam = nu_TKN = nu_TK = 0.1, width 20, communication every round); T = 300 is short of the
 alpha ramp (3 + 700 iterations), so FN-UCB's agents act mostly on UCB_a, the synchronised
-statistics of all agents. Cumulative regret is shown as the FN-UCB paper plots it: mean over
+statistics of all agents. As in `fnucb/*`, each FN-UCB curve and NeuralUCB start from their own
+initial networks (key streams by method and N); KernelUCB and random keep the default stream.
+Cumulative regret is shown as the FN-UCB paper plots it: mean over
 agents, mean +- standard error over seeds.
 """
 from __future__ import annotations
