@@ -2,10 +2,14 @@
 that is MEANT to change their numbers (say which and why in the commit):
 
     BANDITS_JAX_DATA_DIR=DIR python tests/golden/update_golden.py CURVE [CURVE ...]
+    BANDITS_JAX_DATA_DIR=DIR python tests/golden/update_golden.py --in EXPERIMENT [--in ...] [CURVE ...]
 
 CURVE is a curve name as the file stores it (e.g. "FedGLB-UCB"); every experiment that has it gets
-it recomputed at its smoke size, and every other entry stays as it was.
+it recomputed at its smoke size, and every other entry stays as it was. With --in, only the named
+experiments are recomputed, and the listed curves they produce are written even where the file
+does not hold them yet (a new curve); without CURVE, every curve of those experiments is.
 """
+import argparse
 import sys
 from pathlib import Path
 
@@ -15,21 +19,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for test
 from test_golden import GOLDEN, STORED, smoke_outputs  # noqa: E402
 
 
-def main(curves):
+def main(curves, experiments=()):
     with np.load(GOLDEN) as data:
         out = {key: data[key] for key in data.files}
-    for name, stored in STORED.items():
-        wanted = [c for c in curves if c in stored]
-        if not wanted:
-            continue
+    names = list(experiments) or [n for n, stored in STORED.items() if any(c in stored for c in curves)]
+    for name in names:
         got = smoke_outputs(name)
-        for curve in wanted:
+        for curve in [c for c in got if c in curves or not curves]:
             for output, value in got[curve].items():
-                old = out[f"{name}|{curve}|{output}"]
-                print(f"{name} | {curve} | {output}: total {old.sum():.6g} -> {value.sum():.6g}", flush=True)
+                old = out.get(f"{name}|{curve}|{output}")
+                was = "new" if old is None else f"{old.sum():.6g}"
+                print(f"{name} | {curve} | {output}: total {was} -> {value.sum():.6g}", flush=True)
                 out[f"{name}|{curve}|{output}"] = value
     np.savez_compressed(GOLDEN, **out)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("curves", nargs="*")
+    parser.add_argument("--in", dest="experiments", action="append", default=[], metavar="EXPERIMENT")
+    args = parser.parse_args()
+    if not args.curves and not args.experiments:
+        parser.error("name at least one CURVE or one --in EXPERIMENT")
+    main(args.curves, args.experiments)
