@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 from bandits_jax.core import EnvSpec, Sizes, Step
-from bandits_jax.runner import COMM_KEYS, replay
+from bandits_jax.runner import COMM_KEYS, algorithm_step_keys, replay
 from bandits_jax.problems.datasets import DATA_DIR_ENV
 
 # The offline copies of the real data sets live next to the repository; a user's clone has none.
@@ -91,6 +92,24 @@ def drive_with_and_without_resize(algo, spec, contexts, rewards, active, split: 
     small, acts_rest = steps(small, split, T)
     return full, np.array(acts_full), small, np.array(acts_small + acts_rest)
 
+
+
+@functools.lru_cache(maxsize=None)
+def tie_and_rls_draws(seed: int, N: int, K: int, T: int, B: int):
+    """The tie noise [T, N, K] and RLS uniforms [T, B] (float64) the Nystrom methods draw at step t
+    with algorithm key PRNGKey(seed): uniform(select key, (N, K)) and uniform(update key, (B,)) of
+    `runner.algorithm_step_keys`, for NumPy references fed the same random numbers."""
+    key = jax.random.PRNGKey(seed)
+
+    @jax.jit
+    def draws():
+        def one(t):
+            k_sel, k_upd = algorithm_step_keys(key, t)
+            return jax.random.uniform(k_sel, (N, K), jnp.float64), jax.random.uniform(k_upd, (B,), jnp.float64)
+
+        return jax.vmap(one)(jnp.arange(T, dtype=jnp.int32))
+
+    return jax.device_get(draws())
 
 def agent_slice(tree, i):
     """Agent i's part of a pytree with a leading agent axis, as NumPy arrays."""

@@ -9,13 +9,14 @@ import pytest
 from bandits_jax.algorithms.async_kernel import ERR_BUFFER, ERR_DICT, async_kernel_ucb
 from bandits_jax.algorithms.base import ERR_MULTI_ACTIVE
 from bandits_jax.core import ConfigError, EnvSpec
-from bandits_jax.runner import algorithm_step_keys, describe_errors, replay
+from bandits_jax.runner import describe_errors, replay
 from bench.reference.async_kernel_np import async_kernel_ucb_np, exact_kernel_ucb_np, sym_root_pinv
 from bench.reference.kernel_np import kernel_matrix
-from helpers import async_arrays, drive_with_and_without_resize
+from helpers import async_arrays, drive_with_and_without_resize, tie_and_rls_draws
 
 _env = async_arrays
-KEY = jax.random.PRNGKey(7)
+SEED = 7
+KEY = jax.random.PRNGKey(SEED)
 
 
 @functools.lru_cache(maxsize=None)
@@ -31,22 +32,6 @@ def _runner(N, K, d, T, dict_capacity, buffer_capacity):
     return algo, run
 
 
-@functools.lru_cache(maxsize=None)
-def _draws(N, K, T, B):
-    """The tie noise [T, N, K] and RLS uniforms [T, B] the JAX side used (float64): step t's select
-    and update keys (runner.algorithm_step_keys), uniform(select, (N, K)) and uniform(update, (B,))."""
-
-    @jax.jit
-    def draws():
-        def one(t):
-            k_sel, k_upd = algorithm_step_keys(KEY, t)
-            return jax.random.uniform(k_sel, (N, K), jnp.float64), jax.random.uniform(k_upd, (B,), jnp.float64)
-
-        return jax.vmap(one)(jnp.arange(T, dtype=jnp.int32))
-
-    return jax.device_get(draws())
-
-
 def _run(contexts, rewards, active, dict_capacity=None, buffer_capacity=None, **hp):
     """(state, actions [T, N], aux {client, mean, var}, reports, tie_noise [T, N, K], rls_uniform [T, B])."""
     T, N, K, d = contexts.shape
@@ -55,7 +40,7 @@ def _run(contexts, rewards, active, dict_capacity=None, buffer_capacity=None, **
               dict(dict(lam=1.0, alpha=1.0, q=1.0, threshold=1e-4, lengthscale=1.0), **hp).items()}
     state, actions, aux, reps = jax.device_get(run(params, jnp.asarray(contexts), jnp.asarray(rewards),
                                                    jnp.asarray(active)))
-    noise, u = _draws(N, K, T, state.buf_y.shape[1])
+    noise, u = tie_and_rls_draws(SEED, N, K, T, state.buf_y.shape[1])
     return state, actions, aux, reps, noise, u
 
 

@@ -10,12 +10,13 @@ import pytest
 
 from bandits_jax.algorithms.async_kernel import async_kernel_ucb
 from bandits_jax.core import EnvSpec
-from bandits_jax.runner import algorithm_step_keys, replay
+from bandits_jax.runner import replay
 from bench.reference.async_kernel_eigenbasis_np import (Eigenbasis, async_kernel_ucb_eigenbasis_np, basis_change,
                                                         gaussian_kernel)
-from helpers import async_arrays
+from helpers import async_arrays, tie_and_rls_draws
 
-KEY = jax.random.PRNGKey(7)
+SEED = 7
+KEY = jax.random.PRNGKey(SEED)
 N, K, D, T = 4, 5, 3, 80  # one shape for every case: one compilation
 
 
@@ -29,22 +30,6 @@ def _jax_run():
         return state, actions, aux, reps
 
     return run
-
-
-@functools.lru_cache(maxsize=None)
-def _draws():
-    """The JAX side's tie noise [T, N, K] and RLS uniforms [T, T] (buffer rows = T): step t's select
-    and update keys, uniform(select, (N, K)) and uniform(update, (rows,)), float64."""
-
-    @jax.jit
-    def draws():
-        def one(t):
-            k_sel, k_upd = algorithm_step_keys(KEY, t)
-            return jax.random.uniform(k_sel, (N, K), jnp.float64), jax.random.uniform(k_upd, (T,), jnp.float64)
-
-        return jax.vmap(one)(jnp.arange(T, dtype=jnp.int32))
-
-    return jax.device_get(draws())
 
 
 def _fixed_arms(seed):
@@ -94,7 +79,7 @@ def test_jax_matches_the_paper_eigenbasis_form(case):
         params = {k: jnp.asarray(v, jnp.float64) for k, v in hp.items()}
         state, actions, aux, reps = jax.device_get(_jax_run()(params, jnp.asarray(contexts), jnp.asarray(rewards),
                                                               jnp.asarray(active)))
-        tie_noise, rls_uniform = _draws()
+        tie_noise, rls_uniform = tie_and_rls_draws(SEED, N, K, T, T)
     ref = async_kernel_ucb_eigenbasis_np(arrivals, contexts, rewards, tie_noise, rls_uniform, lam=hp["lam"],
                                          alpha=hp["alpha"], q=hp["q"], threshold=hp["threshold"], gamma=gamma)
     diag = reps.diagnostics
