@@ -1,0 +1,273 @@
+"""DUETS: distributed uniform exploration of trimmed sets (Pavlovic, Salgia and Zhao 2024, Algorithms 1-2).
+
+A phased elimination over a finite, public candidate set (`Problem.public`: {"candidates": [M, d],
+"best": int32}). Epoch j lasts T_j steps: T_1 is given, T_j = floor(sqrt(T T_{j-1})), and the last
+epoch is cut at the horizon T (T = 50, T_1 = 2: 2, 10, 22, 16 steps). In epoch j every agent
+queries T_j candidates drawn uniformly, with replacement, from the active set X_j; there is no
+UCB and no exploitation. After each epoch but the last:
+
+  1. the server regenerates every agent's queries from the agents' coins (shared randomness:
+     the coin of agent n is fold_in(fold_in(key, COIN), n); its i-th query of epoch j is
+     active_ids[floor(u n_active)], u = uniform(fold_in(fold_in(coin_n, j), i)), active_ids the
+     active candidate ids in increasing order), so no point travels up;
+  2. it computes the EXACT posterior variance sigma_j^2 (Eq. 4, no 1/lam) of this epoch's N T_j
+     points over X_j, sigma^2_max = its maximum, and p_j = min(1, p0 sigma^2_max);
+  3. it keeps each of the N T_j points with probability p_j (server key fold_in(key, SERVER),
+     draw u[n, i] of point i of agent n); S_j = the distinct kept candidates (one uniformly chosen
+     point of the epoch when none is kept);
+  4. each agent sends v_n = Z_n^T Y_n (|S_j| scalars), with z(x) = K_SS^{-1/2} k_S(x); the server
+     forms vbar = (lam I + Z^T Z)^{-1} sum_n v_n over ALL the epoch's points (Eq. 8) and broadcasts
+     S_j, vbar and sigma_max (d|S_j| + |S_j| + 1 scalars);
+  5. everyone trims (Eq. 9): X_{j+1} = {x in X_j : mu(x) >= max_{X_j} mu - 2 beta sigma_max},
+     mu(x) = z(x)^T vbar; the data of the epoch are then discarded.
+
+The epoch's data are kept as counts and reward sums per candidate ([M] each): the agents' sums
+are their only contribution, and sum_n v_n = Z_U^T s over the distinct points U of the epoch, the
+same number as the paper's per-agent sum. The exact variance uses the same counts
+(kernels.krr.repeated_points_posterior), so an epoch costs O(R^3 + M R^2) with R = min(N T_j, M)
+distinct points, not O((N T_j)^3). The Nyström root uses the eigenvalue floor of kernels.nystrom.
+
+Communication (spec §3.6), at the last step of each completed epoch: up = |S_j| (one agent's
+upload, the paper's average over agents), down = d|S_j| + |S_j| + 1, rounds = 1. The authors'
+code counts N times its number of kept draws, without de-duplication; that is recorded as the
+diagnostic `comm_code`. Other diagnostics, non-zero at the epoch ends only: epoch_length T_j,
+sigma2_max, p, inducing |S_j|, active_before, active_after, best_survived, regen_mismatch (the
+number of candidates whose regenerated count differs from the agents' queries: 0 always);
+`active` is the active-set size at every step.
+
+Defaults follow the paper where the spec marks a choice (spec §7): floor for T_j, the exact
+unscaled sigma in p_j and in Eq. 9, 2 beta, p_j clipped at 1, de-duplicated S_j.
+"""
+from __future__ import annotations
+
+import math
+from functools import partial
+from typing import NamedTuple, Union
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from ..core import Algorithm, ConfigError, EnvSpec, Param, Sizes, declare_params, report
+from ..kernels import krr, nystrom
+from ..kernels.functions import Kernel
+from .base import float_dtype, kernel_params, resolve_kernel
+
+NAME = "DUETS"
+COIN, SERVER = 1, 2
+PARAMS = {"beta": Param(1.0, "nonnegative"), "p0": Param(10.0, "positive"), "lam": Param(0.2, "positive"),
+          "lengthscale": Param(1.0, "positive")}
+DIAGNOSTICS = ("epoch_length", "sigma2_max", "p", "inducing", "active_before", "active_after", "best_survived",
+               "comm_code", "regen_mismatch")
+
+
+class Schedule(NamedTuple):
+    """The static epoch plan: nominal lengths T_j, steps run (the last one cut at T), first steps."""
+
+    lengths: tuple
+    steps: tuple
+    starts: tuple
+
+
+class DuetsConfig(NamedTuple):
+    """Static options: the kernel, the schedule and the eigenvalue floor of K_SS^{-1/2}."""
+
+    kernel: Kernel
+    schedule: Schedule
+    eig_tol: float
+
+
+class DuetsState(NamedTuple):
+    """State of one run (M candidates).
+
+    candidates [M, d], best: from `Problem.public`.
+    active [M] bool; active_ids [M] int32 (the active ids in increasing order, then padding);
+    n_active int32.
+    counts [M], sums [M]: this epoch's queries per candidate and their reward sums (all agents).
+    coin, server: the agents' coin root and the server's key.
+    """
+
+    candidates: jax.Array
+    best: jax.Array
+    active: jax.Array
+    active_ids: jax.Array
+    n_active: jax.Array
+    counts: jax.Array
+    sums: jax.Array
+    coin: jax.Array
+    server: jax.Array
+
+
+def epoch_schedule(horizon: int, first: int) -> Schedule:
+    """T_1 = first, T_j = floor(sqrt(T T_{j-1})), until the steps reach T (the last one cut)."""
+    lengths, steps, starts, t = [], [], [], 0
+    length = first
+    while t < horizon:
+        lengths.append(length)
+        steps.append(min(length, horizon - t))
+        starts.append(t)
+        t += steps[-1]
+        length = math.isqrt(horizon * length)
+    return Schedule(tuple(lengths), tuple(steps), tuple(starts))
+
+
+# ------------------------------------------------------------------------------ init
+def init(config: DuetsConfig, key, spec: EnvSpec, params, sizes: Sizes, public=None) -> DuetsState:
+    """Every candidate active; empty epoch statistics."""
+    del params, sizes
+    if public is None:
+        raise ConfigError(f"{NAME} needs a problem with a public candidate set (Problem.public)")
+    if sum(config.schedule.steps) != spec.horizon:
+        raise ConfigError(f"{NAME} was built for a horizon of {sum(config.schedule.steps)} steps, the problem has "
+                          f"{spec.horizon}; build it with duets(horizon={spec.horizon}, ...)")
+    dtype = float_dtype()
+    M = spec.num_arms
+    active = jnp.ones((M,), bool)
+    return DuetsState(
+        candidates=public["candidates"].astype(dtype), best=public["best"], active=active,
+        active_ids=jnp.arange(M, dtype=jnp.int32), n_active=jnp.asarray(M, jnp.int32),
+        counts=jnp.zeros((M,), dtype), sums=jnp.zeros((M,), dtype),
+        coin=jax.random.fold_in(key, COIN), server=jax.random.fold_in(key, SERVER))
+
+
+# ------------------------------------------------------------------------------ select
+def select(config: DuetsConfig, params, state: DuetsState, step, key):
+    """Agent n's query at step t: its draw i = t - start_j of epoch j from its coin (`query_ids`)."""
+    del params, key
+    epoch, local = step_tables(config.schedule)[:2]
+    N = step.active.shape[0]
+    ids = query_ids(state, epoch[step.t], jnp.arange(N)[:, None], local[step.t][None, None])
+    return ids[:, 0], ()
+
+
+# ------------------------------------------------------------------------------ update
+def update(config: DuetsConfig, params, state: DuetsState, step, actions, rewards, aux, key):
+    """Add the queries to the epoch statistics; at the end of a completed epoch, trim (`epoch_end`)."""
+    del aux, key
+    dtype = state.sums.dtype
+    acted = step.active.astype(dtype)
+    state = state._replace(counts=state.counts.at[actions].add(acted),
+                           sums=state.sums.at[actions].add(acted * rewards.astype(dtype)))
+    epoch, _, ends = step_tables(config.schedule)
+    j = epoch[step.t]
+    N = step.active.shape[0]
+    return lax.cond(ends[step.t], partial(epoch_end, config, N), quiet, params, state, j)
+
+
+def epoch_end(config: DuetsConfig, N: int, params, state: DuetsState, j):
+    """Steps 1-5 of the module docstring for completed epoch j: (new state, Report)."""
+    dtype = state.sums.dtype
+    M, d = state.candidates.shape
+    kp = kernel_params(config.kernel.params, params["lengthscale"], dtype)
+    lengths = jnp.asarray(config.schedule.lengths, jnp.int32)
+    width = max(config.schedule.lengths[:-1], default=1)
+    ids = query_ids(state, j, jnp.arange(N)[:, None], jnp.arange(width)[None, :])     # [N, width]
+    valid = jnp.arange(width)[None, :] < lengths[j]
+    counts = jnp.zeros((M + 1,), dtype).at[jnp.where(valid, ids, M)].add(1.0)[:M]
+    uniq = jnp.unique(jnp.where(valid, ids, M), size=min(N * width, M) + 1, fill_value=M)
+    live = uniq < M
+    U = state.candidates[jnp.minimum(uniq, M - 1)]
+    c = jnp.where(live, counts[jnp.minimum(uniq, M - 1)], 0.0)
+    s = jnp.where(live, state.sums[jnp.minimum(uniq, M - 1)], 0.0)
+
+    _, var = krr.repeated_points_posterior(config.kernel, kp, params["lam"], U, c, jnp.zeros_like(c),
+                                           state.candidates)
+    sigma2_max = jnp.max(jnp.where(state.active, var, -jnp.inf))
+    p = jnp.minimum(1.0, params["p0"] * sigma2_max)
+    in_S, code_count = inducing_slots(state, j, ids, valid, uniq, live, p, lengths[j], N)
+    mu = nystrom_mean(config, kp, params["lam"], state.candidates, U, in_S, c, s)
+
+    top = jnp.max(jnp.where(state.active, mu, -jnp.inf))
+    active = state.active & (mu >= top - 2.0 * params["beta"] * jnp.sqrt(jnp.maximum(sigma2_max, 0.0)))
+    n_active = jnp.sum(active).astype(jnp.int32)
+    active_ids = jnp.nonzero(active, size=M, fill_value=M - 1)[0].astype(jnp.int32)
+    size = jnp.sum(in_S).astype(dtype)
+    diags = dict(epoch_length=lengths[j], sigma2_max=sigma2_max, p=p, inducing=size, active_before=state.n_active,
+                 active_after=n_active, best_survived=active[state.best], comm_code=N * code_count,
+                 regen_mismatch=jnp.sum(counts != state.counts))
+    rep = report(dtype, comm_up=size, comm_down=d * size + size + 1.0, rounds=1.0, active=n_active,
+                 **{name: jnp.asarray(v).astype(dtype) for name, v in diags.items()})
+    new = state._replace(active=active, active_ids=active_ids, n_active=n_active,
+                         counts=jnp.zeros_like(state.counts), sums=jnp.zeros_like(state.sums))
+    return new, rep
+
+
+def quiet(params, state: DuetsState, j):
+    """A step inside an epoch: nothing is sent; the diagnostics are zero."""
+    del params, j
+    dtype = state.sums.dtype
+    zeros = {name: jnp.zeros((), dtype) for name in DIAGNOSTICS}
+    return state, report(dtype, active=state.n_active, **zeros)
+
+
+# ------------------------------------------------------------------------------ helpers
+def step_tables(schedule: Schedule):
+    """Static per-step tables [T]: epoch index, position inside the epoch, and whether a
+    communication round ends the step (the last step of every epoch but the final one)."""
+    epoch, local, ends = [], [], []
+    last = len(schedule.steps) - 1
+    for j, (start, run) in enumerate(zip(schedule.starts, schedule.steps)):
+        epoch += [j] * run
+        local += list(range(run))
+        ends += [False] * (run - 1) + [j < last]
+    return (jnp.asarray(epoch, jnp.int32), jnp.asarray(local, jnp.int32), jnp.asarray(ends, bool))
+
+
+def query_ids(state: DuetsState, j, n, i):
+    """Candidate ids of agent n's i-th query of epoch j (broadcast over n and i): the same function
+    serves the agents' queries and the server's regeneration."""
+
+    def one(n1, i1):
+        key = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(state.coin, n1), j), i1)
+        u = jax.random.uniform(key, (), state.sums.dtype)
+        pos = jnp.minimum(jnp.floor(u * state.n_active).astype(jnp.int32), state.n_active - 1)
+        return state.active_ids[pos]
+
+    n, i = jnp.broadcast_arrays(n, i)
+    return jax.vmap(jax.vmap(one))(n, i)
+
+
+def inducing_slots(state: DuetsState, j, ids, valid, uniq, live, p, length, N: int):
+    """(in_S over the distinct slots, number of kept draws): each valid point of the epoch
+    (ids [N, width]) kept with probability p; when none is, the point at flat position
+    floor(u N T_j) (agent-major over [N, T_j])."""
+    k_keep, k_empty = jax.random.split(jax.random.fold_in(state.server, j))
+    dtype = state.sums.dtype
+    kept = valid & (jax.random.uniform(k_keep, ids.shape, dtype) < p)
+    flat = jnp.floor(jax.random.uniform(k_empty, (), dtype) * (N * length)).astype(jnp.int32)
+    fallback = ids[flat // length, flat % length]
+    M = state.candidates.shape[0]
+    hit = jnp.zeros((M + 1,), bool).at[jnp.where(kept, ids, M)].set(True)
+    in_S = jnp.where(jnp.any(kept), hit[uniq], uniq == fallback) & live
+    return in_S, jnp.maximum(jnp.sum(kept), 1).astype(dtype)
+
+
+def nystrom_mean(config: DuetsConfig, kp, lam, X, U, in_S, c, s):
+    """mu[M] = z(X)^T (lam I + Z_U^T diag(c) Z_U)^{-1} Z_U^T s, z = K_SS^{-1/2} k_S (Eqs. 5, 8), with the
+    inducing slots in_S of the distinct points U[R, d] (counts c[R], reward sums s[R])."""
+    order = jnp.argsort(~in_S, stable=True)
+    S, count = U[order], jnp.sum(in_S)
+    W, _ = nystrom.dictionary_root(config.kernel.fn, S, count, kp, config.eig_tol)
+    Z = nystrom.embed(config.kernel.fn, U, S, count, W, kp)
+    Pinv = nystrom.ridge_inverse((Z * c[:, None]).T @ Z, lam)
+    return nystrom.embed(config.kernel.fn, X, S, count, W, kp) @ (Pinv @ (Z.T @ s))
+
+
+# ------------------------------------------------------------------------------ factory
+def duets(horizon: int, first_epoch: int = 2, kernel: Union[str, Kernel] = "rbf", beta=1.0, p0=10.0, lam=0.2,
+          lengthscale=1.0, *, eig_tol: float = 1e-10) -> Algorithm:
+    """DUETS (module docstring) for a horizon of `horizon` steps with T_1 = first_epoch.
+
+    params: beta >= 0 (Eq. 9's width factor), p0 > 0 (inducing probability factor), lam > 0,
+    lengthscale > 0 (the SE kernel exp(-||x - x'||^2 / (2 l^2)) by default).
+    """
+    for option, value in (("horizon", horizon), ("first_epoch", first_epoch)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{NAME}: {option} must be a positive integer, got {value!r}")
+    kern = resolve_kernel(NAME, kernel)
+    config = DuetsConfig(kern, epoch_schedule(horizon, first_epoch), eig_tol)
+    given = dict(beta=beta, p0=p0, lam=lam, lengthscale=lengthscale)
+    return Algorithm(NAME, declare_params(NAME, PARAMS, given), partial(init, config), partial(select, config),
+                     partial(update, config), None, {},
+                     f"DUETS ({kern.name} kernel): uniform queries from the active set with shared randomness, "
+                     f"epochs {list(config.schedule.steps)}")
