@@ -1,0 +1,144 @@
+"""DUETS against the NumPy reference loop written from the spec, and the spec's checks (spec §9)."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from bandits_jax import runner
+from bandits_jax.algorithms import duets as dm
+from bandits_jax.core import ConfigError
+from bandits_jax.problems.candidates import FUNCTIONS, candidate_problem, candidate_set
+
+from bench.reference import duets_np as ref
+
+
+def manual_run(name, N, T, M, seed=0, beta=1.0, T1=2, noise_std=0.2, p0=10.0, lam=0.2):
+    """DUETS driven step by step with rewards f + noise_std eps (eps drawn here); returns the
+    actions [T, N], reports, final state and the draws the reference needs."""
+    ls = FUNCTIONS[name][3]
+    prob = candidate_problem(name, N, T, noise_std=noise_std, num_candidates=M)
+    alg = dm.duets(T, T1, beta=beta, p0=p0, lam=lam, lengthscale=ls)
+    instance = prob.init(jax.random.PRNGKey(0))
+    params = {k: jnp.asarray(v) for k, v in alg.defaults.items()}
+    state = alg.init(jax.random.PRNGKey(seed), prob.spec, params, None, prob.public(instance))
+    eps = np.asarray(jax.random.normal(jax.random.PRNGKey(1000 + seed), (T, N, M)))
+    f = np.asarray(instance["f"])
+    select, update = jax.jit(alg.select, static_argnums=()), jax.jit(alg.update)
+    actions, reports, states = [], [], [state]
+    for t in range(T):
+        step = _step(t, N, M)
+        a, aux = select(params, state, step, jax.random.PRNGKey(0))
+        a = np.asarray(a)
+        r = f[a] + noise_std * eps[t, np.arange(N), a]
+        state, rep = update(params, state, step, jnp.asarray(a), jnp.asarray(r), aux, jax.random.PRNGKey(0))
+        actions.append(a)
+        reports.append(jax.tree_util.tree_map(np.asarray, rep))
+        states.append(state)
+    return np.array(actions), reports, states, eps, f, alg, params
+
+
+def _step(t, N, M):
+    from bandits_jax.core import Step
+    return Step(jnp.asarray(t, jnp.int32), jnp.zeros((N, M, 0)), jnp.ones((N,), bool))
+
+
+def draws_of(states, alg_schedule, N):
+    """The reference's uniforms, taken from the run's keys (state at the start of each epoch)."""
+    sched = alg_schedule
+    coin, server = states[0].coin, states[0].server
+    width = max(sched.lengths[:-1], default=1)
+    u_query, u_keep, u_empty = [], [], []
+    for j, length in enumerate(sched.lengths):
+        u_query.append(np.array([[float(jax.random.uniform(
+            jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(coin, n), j), i), (), jnp.float64))
+            for i in range(length)] for n in range(N)]))
+        if j < len(sched.lengths) - 1:
+            k_keep, k_empty = jax.random.split(jax.random.fold_in(server, j))
+            u_keep.append(np.asarray(jax.random.uniform(k_keep, (N, width), jnp.float64))[:, :length].reshape(-1))
+            u_empty.append(float(jax.random.uniform(k_empty, (), jnp.float64)))
+    return u_query, u_keep, u_empty
+
+
+def test_schedule_and_rounds():
+    sched = dm.epoch_schedule(50, 2)
+    assert sched.lengths == (2, 10, 22, 33) and sched.steps == (2, 10, 22, 16) and sched.starts == (0, 2, 12, 34)
+    _, _, ends = dm.step_tables(sched)
+    assert np.flatnonzero(np.asarray(ends)).tolist() == [1, 11, 33]
+    assert dm.epoch_schedule(10, 20).steps == (10,)          # one epoch: never communicates
+    with pytest.raises(ConfigError, match="first_epoch"):
+        dm.duets(50, 0)
+
+
+@pytest.mark.parametrize("name,beta,T1", [("branin", 0.5, 2), ("hartmann4", 2.0, 2), ("h2", 0.2, 3)])
+def test_matches_numpy_reference(name, beta, T1):
+    """Same coins, keep draws and noise: the same queries, trims, inducing sets and communication."""
+    N, T, M = 3, 20, 150
+    with jax.enable_x64(True):
+        actions, reports, states, eps, f, alg, params = manual_run(name, N, T, M, seed=7, beta=beta, T1=T1)
+        u_query, u_keep, u_empty = draws_of(states, dm.epoch_schedule(T, T1), N)
+    X = np.asarray(states[0].candidates)
+    out = ref.duets_np(X, f, eps, u_query, u_keep, u_empty, T1=T1, p0=10.0, beta=beta, lam=0.2,
+                       lengthscale=FUNCTIONS[name][3], noise_std=0.2)
+    np.testing.assert_array_equal(actions, out["actions"])
+    up = np.array([r.comm_up for r in reports])
+    down = np.array([r.comm_down for r in reports])
+    np.testing.assert_array_equal(up, out["comm_up"])
+    np.testing.assert_array_equal(down, out["comm_down"])
+    ends = np.flatnonzero([r.rounds for r in reports])
+    diag = {k: np.array([float(r.diagnostics[k]) for r in reports])[ends] for k in dm.DIAGNOSTICS}
+    np.testing.assert_allclose(diag["sigma2_max"], out["sigma2_max"], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(diag["p"], out["p"], rtol=1e-9)
+    np.testing.assert_array_equal(diag["inducing"], out["S_size"])
+    np.testing.assert_array_equal(diag["comm_code"], out["comm_code"][ends])
+    np.testing.assert_array_equal(diag["active_after"], out["active_after"])
+    np.testing.assert_array_equal(diag["best_survived"], np.asarray(out["best_survived"], float))
+    assert np.all(diag["regen_mismatch"] == 0)
+    # the runs must have trimmed something, or this comparison tests little
+    assert diag["active_after"][-1] < M
+
+
+def test_shared_randomness_and_trimming():
+    """The server's regeneration equals the queries; the active sets are nested and keep argmax mu;
+    an enormous beta trims nothing; communication is (d + 2)|S_j| + 1 per round (d = 2)."""
+    N, T, M = 3, 20, 120
+    sched = dm.epoch_schedule(T, 2)
+    with jax.enable_x64(True):
+        actions, reports, states, *_ = manual_run("branin", N, T, M, seed=3, beta=0.5)
+        for j, (start, run) in enumerate(zip(sched.starts, sched.steps)):
+            s = states[start]
+            regen = dm.query_ids(s, jnp.asarray(j), jnp.arange(N)[:, None], jnp.arange(run)[None, :])
+            np.testing.assert_array_equal(np.asarray(regen).T, actions[start:start + run])
+        wide = manual_run("branin", N, T, M, seed=3, beta=1e9)[1]
+    masks = [np.asarray(states[start].active) for start in sched.starts]
+    for a, b in zip(masks, masks[1:]):
+        assert np.all(b <= a)
+    assert masks[-1].sum() < M
+    ends = [r for r in reports if r.rounds]
+    assert len(ends) == 3 and all(r.comm_up + r.comm_down == 4 * r.diagnostics["inducing"] + 1 for r in ends)
+    assert [float(r.diagnostics["active_after"]) for r in wide if r.rounds] == [M] * 3
+
+
+def test_runner_batch_grid_and_determinism():
+    """Seeds and a beta grid in one vmapped call equal the runs one by one, bit for bit."""
+    prob = candidate_problem("hartmann4", 4, 20, num_candidates=200)
+    alg = dm.duets(20, lengthscale=1.0)
+    beta = np.array([0.5, 2.0, 0.5])
+    both = runner.run_batch(prob, alg, [0, 1, 1], params={"beta": beta}, precision="float64")
+    for k, (seed, b) in enumerate(zip([0, 1, 1], beta)):
+        alone = runner.run_batch(prob, alg, [seed], params={"beta": np.array([b])}, precision="float64")
+        np.testing.assert_array_equal(np.asarray(both.regret[k]), np.asarray(alone.regret[0]))
+    after = np.asarray(both.diagnostics["active_after"])[:, 11]
+    assert after[1] >= after[2]                 # the wider beta keeps at least as many (same seed)
+    assert np.asarray(both.regret).sum() > 0
+
+
+@pytest.mark.slow
+def test_best_candidate_survives():
+    """Spec §9 test 5 (a statistical regression): at paper size the best candidate survives every
+    trimming in all 10 runs for Branin at beta 0.5 and Hartmann-4D at beta 2."""
+    for name, beta in (("branin", 0.5), ("hartmann4", 2.0)):
+        prob = candidate_problem(name, 10, 50)
+        alg = dm.duets(50, lengthscale=FUNCTIONS[name][3], beta=beta)
+        out = runner.run_batch(prob, alg, list(range(10)), precision="float64")
+        survived = np.asarray(out.diagnostics["best_survived"])[:, [1, 11, 33]]
+        assert survived.all(), name
