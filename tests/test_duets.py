@@ -142,3 +142,33 @@ def test_best_candidate_survives():
         out = runner.run_batch(prob, alg, list(range(10)), precision="float64")
         survived = np.asarray(out.diagnostics["best_survived"])[:, [1, 11, 33]]
         assert survived.all(), name
+
+
+def test_n_kernel_ucb_on_candidates_matches_reference():
+    """N-KernelUCB of the DUETS paper = KernelUCB (unscaled variance, first index on ties) with a
+    uniform first arm, on the public candidates: the same arms as the spec's loop."""
+    from bandits_jax.algorithms.base import on_candidates
+    from bandits_jax.algorithms.kernel import kernel_ucb
+    N, T, M = 3, 12, 120
+    with jax.enable_x64(True):
+        prob = candidate_problem("branin", N, T, num_candidates=M)
+        alg = on_candidates(kernel_ucb("rbf", lam=0.2, beta=0.5, lengthscale=0.2, first="uniform"))
+        instance = prob.init(jax.random.PRNGKey(0))
+        params = {k: jnp.asarray(v) for k, v in alg.defaults.items()}
+        state = alg.init(jax.random.PRNGKey(1), prob.spec, params, runner.horizon_sizes(alg, prob.spec),
+                         prob.public(instance))
+        eps = np.asarray(jax.random.normal(jax.random.PRNGKey(2), (T, N, M)))
+        f = np.asarray(instance["f"])
+        keys = jax.random.split(jax.random.PRNGKey(3), T)
+        u_first = np.array([float(jax.random.uniform(k, (), jnp.float64)) for k in jax.random.split(keys[0], N)])
+        actions = []
+        for t in range(T):
+            a, aux = alg.select(params, state, _step(t, N, M), keys[t])
+            a = np.asarray(a)
+            r = f[a] + 0.2 * eps[t, np.arange(N), a]
+            state, _ = alg.update(params, state, _step(t, N, M), jnp.asarray(a), jnp.asarray(r), aux, keys[t])
+            actions.append(a)
+    out = ref.n_kernel_ucb_np(np.asarray(instance["X"]), f, eps, u_first, beta=0.5, lam=0.2, lengthscale=0.2,
+                              noise_std=0.2)
+    np.testing.assert_array_equal(np.array(actions), out["actions"])
+    assert len(np.unique(np.array(actions)[0])) > 1          # the first arms differ across agents

@@ -12,6 +12,7 @@ zero communication. Per-agent histories have `rows1(spec, t_end)` rows.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable, Optional
 
 import jax
@@ -73,6 +74,37 @@ def independent(name: str, params: dict, init1: Callable, select1: Callable, upd
         sizing = Sizing(rows=rows1, resize=lambda state, sizes: jax.vmap(lambda s: resize1(s, sizes.rows))(state))
     return Algorithm(name, dict(params), init, select, update, sizing, {ERR_MULTI_ACTIVE: MULTI_ACTIVE_MESSAGE},
                      description)
+
+
+# ------------------------------------------------------------------------------ public candidates
+def on_candidates(algorithm: Algorithm) -> Algorithm:
+    """`algorithm` on a problem whose arms are a public candidate set (`Problem.public`
+    {"candidates": [M, d]}) rather than per-step contexts: the candidates are kept in the state once
+    ({"candidates", "inner"}), and at every step the algorithm sees them as every agent's contexts
+    ([N, M, d], a broadcast inside the compiled step). Nothing else changes."""
+
+    def init(key, spec, params, sizes, public=None):
+        if public is None or "candidates" not in public:
+            raise ConfigError(f"{algorithm.name}: on_candidates needs a problem with a public candidate set")
+        return {"candidates": public["candidates"], "inner": algorithm.init(key, spec, params, sizes, public)}
+
+    def seen(state, step):
+        X = state["candidates"]
+        return dataclasses.replace(step, contexts=jnp.broadcast_to(X, step.active.shape + X.shape))
+
+    def select(params, state, step, key):
+        return algorithm.select(params, state["inner"], seen(state, step), key)
+
+    def update(params, state, step, actions, rewards, aux, key):
+        inner, rep = algorithm.update(params, state["inner"], seen(state, step), actions, rewards, aux, key)
+        return {"candidates": state["candidates"], "inner": inner}, rep
+
+    sizing = algorithm.sizing
+    if sizing is not None:
+        sizing = sizing._replace(
+            resize=lambda state, sizes: {**state, "inner": algorithm.sizing.resize(state["inner"], sizes)},
+            demand=None if sizing.demand is None else (lambda state: algorithm.sizing.demand(state["inner"])))
+    return algorithm._replace(init=init, select=select, update=update, sizing=sizing)
 
 
 # ------------------------------------------------------------------------------ one active agent

@@ -59,10 +59,11 @@ from bandits_jax.kernels.linalg import (inv_chol_append, mask_upto, pad_chol, pa
                                         posterior_mean_var_inv)
 
 from ..core import Algorithm, ConfigError, EnvSpec, Param, declare_params
-from .base import batch_cond, float_dtype, independent, kernel_params, resolve_kernel
+from .base import batch_cond, check_static, float_dtype, independent, kernel_params, resolve_kernel
 from .linear import check_max_history
 
 STORAGES = ("dense", "panels", "distinct")
+FIRST_ARMS = ("argmax", "uniform")
 PARAMS = {
     "ucb": {"lam": Param(1.0, "positive"), "beta": Param(1.0, "nonnegative"), "lengthscale": Param(1.0, "positive")},
     "ts": {"lam": Param(1.0, "positive"), "nu": Param(1.0, "nonnegative"), "lengthscale": Param(1.0, "positive"),
@@ -74,13 +75,15 @@ class KernelConfig(NamedTuple):
     """Static options of one exact kernel learner.
 
     kernel: the Kernel. kind: "ucb" | "ts" (select1's scores). max_history: dense rows cap (None:
-    none). storage: "dense" | "panels" | "distinct" (module docstring). block, pending: the panel
+    none). first: the arm of an agent with no data, "argmax" of the prior scores (the first arm on
+    ties) or "uniform" (floor(u K), u = uniform(key); the DUETS baselines' code). storage: "dense" | "panels" | "distinct" (module docstring). block, pending: the panel
     height and the pending block (storage "panels"). distinct_rows: rows of storage "distinct".
     """
 
     kernel: Kernel
     kind: str = "ucb"
     max_history: Optional[int] = None
+    first: str = "argmax"
     storage: str = "dense"
     block: int = 1024
     pending: int = 64
@@ -157,7 +160,12 @@ def init1(config: KernelConfig, key, spec: EnvSpec, params, rows: Optional[int] 
 def select1(config: KernelConfig, params, state: KernelState, contexts, key):
     """argmax_k of the UCB scores, or of the TS scores with z = normal(key, (K,))."""
     if config.kind == "ucb":
-        return jnp.argmax(ucb_scores(config.kernel, params, state, contexts)).astype(jnp.int32)
+        action = jnp.argmax(ucb_scores(config.kernel, params, state, contexts)).astype(jnp.int32)
+        if config.first == "uniform":
+            K = contexts.shape[0]
+            u = jax.random.uniform(key, (), state.y.dtype)
+            action = jnp.where(state.n == 0, jnp.minimum(jnp.floor(u * K).astype(jnp.int32), K - 1), action)
+        return action
     z = jax.random.normal(key, (contexts.shape[0],), state.y.dtype)
     return jnp.argmax(ts_scores(config.kernel, params, state, contexts, z)).astype(jnp.int32)
 
@@ -298,9 +306,11 @@ def _distinct_update(config: KernelConfig, state: DistinctKernelState, x, reward
 
 
 # ------------------------------------------------------------------------------ factories
-def _build(name: str, kind: str, kernel, max_history, given: dict, description: str) -> Algorithm:
+def _build(name: str, kind: str, kernel, max_history, given: dict, description: str,
+           first: str = "argmax") -> Algorithm:
     kern = resolve_kernel(name, kernel)
-    config = KernelConfig(kern, kind, check_max_history(name, max_history))
+    config = KernelConfig(kern, kind, check_max_history(name, max_history),
+                          first=check_static(name, "first", first, FIRST_ARMS))
     return independent(name, declare_params(name, PARAMS[kind], given), partial(init1, config),
                        partial(select1, config), partial(update1, config), partial(rows1, config),
                        partial(resize1, config), description.format(kern=kern.name))
@@ -312,16 +322,18 @@ def kernel_ucb(
     beta=1.0,
     lengthscale=1.0,
     max_history: Optional[int] = None,
+    *,
+    first: str = "argmax",
     **kw,
 ) -> Algorithm:
     """KernelUCB / GP-UCB for N independent agents: score = mean + beta * sqrt(var).
 
     kernel: a registry name (see kernels.functions) or a Kernel. params: lam > 0,
     beta >= 0, lengthscale > 0 (used by kernels that have one). Other keyword names raise
-    ConfigError. max_history: see the module docstring.
+    ConfigError. max_history: see the module docstring. first: "argmax" or "uniform" (KernelConfig).
     """
     return _build("KernelUCB", "ucb", kernel, max_history, dict(lam=lam, beta=beta, lengthscale=lengthscale, **kw),
-                  "KernelUCB ({kern} kernel), one kernel ridge regression per agent, no communication")
+                  "KernelUCB ({kern} kernel), one kernel ridge regression per agent, no communication", first)
 
 
 def kernel_ts(
