@@ -7,7 +7,10 @@ import pytest
 from bandits_jax import runner
 from bandits_jax.algorithms import duets as dm
 from bandits_jax.core import ConfigError
-from bandits_jax.problems.candidates import FUNCTIONS, candidate_problem, candidate_set
+from bandits_jax.algorithms.base import on_candidates
+from bandits_jax.algorithms.dis_kernel import dis_kernel_ucb
+from bandits_jax.algorithms.kernel import kernel_ucb
+from bandits_jax.problems.candidates import FUNCTIONS, candidate_problem
 
 from bench.reference import duets_np as ref
 
@@ -144,31 +147,58 @@ def test_best_candidate_survives():
         assert survived.all(), name
 
 
+def drive(alg, name, N, T, M, seed=0):
+    """Run `alg` step by step on function `name` with rewards f + 0.2 eps; select/update keys
+    keys[t]. Returns (actions [T, N], reports, eps, f, X, keys)."""
+    prob = candidate_problem(name, N, T, num_candidates=M)
+    instance = prob.init(jax.random.PRNGKey(0))
+    params = {k: jnp.asarray(v) for k, v in alg.defaults.items()}
+    state = alg.init(jax.random.PRNGKey(seed), prob.spec, params, runner.horizon_sizes(alg, prob.spec),
+                     prob.public(instance))
+    eps = np.asarray(jax.random.normal(jax.random.PRNGKey(100 + seed), (T, N, M)))
+    f = np.asarray(instance["f"])
+    keys = jax.random.split(jax.random.PRNGKey(200 + seed), T)
+    select, update = jax.jit(alg.select), jax.jit(alg.update)
+    actions, reports = [], []
+    for t in range(T):
+        a, aux = select(params, state, _step(t, N, M), keys[t])
+        a = np.asarray(a)
+        r = f[a] + 0.2 * eps[t, np.arange(N), a]
+        state, rep = update(params, state, _step(t, N, M), jnp.asarray(a), jnp.asarray(r), aux, keys[t])
+        actions.append(a)
+        reports.append(jax.tree_util.tree_map(np.asarray, rep))
+    return np.array(actions), reports, eps, f, np.asarray(instance["X"]), keys
+
+
 def test_n_kernel_ucb_on_candidates_matches_reference():
     """N-KernelUCB of the DUETS paper = KernelUCB (unscaled variance, first index on ties) with a
     uniform first arm, on the public candidates: the same arms as the spec's loop."""
-    from bandits_jax.algorithms.base import on_candidates
-    from bandits_jax.algorithms.kernel import kernel_ucb
     N, T, M = 3, 12, 120
     with jax.enable_x64(True):
-        prob = candidate_problem("branin", N, T, num_candidates=M)
         alg = on_candidates(kernel_ucb("rbf", lam=0.2, beta=0.5, lengthscale=0.2, first="uniform"))
-        instance = prob.init(jax.random.PRNGKey(0))
-        params = {k: jnp.asarray(v) for k, v in alg.defaults.items()}
-        state = alg.init(jax.random.PRNGKey(1), prob.spec, params, runner.horizon_sizes(alg, prob.spec),
-                         prob.public(instance))
-        eps = np.asarray(jax.random.normal(jax.random.PRNGKey(2), (T, N, M)))
-        f = np.asarray(instance["f"])
-        keys = jax.random.split(jax.random.PRNGKey(3), T)
+        actions, _, eps, f, X, keys = drive(alg, "branin", N, T, M)
         u_first = np.array([float(jax.random.uniform(k, (), jnp.float64)) for k in jax.random.split(keys[0], N)])
-        actions = []
-        for t in range(T):
-            a, aux = alg.select(params, state, _step(t, N, M), keys[t])
-            a = np.asarray(a)
-            r = f[a] + 0.2 * eps[t, np.arange(N), a]
-            state, _ = alg.update(params, state, _step(t, N, M), jnp.asarray(a), jnp.asarray(r), aux, keys[t])
-            actions.append(a)
-    out = ref.n_kernel_ucb_np(np.asarray(instance["X"]), f, eps, u_first, beta=0.5, lam=0.2, lengthscale=0.2,
-                              noise_std=0.2)
-    np.testing.assert_array_equal(np.array(actions), out["actions"])
-    assert len(np.unique(np.array(actions)[0])) > 1          # the first arms differ across agents
+    out = ref.n_kernel_ucb_np(X, f, eps, u_first, beta=0.5, lam=0.2, lengthscale=0.2, noise_std=0.2)
+    np.testing.assert_array_equal(actions, out["actions"])
+    assert len(np.unique(actions[0])) > 1          # the first arms differ across agents
+
+
+@pytest.mark.parametrize("name,D", [("branin", 10.0), ("h1", 10.0), ("hartmann4", 3.0)])
+def test_dis_kernel_ucb_duets_matches_reference(name, D):
+    """DisKernelUCB with mechanics='duets': the same arms, synchronisations and communication as the
+    spec's loop (every client acts, any client triggers, unscaled variance, first-index ties)."""
+    N, T, M = 3, 15, 120
+    ls = FUNCTIONS[name][3]
+    with jax.enable_x64(True):
+        alg = on_candidates(dis_kernel_ucb("rbf", lam=0.2, alpha=1.0, threshold=D, lengthscale=ls,
+                                           mechanics="duets"))
+        actions, reports, eps, f, X, keys = drive(alg, name, N, T, M, seed=1)
+        u_first = np.asarray(jax.random.uniform(keys[0], (N, M), jnp.float64))[:, 0]
+    out = ref.dis_kernel_ucb_np(X, f, eps, u_first, beta=1.0, lam=0.2, lengthscale=ls, noise_std=0.2, D=D)
+    np.testing.assert_array_equal(actions, out["actions"])
+    syncs = np.array([float(r.rounds) for r in reports])
+    np.testing.assert_array_equal(syncs, out["syncs"])
+    np.testing.assert_allclose([float(r.comm_up) for r in reports], out["comm_up"], rtol=1e-12)
+    np.testing.assert_allclose([float(r.comm_down) for r in reports], out["comm_down"], rtol=1e-12)
+    np.testing.assert_allclose([float(r.diagnostics["comm_code"]) for r in reports], out["comm_code"], rtol=1e-12)
+    assert 1 <= syncs.sum() < T                   # it synchronised, and not at every step

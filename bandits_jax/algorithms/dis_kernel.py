@@ -24,6 +24,17 @@ are recalled from Li et al. (NeurIPS 2022), not read from it; this module implem
       up = (d + 1) * sum_j |dD_j|,   down = (d + 1) * (N - 1) * sum_j |dD_j|,   rounds = 1.
   With threshold = 0 every step synchronises and DisKernelUCB is OneKernelUCB, messages included.
   Diagnostics: trigger, logdet_ratio (the active client's), n_global (|G|), num_syncs.
+  mechanics="duets" runs the DisKernelUCB of Pavlovic, Salgia and Zhao (2024, the DUETS paper's
+  baseline; spec duets §4.2) in a synchronous setting where every client acts at every step:
+      - every active client appends its point, and the clients synchronise when ANY of them has
+        elapsed * log-det ratio > threshold (elapsed: steps since the last sync, this one included);
+      - the UCB uses the unscaled variance k(x, x) - k_x^T (K + lam I)^{-1} k_x (no 1/lam),
+        score = mean + alpha * sqrt(var), and ties go to the FIRST arm (np.argmax), except that a
+        client with no data at all picks arm floor(u K), u = tie_noise[i, 0];
+      - communication in the paper's units: up = (d + 1) * (new points of one client) (the average
+        over clients), down = (d + 1) * (all new points) (one broadcast); the diagnostic comm_code is
+        the authors' code's count, (d + 1) * (all new points).
+  The pooled buffers then hold N points a step (`dis_rows`).
 
 OneKernelUCB: one exact KernelUCB on all clients' pooled data, every point absorbed at once.
 Communication (spec B1 [A]): each active step, up = d + 1, down = (N - 1)(d + 1), rounds = 1.
@@ -77,6 +88,7 @@ BUFFER_MESSAGE = ("a client's unsynchronised data outgrew buffer_capacity; raise
 DISTINCT_MESSAGE = "more distinct contexts than distinct_capacity; raise distinct_capacity"
 
 TRIGGER_COUNTS = ("elapsed", "client")
+MECHANICS = ("async", "duets")
 UCB_PARAMS = {"lam": Param(1.0, "positive"), "alpha": Param(1.0, "nonnegative"), "lengthscale": Param(1.0, "positive")}
 DIS_PARAMS = {"lam": Param(1.0, "positive"), "alpha": Param(1.0, "nonnegative"), "threshold": Param(1.0, "nonnegative"),
               "lengthscale": Param(1.0, "positive")}
@@ -84,11 +96,12 @@ DIS_PARAMS = {"lam": Param(1.0, "positive"), "alpha": Param(1.0, "nonnegative"),
 
 # ============================================================================ DisKernelUCB
 class DisKernelConfig(NamedTuple):
-    """Static options of DisKernelUCB: the kernel, trigger_count, buffer_capacity."""
+    """Static options of DisKernelUCB: the kernel, trigger_count, buffer_capacity, mechanics."""
 
     kernel: Kernel
     trigger_count: str
     buffer_capacity: int
+    mechanics: str = "async"
 
 
 class DisKernelState(NamedTuple):
@@ -116,9 +129,9 @@ class DisKernelState(NamedTuple):
 
 
 def dis_rows(config: DisKernelConfig, spec: EnvSpec, t_end: int) -> int:
-    """Pooled rows that steps [0, t_end) need: t_end (at least 1)."""
-    del config, spec
-    return max(1, int(t_end))
+    """Pooled rows that steps [0, t_end) need: t_end (at least 1), N t_end when every client acts."""
+    per_step = spec.num_agents if config.mechanics == "duets" else 1
+    return max(1, per_step * int(t_end))
 
 
 def dis_init(config: DisKernelConfig, key, spec: EnvSpec, params, sizes: Sizes, public=None) -> DisKernelState:
@@ -140,17 +153,29 @@ def dis_init(config: DisKernelConfig, key, spec: EnvSpec, params, sizes: Sizes, 
 def dis_select(config: DisKernelConfig, params, state: DisKernelState, step, key):
     """Every client (or the active one) scores with exact KRR on G followed by its own dD_i."""
 
+    duets = config.mechanics == "duets"
+
     def client(i, Xq):
         X, y, chol_inv, n = client_model(state, i)
-        mean, var = local_mean_var(config.kernel, params, X, y, chol_inv, n, Xq)
+        mean, var = local_mean_var(config.kernel, params, X, y, chol_inv, n, Xq, scaled=not duets)
         return mean, var, mean + params["alpha"] * jnp.sqrt(var), None
 
-    return ucb_select(step, key, state.y.dtype, client)
+    if not duets:
+        return ucb_select(step, key, state.y.dtype, client)
+    N, K = step.contexts.shape[:2]
+    noise = jax.random.uniform(key, (N, K), state.y.dtype)
+    mean, var, scores, _ = jax.vmap(client)(jnp.arange(N), step.contexts.astype(state.y.dtype))
+    first = jnp.minimum(jnp.floor(noise[:, 0] * K).astype(jnp.int32), K - 1)
+    empty = (state.n + state.loc_n) == 0
+    actions = jnp.where(empty, first, jnp.argmax(scores, axis=1).astype(jnp.int32))
+    return actions, {"mean": mean, "var": var, "scores": scores, "tie_noise": noise}
 
 
 def dis_update(config: DisKernelConfig, params, state: DisKernelState, step, actions, rewards, aux, key):
     """The active client appends its point to its own factor; a trigger synchronises everyone."""
     del aux, key
+    if config.mechanics == "duets":
+        return dis_update_all(config, params, state, step, actions, rewards)
     dtype = state.y.dtype
     contexts, active = step.contexts.astype(dtype), step.active
     N, _, d = contexts.shape
@@ -165,6 +190,32 @@ def dis_update(config: DisKernelConfig, params, state: DisKernelState, step, act
     errors = err | jnp.where(over, ERR_CAPACITY, 0) | multi_active_error(active)
     return state, report(dtype, up, down, trigger, errors=errors, trigger=trigger, logdet_ratio=logdet_i,
                          n_global=state.n, num_syncs=state.num_syncs)
+
+
+def dis_update_all(config: DisKernelConfig, params, state: DisKernelState, step, actions, rewards):
+    """mechanics="duets": every active client appends its point (client order); ANY client's
+    trigger synchronises everyone; communication in the DUETS paper's units (module docstring)."""
+    dtype = state.y.dtype
+    contexts, active = step.contexts.astype(dtype), step.active
+    N, _, d = contexts.shape
+    elapsed = state.elapsed + 1
+
+    def append(i, carry):
+        state, logdets, err = carry
+        state, logdet_i, e = client_append(config, params, state, i, contexts[i, actions[i]],
+                                           jnp.asarray(rewards[i], dtype), active[i])
+        return state, logdets.at[i].set(logdet_i), err | e
+
+    state, logdets, err = lax.fori_loop(0, N, append, (state, jnp.zeros((N,), dtype), jnp.zeros((), jnp.int32)))
+    state = state._replace(elapsed=elapsed)
+    count = elapsed if config.trigger_count == "elapsed" else state.loc_n
+    trigger = jnp.any(active & (count.astype(dtype) * logdets > params["threshold"]))
+    state, moved, over = synchronise(config.kernel, params, state, trigger)
+    moved = jnp.asarray(moved, dtype)
+    errors = err | jnp.where(over, ERR_CAPACITY, 0)
+    return state, report(dtype, (d + 1) * moved / N, (d + 1) * moved, trigger, errors=errors, trigger=trigger,
+                         logdet_ratio=jnp.max(logdets), n_global=state.n, num_syncs=state.num_syncs,
+                         comm_code=(d + 1) * moved)
 
 
 def dis_resize(config: DisKernelConfig, state: DisKernelState, sizes: Sizes) -> DisKernelState:
@@ -186,17 +237,21 @@ def dis_kernel_ucb(
     *,
     trigger_count: str = "elapsed",
     buffer_capacity: int = 256,
+    mechanics: str = "async",
     **kw,
 ) -> Algorithm:
     """DisKernelUCB (module docstring). params: lam > 0, alpha >= 0, threshold >= 0, lengthscale > 0.
 
     Static: trigger_count ("elapsed" or "client"), buffer_capacity (rows of each client's
-    not-yet-synchronised data; overflow is the error ERR_BUFFER).
+    not-yet-synchronised data; overflow is the error ERR_BUFFER), mechanics ("async": Li et al.
+    2023's environment, one active client a step; "duets": the DUETS paper's baseline, module
+    docstring).
     """
     name = "DisKernelUCB"
     kern = resolve_kernel(name, kernel)
     config = DisKernelConfig(kern, check_static(name, "trigger_count", trigger_count, TRIGGER_COUNTS),
-                             check_capacity(name, "buffer_capacity", buffer_capacity))
+                             check_capacity(name, "buffer_capacity", buffer_capacity),
+                             check_static(name, "mechanics", mechanics, MECHANICS))
     given = dict(lam=lam, alpha=alpha, threshold=threshold, lengthscale=lengthscale, **kw)
     return Algorithm(
         name, declare_params(name, DIS_PARAMS, given), partial(dis_init, config), partial(dis_select, config),
@@ -261,15 +316,16 @@ def splice_local(X, y, chol_inv, n, loc_X, loc_y, loc_rows, loc_n):
     return X, y, chol_inv, n + loc_n
 
 
-def local_mean_var(kern: Kernel, params, X, y, chol_inv, n, Xq):
-    """Exact KRR mean[m] and var[m] = (k(x,x) - k_x^T (K + lam I)^{-1} k_x)/lam at Xq[m, d].
+def local_mean_var(kern: Kernel, params, X, y, chol_inv, n, Xq, scaled: bool = True):
+    """Exact KRR mean[m] and var[m] = (k(x,x) - k_x^T (K + lam I)^{-1} k_x)/lam at Xq[m, d]
+    (without the 1/lam when not scaled).
 
     X[C, d], y[C], chol_inv[C, C] (padded inverse factor of K_n + lam I), n live rows.
     """
     Xq = Xq.astype(y.dtype)
     p = kernel_args(kern, params, y.dtype)
     mean, var = posterior_mean_var_inv(chol_inv, kern.fn(Xq, X, p), kern.diag(Xq, p), y, n)
-    return mean, var / params["lam"]
+    return mean, (var / params["lam"] if scaled else var)
 
 
 def append_points(kern: Kernel, params, X, y, chol_inv, n, new_X, new_y, count):
