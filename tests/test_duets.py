@@ -8,6 +8,7 @@ from bandits_jax import runner
 from bandits_jax.algorithms import duets as dm
 from bandits_jax.core import ConfigError
 from bandits_jax.algorithms.base import on_candidates
+from bandits_jax.algorithms.approx_dis_kernel import approx_dis_kernel_ucb
 from bandits_jax.algorithms.dis_kernel import dis_kernel_ucb
 from bandits_jax.algorithms.kernel import kernel_ucb
 from bandits_jax.problems.candidates import FUNCTIONS, candidate_problem
@@ -202,3 +203,27 @@ def test_dis_kernel_ucb_duets_matches_reference(name, D):
     np.testing.assert_allclose([float(r.comm_down) for r in reports], out["comm_down"], rtol=1e-12)
     np.testing.assert_allclose([float(r.diagnostics["comm_code"]) for r in reports], out["comm_code"], rtol=1e-12)
     assert 1 <= syncs.sum() < T                   # it synchronised, and not at every step
+
+
+@pytest.mark.parametrize("name,D,forced", [("branin", 20.0, 10), ("h2", 3.0, -1)])
+def test_approx_dis_kernel_ucb_duets_matches_reference(name, D, forced):
+    """Approx-DisKernelUCB with mechanics='duets': the same arms, synchronisations and communication
+    as the spec's loop (own-model trigger, forced first sync, q-bar re-sampling, first-index ties)."""
+    N, T, M = 3, 16, 120
+    ls = FUNCTIONS[name][3]
+    with jax.enable_x64(True):
+        alg = on_candidates(approx_dis_kernel_ucb("rbf", lam=0.2, alpha=1.0, q=4.0, threshold=D, lengthscale=ls,
+                                                  mechanics="duets", forced_sync=forced, dict_capacity=256))
+        actions, reports, eps, f, X, keys = drive(alg, name, N, T, M, seed=2)
+        u_uniform = np.stack([np.asarray(jax.random.uniform(k, (N, M), jnp.float64))[:, 0] for k in keys])
+        u_incl = np.array([[[float(jax.random.uniform(jax.random.fold_in(keys[t], s * N + n), (), jnp.float64))
+                             for s in range(T)] for n in range(N)] for t in range(T)])
+    out = ref.approx_dis_kernel_ucb_np(X, f, eps, u_uniform, u_incl, beta=1.0, lam=0.2, lengthscale=ls,
+                                       noise_std=0.2, D=D, q_bar=4.0, forced_first_sync=None if forced < 0 else forced)
+    syncs = np.array([float(r.rounds) for r in reports])
+    np.testing.assert_array_equal(syncs, out["syncs"])
+    np.testing.assert_array_equal(actions, out["actions"])
+    np.testing.assert_allclose([float(r.comm_up) for r in reports], out["comm_up"], rtol=1e-12)
+    np.testing.assert_allclose([float(r.comm_down) for r in reports], out["comm_down"], rtol=1e-12)
+    np.testing.assert_allclose([float(r.diagnostics["comm_code"]) for r in reports], out["comm_code"], rtol=1e-12)
+    assert syncs.sum() >= 1 and len(np.unique(actions[-1])) >= 1

@@ -68,6 +68,21 @@ aux: the scored clients' mean and var ([K], plus "client", under one_active; [N,
 update does not read it). Update learns from client argmax(step.active) only, in both modes: a
 step with more than one active client reports ERR_MULTI_ACTIVE.
 
+mechanics="duets" runs the Approx-DisKernelUCB of Pavlovic, Salgia and Zhao (2024, the DUETS
+paper's baseline; spec duets §4.3, from the authors' code where the paper is silent), where every
+client acts at every step:
+    - every active client adds its point (client order); its trigger sum grows by the UNSCALED
+      variance lam * var_i(x_t) of its OWN current model (before the point), and all clients
+      synchronise when ANY sum exceeds the threshold (no count factor), or at step `forced_sync`
+      when none has happened yet (the authors' code forces the first one at 0-based step 10);
+    - the re-sampling keeps a history point with probability min(1, q * lam * var_g(x_s)) (q is the
+      paper's q-bar, lam var_g the unscaled variance of the last global model, 1 before any sync);
+    - ties go to the FIRST arm (np.argmax); while the dictionary is empty a client picks arm
+      floor(u K), u = tie_noise[i, 0];
+    - communication in the paper's units: up = d * (mean over clients of its distinct kept points)
+      + m^2 + m, down = d m + m^2 + m (one broadcast); the diagnostic comm_code is the authors'
+      code's m (m + 1). The history holds N points a step.
+
 Errors (`Algorithm.errors`, per step): a dictionary overflow (raise dict_capacity), a full
 history buffer, more than one active client. Diagnostics per step: trigger, var_sum (V_i after
 the step), dict_size, kept (points kept by a sync's re-sampling, summed over clients).
@@ -85,7 +100,7 @@ from bandits_jax.kernels import nystrom
 from bandits_jax.kernels.functions import Kernel
 from bandits_jax.kernels.linalg import pad_last, pad_ridge_inverse, pad_rows, sherman_morrison
 
-from ..core import Algorithm, EnvSpec, Param, Sizes, Sizing, declare_params, report
+from ..core import Algorithm, ConfigError, EnvSpec, Param, Sizes, Sizing, declare_params, report
 from .base import (ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, active_index, argmax_random_ties, batch_cond,
                    check_capacity, check_static, float_dtype, kernel_params, multi_active_error, one_hot_action,
                    resolve_kernel)
@@ -101,16 +116,20 @@ ERRORS = {
 PARAMS = {"lam": Param(1.0, "positive"), "alpha": Param(1.0, "nonnegative"), "q": Param(1.0, "nonnegative"),
           "threshold": Param(1.0, "nonnegative"), "lengthscale": Param(1.0, "positive")}
 TRIGGER_COUNTS = ("client", "elapsed")
+MECHANICS = ("async", "duets")
 SYNC_GATHER = 1  # batch_cond: the runs that synchronise compute the sync, one at a time (module docstring)
 
 
 class ApproxDisKernelConfig(NamedTuple):
-    """Static options: the kernel, trigger_count, dict_capacity (M) and the near-duplicate cut."""
+    """Static options: the kernel, trigger_count, dict_capacity (M), the near-duplicate cut, the
+    mechanics ("async" or "duets") and the forced first sync step (-1: none; "duets" only)."""
 
     kernel: Kernel
     trigger_count: str
     dict_capacity: int
     eig_tol: float
+    mechanics: str = "async"
+    forced_sync: int = -1
 
 
 class ApproxDisKernelState(NamedTuple):
@@ -178,7 +197,12 @@ def select(config: ApproxDisKernelConfig, params, state: ApproxDisKernelState, s
         return one_hot_action(i, action, N), {"client": i, "mean": mean, "var": var}
     Pinv, b = jax.vmap(lambda i: client_model(state, i))(jnp.arange(N))
     mean, var = jax.vmap(lambda X, P, c: client_mean_var(config, params, state, X, P, c))(contexts, Pinv, b)
-    return argmax_random_ties(mean + params["alpha"] * jnp.sqrt(var), noise), {"mean": mean, "var": var}
+    scores = mean + params["alpha"] * jnp.sqrt(var)
+    if config.mechanics == "duets":
+        first = jnp.minimum(jnp.floor(noise[:, 0] * K).astype(jnp.int32), K - 1)
+        actions = jnp.where(state.dict_n == 0, first, jnp.argmax(scores, axis=1).astype(jnp.int32))
+        return actions, {"mean": mean, "var": var}
+    return argmax_random_ties(scores, noise), {"mean": mean, "var": var}
 
 
 # ------------------------------------------------------------------------------ update
@@ -186,6 +210,8 @@ def update(config: ApproxDisKernelConfig, params, state: ApproxDisKernelState, s
     """Client i = argmax(active) adds its point to its model and V_i; all clients synchronise
     (`synchronise`, steps (a)-(d)) when count * V_i > threshold."""
     del aux
+    if config.mechanics == "duets":
+        return update_all(config, params, state, step, actions, rewards, key)
     dtype = state.g_b.dtype
     i = active_index(step.active)
     x, y = step.contexts.astype(dtype)[i, actions[i]], jnp.asarray(rewards[i], dtype)
@@ -200,19 +226,50 @@ def update(config: ApproxDisKernelConfig, params, state: ApproxDisKernelState, s
                          dict_size=state.dict_n, kept=kept)
 
 
+def update_all(config: ApproxDisKernelConfig, params, state: ApproxDisKernelState, step, actions, rewards, key):
+    """mechanics="duets": every active client adds its point (client order); ANY client's sum over
+    the threshold, or the forced first sync, synchronises everyone (module docstring)."""
+    dtype = state.g_b.dtype
+    contexts = step.contexts.astype(dtype)
+    N = contexts.shape[0]
+    elapsed = state.elapsed + 1
+
+    def add(i, carry):
+        state, full = carry
+        state, _, _, f = add_point(config, params, state, contexts[i, actions[i]], jnp.asarray(rewards[i], dtype),
+                                   i, step.active[i])
+        return state, full | f
+
+    state, full = lax.fori_loop(0, N, add, (state, jnp.zeros((), bool)))
+    state = state._replace(elapsed=elapsed)
+    forced = (step.t == config.forced_sync) & (state.num_syncs == 0)
+    trigger = jnp.any(state.loc_var > params["threshold"]) | forced
+    state, up, down, kept, over = batch_cond(trigger, partial(synchronise, config), quiet, (params, state, key),
+                                             gather=SYNC_GATHER)
+    m = state.dict_n.astype(dtype)
+    errors = jnp.where(full, ERR_HISTORY, 0) | jnp.where(over, ERR_DICT, 0)
+    return state, report(dtype, up, down, trigger, errors, trigger=trigger, var_sum=jnp.max(state.loc_var),
+                         dict_size=state.dict_n, kept=kept, comm_code=jnp.where(trigger, m * (m + 1), 0.0))
+
+
 def add_point(config, params, state: ApproxDisKernelState, x, y, i, any_active):
-    """Client i's point (x, y) into the history, its model (rank-one) and V_i (+ var_g(x)).
+    """Client i's point (x, y) into the history, its model (rank-one) and V_i (+ var_g(x); with
+    mechanics "duets" + lam var_i(x) of the client's own model).
 
     Returns (state, ok: the point was added, V_i after it, history_full: it found no room)."""
     C = state.hist_y.shape[0]
     z = embed(config, params, state, x[None, :])
-    _, var_g = client_mean_var(config, params, state, x[None, :], state.g_Pinv, state.g_b, z)
-    z = z[0]
     P_i, b_i = client_model(state, i)
+    if config.mechanics == "duets":
+        _, var_i = client_mean_var(config, params, state, x[None, :], P_i, b_i, z)
+        increment = params["lam"] * var_i[0]
+    else:
+        increment = client_mean_var(config, params, state, x[None, :], state.g_Pinv, state.g_b, z)[1][0]
+    z = z[0]
     room = state.hist_n < C
     ok = any_active & room
     row = jnp.where(ok, state.hist_n, C)  # an out-of-range row writes nothing
-    loc_var_i = state.loc_var[i] + var_g[0]
+    loc_var_i = state.loc_var[i] + increment
     state = state._replace(
         hist_X=state.hist_X.at[row].set(x, mode="drop"), hist_y=state.hist_y.at[row].set(y, mode="drop"),
         hist_owner=state.hist_owner.at[row].set(i, mode="drop"), hist_n=state.hist_n + ok.astype(jnp.int32),
@@ -236,6 +293,8 @@ def synchronise(config: ApproxDisKernelConfig, operand):
     valid = jnp.arange(C) < state.hist_n
     # (a) ridge-leverage re-sampling of every history point with the OLD global model
     _, var_g = client_mean_var(config, params, state, state.hist_X, state.g_Pinv, state.g_b)
+    if config.mechanics == "duets":
+        var_g = params["lam"] * var_g
     keep = nystrom.include_draws(nystrom.leverage_probability(var_g, params["q"]), rls_uniforms(key, C, dtype), valid)
     kept = jnp.sum(keep, dtype=jnp.int32)
     # (b) the new dictionary: kept points in arrival order, (near-)duplicates dropped
@@ -246,12 +305,25 @@ def synchronise(config: ApproxDisKernelConfig, operand):
     m = dict_n.astype(dtype)
     up = d * kept.astype(dtype) + N * (m * m + m)
     down = N * d * m + N * (m * m + m)
+    if config.mechanics == "duets":
+        up = d * distinct_per_owner(state, keep).astype(dtype) / N + m * m + m
+        down = d * m + m * m + m
     state = state._replace(
         dict_X=dict_X, dict_n=dict_n, Linv=Linv, g_Pinv=nystrom.ridge_inverse(A, params["lam"]), g_b=b,
         loc_n=jnp.zeros_like(state.loc_n), loc_var=jnp.zeros_like(state.loc_var),
         elapsed=jnp.zeros_like(state.elapsed), num_syncs=state.num_syncs + 1,
     )
     return state, up, down, kept, over
+
+
+def distinct_per_owner(state: ApproxDisKernelState, keep):
+    """Kept history rows (keep[C]) counted once per (owner, point): the sum over clients of the
+    distinct points each uploads."""
+    C = keep.shape[0]
+    same = (jnp.all(state.hist_X[:, None, :] == state.hist_X[None, :, :], axis=-1)
+            & (state.hist_owner[:, None] == state.hist_owner[None, :]) & keep[None, :]
+            & (jnp.arange(C)[None, :] < jnp.arange(C)[:, None]))
+    return jnp.sum(keep & ~jnp.any(same, axis=1))
 
 
 def quiet(operand):
@@ -279,9 +351,10 @@ def resampled_dictionary(config: ApproxDisKernelConfig, state: ApproxDisKernelSt
 
 
 # ------------------------------------------------------------------------------ sizes
-def rows(spec: EnvSpec, t_end: int) -> int:
-    """History rows that steps [0, t_end) need: one per step."""
-    return max(1, int(t_end))
+def rows(config: ApproxDisKernelConfig, spec: EnvSpec, t_end: int) -> int:
+    """History rows that steps [0, t_end) need: one per step (N with mechanics "duets")."""
+    per_step = spec.num_agents if config.mechanics == "duets" else 1
+    return max(1, per_step * int(t_end))
 
 
 def resize(config: ApproxDisKernelConfig, state: ApproxDisKernelState, sizes: Sizes) -> ApproxDisKernelState:
@@ -347,6 +420,8 @@ def approx_dis_kernel_ucb(
     trigger_count: str = "client",
     dict_capacity: int = 256,
     eig_tol: float = 1e-10,
+    mechanics: str = "async",
+    forced_sync: int = -1,
     **kw,
 ) -> Algorithm:
     """Approx-DisKernelUCB (module docstring).
@@ -354,13 +429,18 @@ def approx_dis_kernel_ucb(
     params: lam > 0, alpha >= 0, q >= 0 (RLS factor), threshold >= 0 (D_A), lengthscale > 0.
     Static: trigger_count ("client" or "elapsed"), dict_capacity (M; overflow is an error),
     eig_tol (near-duplicate cut: a kept point whose Schur complement against the dictionary is
-    <= eig_tol k(x,x) is not added).
+    <= eig_tol k(x,x) is not added), mechanics ("async": Li et al. 2023's environment; "duets": the
+    DUETS paper's baseline, module docstring) and forced_sync (with "duets": the step of a forced
+    first synchronisation, -1 for none).
     """
     kern = resolve_kernel(NAME, kernel)
+    if isinstance(forced_sync, bool) or not isinstance(forced_sync, int) or forced_sync < -1:
+        raise ConfigError(f"{NAME}: forced_sync must be a step index >= 0, or -1 for none; got {forced_sync!r}")
     config = ApproxDisKernelConfig(kern, check_static(NAME, "trigger_count", trigger_count, TRIGGER_COUNTS),
-                                   check_capacity(NAME, "dict_capacity", dict_capacity), eig_tol)
+                                   check_capacity(NAME, "dict_capacity", dict_capacity), eig_tol,
+                                   check_static(NAME, "mechanics", mechanics, MECHANICS), forced_sync)
     given = dict(lam=lam, alpha=alpha, q=q, threshold=threshold, lengthscale=lengthscale, **kw)
-    sizing = Sizing(rows, partial(resize, config), demand, dict_capacity, ERR_DICT)
+    sizing = Sizing(partial(rows, config), partial(resize, config), demand, dict_capacity, ERR_DICT)
     return Algorithm(NAME, declare_params(NAME, PARAMS, given), partial(init, config), partial(select, config),
                      partial(update, config), sizing, dict(ERRORS),
                      f"Approx-DisKernelUCB ({kern.name} kernel), Nyström dictionary re-sampled at every "
