@@ -65,6 +65,7 @@ def experiments() -> dict:
     from . import fnucb  # noqa: F401
     from . import async_exps  # noqa: F401
     from . import pure_exploration  # noqa: F401
+    from . import duets  # noqa: F401
 
     return dict(sorted(_REGISTRY.items()))
 
