@@ -153,18 +153,24 @@ def dis_init(config: DisKernelConfig, key, spec: EnvSpec, params, sizes: Sizes, 
 def dis_select(config: DisKernelConfig, params, state: DisKernelState, step, key):
     """Every client (or the active one) scores with exact KRR on G followed by its own dD_i."""
 
-    duets = config.mechanics == "duets"
+    if config.mechanics == "duets":
+        return duets_select(config, params, state, step, key)
 
     def client(i, Xq):
         X, y, chol_inv, n = client_model(state, i)
-        mean, var = local_mean_var(config.kernel, params, X, y, chol_inv, n, Xq, scaled=not duets)
+        mean, var = local_mean_var(config.kernel, params, X, y, chol_inv, n, Xq)
         return mean, var, mean + params["alpha"] * jnp.sqrt(var), None
 
-    if not duets:
-        return ucb_select(step, key, state.y.dtype, client)
+    return ucb_select(step, key, state.y.dtype, client)
+
+
+def duets_select(config: DisKernelConfig, params, state: DisKernelState, step, key):
+    """mechanics="duets": every client scores the SAME contexts (a public candidate set, step.contexts[0])
+    with the unscaled variance; first-index ties, floor(u K) for a client with no data."""
     N, K = step.contexts.shape[:2]
     noise = jax.random.uniform(key, (N, K), state.y.dtype)
-    mean, var, scores, _ = jax.vmap(client)(jnp.arange(N), step.contexts.astype(state.y.dtype))
+    mean, var = clients_mean_var(config.kernel, params, state, step.contexts[0])
+    scores = mean + params["alpha"] * jnp.sqrt(var)
     first = jnp.minimum(jnp.floor(noise[:, 0] * K).astype(jnp.int32), K - 1)
     empty = (state.n + state.loc_n) == 0
     actions = jnp.where(empty, first, jnp.argmax(scores, axis=1).astype(jnp.int32))
@@ -316,16 +322,43 @@ def splice_local(X, y, chol_inv, n, loc_X, loc_y, loc_rows, loc_n):
     return X, y, chol_inv, n + loc_n
 
 
-def local_mean_var(kern: Kernel, params, X, y, chol_inv, n, Xq, scaled: bool = True):
-    """Exact KRR mean[m] and var[m] = (k(x,x) - k_x^T (K + lam I)^{-1} k_x)/lam at Xq[m, d]
-    (without the 1/lam when not scaled).
+def local_mean_var(kern: Kernel, params, X, y, chol_inv, n, Xq):
+    """Exact KRR mean[m] and var[m] = (k(x,x) - k_x^T (K + lam I)^{-1} k_x)/lam at Xq[m, d].
 
     X[C, d], y[C], chol_inv[C, C] (padded inverse factor of K_n + lam I), n live rows.
     """
     Xq = Xq.astype(y.dtype)
     p = kernel_args(kern, params, y.dtype)
     mean, var = posterior_mean_var_inv(chol_inv, kern.fn(Xq, X, p), kern.diag(Xq, p), y, n)
-    return mean, (var / params["lam"] if scaled else var)
+    return mean, var / params["lam"]
+
+
+def clients_mean_var(kern: Kernel, params, state: DisKernelState, Xq):
+    """Every client's exact mean[N, m] and unscaled var[N, m] at the SAME queries Xq[m, d] (a public
+    candidate set). Rows < n of each client's inverse factor are G's, so G's part V_G = L_G^{-1} k_G(Xq)
+    is computed once, O(C^2 m); client i adds the rows of its own points (loc_rows[i], whose columns
+    n + j hold its j-th point), O(B C m)."""
+    dtype = state.y.dtype
+    p = kernel_args(kern, params, dtype)
+    C, B = state.X.shape[0], state.loc_y.shape[1]
+    Xq = Xq.astype(dtype)
+    pooled = jnp.arange(C) < state.n
+    KG = jnp.where(pooled[:, None], kern.fn(state.X, Xq, p), 0.0)
+    sol = state.chol_inv @ jnp.concatenate([KG, jnp.where(pooled, state.y, 0.0)[:, None]], axis=1)
+    VG, wG = sol[:, :-1], sol[:, -1]
+    mean_g, left = VG.T @ wG, kern.diag(Xq, p) - jnp.sum(VG * VG, axis=0)
+    cols = state.n + jnp.arange(B)
+
+    def client(i):
+        live = jnp.arange(B) < state.loc_n[i]
+        R = jnp.where(live[:, None], state.loc_rows[i], 0.0)
+        R_own = jnp.where((cols < C)[None, :], R[:, jnp.minimum(cols, C - 1)], 0.0)
+        KL = jnp.where(live[:, None], kern.fn(state.loc_X[i], Xq, p), 0.0)
+        V = R @ KG + R_own @ KL
+        w = R @ jnp.where(pooled, state.y, 0.0) + R_own @ jnp.where(live, state.loc_y[i], 0.0)
+        return mean_g + V.T @ w, jnp.maximum(left - jnp.sum(V * V, axis=0), 0.0)
+
+    return jax.vmap(client)(jnp.arange(state.loc_n.shape[0]))
 
 
 def append_points(kern: Kernel, params, X, y, chol_inv, n, new_X, new_y, count):
