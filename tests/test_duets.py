@@ -11,7 +11,7 @@ from bandits_jax.algorithms.base import on_candidates
 from bandits_jax.algorithms.approx_dis_kernel import approx_dis_kernel_ucb
 from bandits_jax.algorithms.dis_kernel import dis_kernel_ucb
 from bandits_jax.algorithms.kernel import kernel_ucb
-from bandits_jax.problems.candidates import FUNCTIONS, candidate_problem
+from bandits_jax.problems.candidates import FUNCTIONS, candidate_problem, candidate_set
 
 from bench.reference import duets_np as ref
 
@@ -171,6 +171,11 @@ def drive(alg, name, N, T, M, seed=0):
     return np.array(actions), reports, eps, f, np.asarray(instance["X"]), keys
 
 
+def agent_uniforms(key, N):
+    """[N] the u of `base.uniform_arms(key, N, ...)`: uniform(split(key, N)[i])."""
+    return np.array([float(jax.random.uniform(k, (), jnp.float64)) for k in jax.random.split(key, N)])
+
+
 def test_n_kernel_ucb_on_candidates_matches_reference():
     """N-KernelUCB of the DUETS paper = KernelUCB (unscaled variance, first index on ties) with a
     uniform first arm, on the public candidates: the same arms as the spec's loop."""
@@ -178,7 +183,7 @@ def test_n_kernel_ucb_on_candidates_matches_reference():
     with jax.enable_x64(True):
         alg = on_candidates(kernel_ucb("rbf", lam=0.2, beta=0.5, lengthscale=0.2, first="uniform"))
         actions, _, eps, f, X, keys = drive(alg, "branin", N, T, M)
-        u_first = np.array([float(jax.random.uniform(k, (), jnp.float64)) for k in jax.random.split(keys[0], N)])
+        u_first = agent_uniforms(keys[0], N)
     out = ref.n_kernel_ucb_np(X, f, eps, u_first, beta=0.5, lam=0.2, lengthscale=0.2, noise_std=0.2)
     np.testing.assert_array_equal(actions, out["actions"])
     assert len(np.unique(actions[0])) > 1          # the first arms differ across agents
@@ -194,7 +199,7 @@ def test_dis_kernel_ucb_duets_matches_reference(name, D):
         alg = on_candidates(dis_kernel_ucb("rbf", lam=0.2, alpha=1.0, threshold=D, lengthscale=ls,
                                            mechanics="duets"))
         actions, reports, eps, f, X, keys = drive(alg, name, N, T, M, seed=1)
-        u_first = np.asarray(jax.random.uniform(keys[0], (N, M), jnp.float64))[:, 0]
+        u_first = agent_uniforms(keys[0], N)
     out = ref.dis_kernel_ucb_np(X, f, eps, u_first, beta=1.0, lam=0.2, lengthscale=ls, noise_std=0.2, D=D)
     np.testing.assert_array_equal(actions, out["actions"])
     syncs = np.array([float(r.rounds) for r in reports])
@@ -215,7 +220,7 @@ def test_approx_dis_kernel_ucb_duets_matches_reference(name, D, forced):
         alg = on_candidates(approx_dis_kernel_ucb("rbf", lam=0.2, alpha=1.0, q=4.0, threshold=D, lengthscale=ls,
                                                   mechanics="duets", forced_sync=forced, dict_capacity=256))
         actions, reports, eps, f, X, keys = drive(alg, name, N, T, M, seed=2)
-        u_uniform = np.stack([np.asarray(jax.random.uniform(k, (N, M), jnp.float64))[:, 0] for k in keys])
+        u_uniform = np.stack([agent_uniforms(k, N) for k in keys])
         u_incl = np.array([[[float(jax.random.uniform(jax.random.fold_in(keys[t], s * N + n), (), jnp.float64))
                              for s in range(T)] for n in range(N)] for t in range(T)])
     out = ref.approx_dis_kernel_ucb_np(X, f, eps, u_uniform, u_incl, beta=1.0, lam=0.2, lengthscale=ls,
@@ -227,3 +232,43 @@ def test_approx_dis_kernel_ucb_duets_matches_reference(name, D, forced):
     np.testing.assert_allclose([float(r.comm_down) for r in reports], out["comm_down"], rtol=1e-12)
     np.testing.assert_allclose([float(r.diagnostics["comm_code"]) for r in reports], out["comm_code"], rtol=1e-12)
     assert syncs.sum() >= 1 and len(np.unique(actions[-1])) >= 1
+
+
+def test_dis_kernel_ucb_limits():
+    """Spec §9 test 7: DisKernelUCB with D = inf is N-KernelUCB (the same arms, no communication), and
+    with D = 0 it synchronises at every step."""
+    N, T, M = 3, 10, 100
+    with jax.enable_x64(True):
+        common = dict(lam=0.2, lengthscale=0.2)
+        never = on_candidates(dis_kernel_ucb("rbf", alpha=0.5, threshold=1e300, mechanics="duets", **common))
+        alone = on_candidates(kernel_ucb("rbf", beta=0.5, first="uniform", **common))
+        always = on_candidates(dis_kernel_ucb("rbf", alpha=0.5, threshold=0.0, mechanics="duets", **common))
+        a_never, r_never, *_ = drive(never, "branin", N, T, M, seed=4)
+        a_alone = drive(alone, "branin", N, T, M, seed=4)[0]
+        r_always = drive(always, "branin", N, T, M, seed=4)[1]
+    np.testing.assert_array_equal(a_never, a_alone)
+    assert sum(float(r.rounds) for r in r_never) == 0
+    assert [float(r.rounds) for r in r_always] == [1.0] * T
+    assert len(np.unique(a_never)) > N            # the agents learned and moved
+
+
+def test_nystrom_mean_exact_limit():
+    """Spec §9 test 1: with every distinct point of the epoch inducing (S = D), DUETS's Nyström mean is
+    the exact posterior mean (here with repeated points), to 1e-8."""
+    from bandits_jax.kernels import krr
+    from bandits_jax.kernels.functions import get_kernel
+    with jax.enable_x64(True):
+        X, _ = candidate_set("hartmann4", 60)
+        X = jnp.asarray(X)
+        rng = np.random.default_rng(0)
+        ids = np.unique(rng.integers(0, 60, 25))
+        c = jnp.asarray(rng.integers(1, 4, len(ids)), jnp.float64)
+        s = jnp.asarray(rng.normal(size=len(ids))) * c
+        kern, kp = get_kernel("rbf"), {"lengthscale": jnp.asarray(1.0)}
+        config = dm.DuetsConfig(kern, dm.epoch_schedule(10, 2), 1e-10)
+        U = X[ids]
+        mu = dm.nystrom_mean(config, kp, 0.2, X, U, jnp.ones(len(ids), bool), c, s)
+        exact, _ = krr.repeated_points_posterior(kern, kp, 0.2, U, c, s, X)
+        half = dm.nystrom_mean(config, kp, 0.2, X, U, jnp.arange(len(ids)) < len(ids) // 2, c, s)
+    np.testing.assert_allclose(np.asarray(mu), np.asarray(exact), atol=1e-8)
+    assert np.max(np.abs(np.asarray(half) - np.asarray(exact))) > 1e-4   # half the points: an approximation

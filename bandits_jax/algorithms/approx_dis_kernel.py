@@ -77,8 +77,8 @@ client acts at every step:
       when none has happened yet (the authors' code forces the first one at 0-based step 10);
     - the re-sampling keeps a history point with probability min(1, q * lam * var_g(x_s)) (q is the
       paper's q-bar, lam var_g the unscaled variance of the last global model, 1 before any sync);
-    - ties go to the FIRST arm (np.argmax); while the dictionary is empty a client picks arm
-      floor(u K), u = tie_noise[i, 0];
+    - ties go to the FIRST arm (np.argmax); while the dictionary is empty a client picks
+      `base.uniform_arms`;
     - communication in the paper's units: up = d * (mean over clients of its distinct kept points)
       + m^2 + m, down = d m + m^2 + m (one broadcast); the diagnostic comm_code is the authors'
       code's m (m + 1). The history holds N points a step.
@@ -103,7 +103,7 @@ from bandits_jax.kernels.linalg import pad_last, pad_ridge_inverse, pad_rows, sh
 from ..core import Algorithm, ConfigError, EnvSpec, Param, Sizes, Sizing, declare_params, report
 from .base import (ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, active_index, argmax_random_ties, batch_cond,
                    check_capacity, check_static, float_dtype, kernel_params, multi_active_error, one_hot_action,
-                   resolve_kernel)
+                   resolve_kernel, uniform_arms)
 
 NAME = "Approx-DisKernelUCB"
 ERR_DICT = 1
@@ -199,7 +199,7 @@ def select(config: ApproxDisKernelConfig, params, state: ApproxDisKernelState, s
     mean, var = jax.vmap(lambda X, P, c: client_mean_var(config, params, state, X, P, c))(contexts, Pinv, b)
     scores = mean + params["alpha"] * jnp.sqrt(var)
     if config.mechanics == "duets":
-        first = jnp.minimum(jnp.floor(noise[:, 0] * K).astype(jnp.int32), K - 1)
+        first = uniform_arms(key, N, K, dtype)
         actions = jnp.where(state.dict_n == 0, first, jnp.argmax(scores, axis=1).astype(jnp.int32))
         return actions, {"mean": mean, "var": var}
     return argmax_random_ties(scores, noise), {"mean": mean, "var": var}

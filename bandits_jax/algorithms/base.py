@@ -151,6 +151,19 @@ def argmax_random_ties(scores, noise):
     return jnp.argmax(jnp.where(tied, noise, -1.0), axis=-1).astype(jnp.int32)
 
 
+def uniform_arm(key, num_arms: int, dtype):
+    """int32 arm floor(u K), u = uniform(key, ()): a uniform pick that a NumPy loop fed the same u
+    reproduces (the first arm of an agent with no data in the DUETS paper's baselines)."""
+    u = jax.random.uniform(key, (), dtype)
+    return jnp.minimum(jnp.floor(u * num_arms).astype(jnp.int32), num_arms - 1)
+
+
+def uniform_arms(key, num_agents: int, num_arms: int, dtype):
+    """[N] int32: `uniform_arm` of each agent with its key split(key, N)[i], as `independent` hands
+    per-agent keys, so an all-agent algorithm draws what N independent agents draw."""
+    return jax.vmap(lambda k: uniform_arm(k, num_arms, dtype))(jax.random.split(key, num_agents))
+
+
 # ------------------------------------------------------------------------------ rare work, batched
 def batch_cond(pred, true_fn: Callable, false_fn: Callable, operand, *, gather: Optional[int] = None):
     """`lax.cond(pred, true_fn, false_fn, operand)` that stays ONE conditional under `vmap`.

@@ -30,7 +30,8 @@ are recalled from Li et al. (NeurIPS 2022), not read from it; this module implem
         elapsed * log-det ratio > threshold (elapsed: steps since the last sync, this one included);
       - the UCB uses the unscaled variance k(x, x) - k_x^T (K + lam I)^{-1} k_x (no 1/lam),
         score = mean + alpha * sqrt(var), and ties go to the FIRST arm (np.argmax), except that a
-        client with no data at all picks arm floor(u K), u = tie_noise[i, 0];
+        client with no data at all picks `base.uniform_arms` (with threshold = inf the clients are
+        then exactly the N-KernelUCB of `kernel.kernel_ucb(first="uniform")`);
       - communication in the paper's units: up = (d + 1) * (new points of one client) (the average
         over clients), down = (d + 1) * (all new points) (one broadcast); the diagnostic comm_code is
         the authors' code's count, (d + 1) * (all new points).
@@ -76,7 +77,8 @@ from bandits_jax.kernels.linalg import inv_chol_append, pad_chol, pad_rows, post
 
 from ..core import Algorithm, EnvSpec, Param, Sizes, Sizing, declare_params, report
 from .base import (ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, active_index, argmax_random_ties, check_capacity,
-                   check_static, float_dtype, independent, multi_active_error, one_hot_action, resolve_kernel)
+                   check_static, float_dtype, independent, multi_active_error, one_hot_action, resolve_kernel,
+                   uniform_arms)
 from .kernel import (STORAGES, DistinctKernelState, KernelConfig, KernelState, has_room, init1, kernel_args,
                      panel_posterior, posterior, resize1, rows1, update1)
 
@@ -166,15 +168,13 @@ def dis_select(config: DisKernelConfig, params, state: DisKernelState, step, key
 
 def duets_select(config: DisKernelConfig, params, state: DisKernelState, step, key):
     """mechanics="duets": every client scores the SAME contexts (a public candidate set, step.contexts[0])
-    with the unscaled variance; first-index ties, floor(u K) for a client with no data."""
+    with the unscaled variance; first-index ties, `base.uniform_arms` for a client with no data."""
     N, K = step.contexts.shape[:2]
-    noise = jax.random.uniform(key, (N, K), state.y.dtype)
     mean, var = clients_mean_var(config.kernel, params, state, step.contexts[0])
     scores = mean + params["alpha"] * jnp.sqrt(var)
-    first = jnp.minimum(jnp.floor(noise[:, 0] * K).astype(jnp.int32), K - 1)
     empty = (state.n + state.loc_n) == 0
-    actions = jnp.where(empty, first, jnp.argmax(scores, axis=1).astype(jnp.int32))
-    return actions, {"mean": mean, "var": var, "scores": scores, "tie_noise": noise}
+    actions = jnp.where(empty, uniform_arms(key, N, K, state.y.dtype), jnp.argmax(scores, axis=1).astype(jnp.int32))
+    return actions, {"mean": mean, "var": var, "scores": scores}
 
 
 def dis_update(config: DisKernelConfig, params, state: DisKernelState, step, actions, rewards, aux, key):

@@ -59,7 +59,8 @@ from bandits_jax.kernels.linalg import (inv_chol_append, mask_upto, pad_chol, pa
                                         posterior_mean_var_inv)
 
 from ..core import Algorithm, ConfigError, EnvSpec, Param, declare_params
-from .base import batch_cond, check_static, float_dtype, independent, kernel_params, resolve_kernel
+from .base import (batch_cond, check_static, float_dtype, independent, kernel_params, resolve_kernel,
+                   uniform_arm)
 from .linear import check_max_history
 
 STORAGES = ("dense", "panels", "distinct")
@@ -76,7 +77,7 @@ class KernelConfig(NamedTuple):
 
     kernel: the Kernel. kind: "ucb" | "ts" (select1's scores). max_history: dense rows cap (None:
     none). first: the arm of an agent with no data, "argmax" of the prior scores (the first arm on
-    ties) or "uniform" (floor(u K), u = uniform(key); the DUETS baselines' code). storage: "dense" | "panels" | "distinct" (module docstring). block, pending: the panel
+    ties) or "uniform" (`base.uniform_arm` with the agent's key; the DUETS baselines' code). storage: "dense" | "panels" | "distinct" (module docstring). block, pending: the panel
     height and the pending block (storage "panels"). distinct_rows: rows of storage "distinct".
     """
 
@@ -162,9 +163,7 @@ def select1(config: KernelConfig, params, state: KernelState, contexts, key):
     if config.kind == "ucb":
         action = jnp.argmax(ucb_scores(config.kernel, params, state, contexts)).astype(jnp.int32)
         if config.first == "uniform":
-            K = contexts.shape[0]
-            u = jax.random.uniform(key, (), state.y.dtype)
-            action = jnp.where(state.n == 0, jnp.minimum(jnp.floor(u * K).astype(jnp.int32), K - 1), action)
+            action = jnp.where(state.n == 0, uniform_arm(key, contexts.shape[0], state.y.dtype), action)
         return action
     z = jax.random.normal(key, (contexts.shape[0],), state.y.dtype)
     return jnp.argmax(ts_scores(config.kernel, params, state, contexts, z)).astype(jnp.int32)
