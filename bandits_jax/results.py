@@ -179,7 +179,38 @@ def summary_markdown(results: Results) -> str:
             label = best[len(base):].strip().strip("[]")
             lines.append(f"| {base} | {label} | {final[best]['final_regret_mean']:.3f} +- "
                          f"{final[best]['final_regret_se']:.3f} | {len(md['grids'][base])} |")
+    lines += _epoch_tables(results)
     return _summary_lines(md, lines)
+
+
+EPOCH_COLUMNS = ("epoch_length", "inducing", "p", "sigma2_max", "active_before", "active_after", "best_survived")
+
+
+def epoch_rows(results: Results, alg: str) -> list:
+    """Per communication round of a phased algorithm (one that reports the diagnostic epoch_length, as
+    DUETS does): {"step": t, column: mean over seeds} for EPOCH_COLUMNS. The rounds happen at the
+    same steps in every run (the schedule is fixed)."""
+    per = results.arrays[alg]
+    steps = np.flatnonzero(per["rounds"].max(axis=0) > 0)
+    return [{"step": int(t), **{c: float(per[f"diag/{c}"][:, t].mean()) for c in EPOCH_COLUMNS}} for t in steps]
+
+
+def _epoch_tables(results: Results) -> list:
+    """Markdown lines: the per-epoch diagnostics of every phased curve shown (a grid's chosen point)."""
+    hidden = {n for points in results.metadata.get("grids", {}).values() for n in points}
+    shown = set(grid_choices(results).values())
+    lines = []
+    for alg in results.algorithms:
+        if "diag/epoch_length" not in results.arrays[alg] or (alg in hidden and alg not in shown):
+            continue
+        lines += ["", f"{alg}, per epoch (means over seeds; the round follows step t, counted from 1):", "",
+                  "| t | T_j | inducing points | p_j | sigma^2_max | active before | active after | best kept |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for r in epoch_rows(results, alg):
+            lines.append(f"| {r['step'] + 1} | {r['epoch_length']:.0f} | {r['inducing']:.1f} | {r['p']:.3f} | "
+                         f"{r['sigma2_max']:.4f} | {r['active_before']:.1f} | {r['active_after']:.1f} | "
+                         f"{r['best_survived']:.2f} |")
+    return lines
 
 
 def _summary_lines(md: dict, body: list) -> str:
