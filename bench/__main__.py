@@ -18,6 +18,10 @@ or `--only async` for all three) times the asynchronous family of async_exps at 
 (N = 100, T = 10^4, S = 1 by default), with the NumPy reference loops on a prefix of the horizon
 (--async-numpy-horizon) and OneKernelUCB's doubling-versus-fixed capacity comparison.
 
+A third section (bench/duets_bench.py; names DUETS, DisKernelUCB-duets, or `--only duets`) times
+DUETS and the DUETS paper's DisKernelUCB at duets/h1's paper size (N = 10, T = 50, 2000 candidates)
+against the NumPy loops written from the spec, at S = 1 and 1000 and over the beta grid.
+
 Prints a table and writes JSON (default bench/results/bench.json).
 """
 from __future__ import annotations
@@ -36,7 +40,7 @@ import numpy as np
 
 from bandits_jax.runner import cumulative_regret, run_batch
 
-from . import async_bench, configs, harness, numpy_loop
+from . import async_bench, configs, duets_bench, harness, numpy_loop
 from .harness import log
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "bench.json"
@@ -95,15 +99,17 @@ def parse_args(argv):
         if getattr(args, flag) is not None and getattr(args, flag) < 1:
             p.error(f"--{flag.replace('_', '-')} must be a positive integer")
     known = {c.name.lower(): c.name for c in configs.cases()}
-    known.update({n.lower(): n for n in async_bench.NAMES})
+    known.update({n.lower(): n for n in async_bench.NAMES + duets_bench.NAMES})
+    groups = {async_bench.GROUP: async_bench.NAMES, duets_bench.GROUP: duets_bench.NAMES}
     only = [n.strip().lower() for item in args.only for n in item.split(",") if n.strip()]
-    unknown = [n for n in only if n not in known and n != async_bench.GROUP]
+    unknown = [n for n in only if n not in known and n not in groups]
     if unknown:
         p.error(f"unknown algorithm(s) {', '.join(unknown)}; known: {', '.join(known.values())} "
-                f"(or {async_bench.GROUP} for the asynchronous section)")
-    args.only_names = {known[n] for n in only if n != async_bench.GROUP}
-    if async_bench.GROUP in only:
-        args.only_names |= set(async_bench.NAMES)
+                f"(or {async_bench.GROUP} / {duets_bench.GROUP} for a whole section)")
+    args.only_names = {known[n] for n in only if n not in groups}
+    for group, names in groups.items():
+        if group in only:
+            args.only_names |= set(names)
     return args
 
 
@@ -359,6 +365,7 @@ def main(argv=None) -> int:
     t_start = time.perf_counter()
     results = [bench_case(case, args, ceilings) for case in cases]
     async_section = async_bench.run_section(args, skip_reason, capacity_comparison)
+    duets_section = duets_bench.run_section(args)
     total = time.perf_counter() - t_start
     # a ceiling is the best the machine did: measured again at the end, the larger value counts
     # (the fractions of the rows are rescaled to it)
@@ -396,6 +403,8 @@ def main(argv=None) -> int:
                     f"{cap['doubling_compile_seconds']:.1f} s")
     if async_section:
         lines += ["", async_bench.table(async_section), ""]
+    if duets_section:
+        lines += ["", duets_bench.table(duets_section), ""]
     lines.append("targets (measured, not asserted):")
     for g in goals:
         status = "n/a" if g["value"] is None else ("met" if g["met"] else "NOT met")
@@ -409,7 +418,7 @@ def main(argv=None) -> int:
                    ceilings=dict(memory_bandwidth_bytes_per_second=ceilings["memory_bandwidth"],
                                  matmul_float64_flops_per_second=ceilings["matmul_flops"]),
                    environment=environment(), results=results, targets=goals, total_seconds=total,
-                   async_section=async_section,
+                   async_section=async_section, duets_section=duets_section,
                    table=report)
     out_path.write_text(json.dumps(payload, indent=2, default=_json_default) + "\n")
     log(f"wrote {out_path}")

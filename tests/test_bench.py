@@ -155,3 +155,22 @@ def test_async_dictionary_sizing_comparison(quick_result):
         assert siz["max_regret_difference"] < 1e-9  # demand sizing changes no number
         assert siz["demand"]["final_regret"] == pytest.approx(siz["time"]["final_regret"], rel=1e-12)
         assert "dictionary sizing" in quick_result["table"]
+
+
+def test_duets_only_selects_the_section():
+    from bench.__main__ import parse_args
+    assert parse_args(["--only", "duets"]).only_names == {"DUETS", "DisKernelUCB-duets"}
+    assert parse_args(["--only", "duets,LinUCB"]).only_names == {"DUETS", "DisKernelUCB-duets", "LinUCB"}
+
+
+def test_duets_section_rows(quick_result):
+    section = quick_result.get("duets_section")
+    if quick_result["expected"] is not None:
+        assert section is None                   # the subset leaves the section out
+        return
+    for res in section["results"]:
+        rate = res["numpy"]["agent_steps_per_second"]
+        assert rate > 0 and [r["runs"] for r in res["rows"]] == [1, 4, 20]
+        for row in res["rows"]:
+            assert row["agent_steps_per_second"] > 0 and math.isfinite(row["final_regret_mean"])
+            assert row["ratio"] == pytest.approx(row["agent_steps_per_second"] / rate)

@@ -1,0 +1,144 @@
+"""The DUETS section of `python -m bench`: DUETS and DisKernelUCB (mechanics "duets") at the paper size.
+
+Configuration: the experiment `duets/h1` (bandits_jax.experiments.duets) at its "paper" size, built by
+the experiment itself: N = 10 agents acting at every step, M = 2000 candidates on the unit sphere of
+R^10, SE kernel (lengthscale 1), lam = 0.2, T = 50, beta = 1. Each row (algorithm, S) reports one
+`run_batch` call over S seeds (compile seconds, run seconds, resident-memory peak growth), its
+agent-steps per second (N T S / run seconds) and runs per second (S / run seconds), and the ratio of
+its agent-steps per second to the plain NumPy loop's (bench/reference/duets_np.py, written from the
+spec) on one seed of the same configuration, timed in the same process with --numpy-threads BLAS
+threads. The last row per algorithm runs the beta grid of the experiment ({0.2, 0.5, 1, 2, 5}) times
+S seeds in the same single call. An S whose run time, extrapolated linearly from the largest S
+measured, would exceed --budget-seconds is skipped with the reason in the table.
+"""
+from __future__ import annotations
+
+import time
+
+import jax
+import numpy as np
+
+from bandits_jax.experiments import duets as duets_exp
+from bandits_jax.experiments.registry import get_experiment, resolve_config
+from bandits_jax.problems.candidates import FUNCTIONS
+from bandits_jax.runner import run_batch
+
+from . import harness
+from .harness import log
+from .reference import duets_np
+
+EXPERIMENT = "duets/h1"
+NAMES = ("DUETS", "DisKernelUCB-duets")
+GROUP = "duets"
+FULL_SEEDS = (1, 1000)
+QUICK = dict(horizon=14, num_agents=3, num_candidates=200)
+QUICK_SEEDS = (1, 4)
+
+
+def selected(args) -> list:
+    """The section's names the --only selection keeps (all of them without --only)."""
+    if args.only_names:
+        return [n for n in NAMES if n in args.only_names]
+    return list(NAMES)
+
+
+def build(args):
+    """(problem, {row name: algorithm}, config) of duets/h1 at the paper (or quick) size, beta = 1."""
+    exp = get_experiment(EXPERIMENT)
+    cfg = resolve_config(exp, "paper", QUICK if args.quick else {})
+    problem = exp.build(cfg)[0][0]
+    algs = {a.name: a for _, a, _ in exp.build(cfg)}
+    return problem, {"DUETS": algs["DUETS"], "DisKernelUCB-duets": algs["DisKernelUCB"]}, cfg
+
+
+def numpy_reference(name: str, problem, cfg, threads) -> dict:
+    """Seconds of one run of the NumPy loop on the same candidates (its own draws) and its regret."""
+    inst = problem.init(jax.random.PRNGKey(0))
+    X, f = np.asarray(inst["X"], np.float64), np.asarray(inst["f"], np.float64)
+    T, N, M = cfg["horizon"], cfg["num_agents"], X.shape[0]
+    ls = FUNCTIONS["h1"][3]
+    rng = np.random.default_rng(0)
+    draws = duets_np.draws(rng, T, N, M, cfg["first_epoch"])
+    common = dict(beta=1.0, lam=cfg["lam"], lengthscale=ls, noise_std=cfg["noise_std"])
+    with harness.BlasThreads(threads):
+        start = time.perf_counter()
+        if name == "DUETS":
+            out = duets_np.duets_np(X, f, draws["eps"], draws["u_query"], draws["u_keep"], draws["u_empty"],
+                                    T1=cfg["first_epoch"], p0=cfg["p0"], **common)
+        else:
+            out = duets_np.dis_kernel_ucb_np(X, f, draws["eps"], draws["u_first"], D=cfg["dis_D"], **common)
+        seconds = time.perf_counter() - start
+    return dict(seconds=seconds, regret=float(out["regret"].sum()), agent_steps_per_second=N * T / seconds)
+
+
+def jax_row(name, alg, problem, cfg, seeds: int, grid, numpy_rate) -> dict:
+    """One run_batch call over `seeds` seeds (times the grid's points when grid)."""
+    betas = duets_exp._betas(cfg) if grid else [None]
+    key = "beta" if "beta" in alg.params else "alpha"
+    params = None if not grid else {key: np.repeat(betas, seeds)}
+    runs = seeds * len(betas)
+    with harness.PeakMemory() as mem:
+        out = run_batch(problem, alg, list(range(seeds)) * len(betas), params, precision="float64",
+                        first_segment=cfg["first_segment"])
+    N, T = problem.spec.num_agents, problem.spec.horizon
+    rate = N * T * runs / max(out.run_seconds, 1e-12)
+    return dict(algorithm=name, seeds=seeds, grid_points=len(betas), runs=runs, compile_seconds=out.compile_seconds,
+                run_seconds=out.run_seconds, peak_mb=mem.peak_delta / float(1 << 20),
+                agent_steps_per_second=rate, runs_per_second=runs / max(out.run_seconds, 1e-12),
+                ratio=rate / numpy_rate, final_regret_mean=float(np.asarray(out.regret).sum(axis=(1, 2)).mean()))
+
+
+def bench_algorithm(name, alg, problem, cfg, args, seed_counts) -> dict:
+    log(f"[duets] {name}: NumPy reference loop ...")
+    ref = numpy_reference(name, problem, cfg, args.numpy_threads)
+    rows, last = [], None
+    for seeds, grid in [(s, False) for s in seed_counts] + [(seed_counts[-1], True)]:
+        runs = seeds * (len(duets_exp._betas(cfg)) if grid else 1)
+        row = dict(algorithm=name, seeds=seeds, grid_points=len(duets_exp._betas(cfg)) if grid else 1, runs=runs)
+        if last is not None and last["run_seconds"] * runs / last["runs"] > args.budget_seconds:
+            harness.skip_row(rows, row, f"[duets] {name} S={seeds}",
+                             f"skipped: about {last['run_seconds'] * runs / last['runs']:.0f} s > budget")
+            continue
+        log(f"[duets] {name}: {runs} runs in one call ...")
+        last = jax_row(name, alg, problem, cfg, seeds, grid, ref["agent_steps_per_second"])
+        rows.append(last)
+    return dict(algorithm=name, numpy=ref, rows=rows)
+
+
+def run_section(args) -> dict | None:
+    names = selected(args)
+    if not names:
+        return None
+    problem, algs, cfg = build(args)
+    seed_counts = args.seed_counts if args.seeds else list(QUICK_SEEDS if args.quick else FULL_SEEDS)
+    t0 = time.perf_counter()
+    results = [bench_algorithm(n, algs[n], problem, cfg, args, seed_counts) for n in names]
+    return dict(experiment=EXPERIMENT, spec=problem.spec._asdict(), seed_counts=seed_counts,
+                results=results, total_seconds=time.perf_counter() - t0)
+
+
+def table(section: dict) -> str:
+    spec = section["spec"]
+    head = ("algorithm", "runs", "compile s", "run s", "peak MB", "agent-steps/s", "runs/s", "x NumPy", "note")
+    lines = []
+    for res in section["results"]:
+        for r in res["rows"]:
+            what = f"{r['seeds']}" + (f" x {r['grid_points']} beta" if r["grid_points"] > 1 else "")
+            cells = [r["algorithm"], what]
+            if r.get("skipped"):
+                cells += ["-"] * 6 + [r["note"]]
+            else:
+                cells += [f"{r['compile_seconds']:.1f}", f"{r['run_seconds']:.2f}", f"{r['peak_mb']:.0f}",
+                          f"{r['agent_steps_per_second']:.3g}", f"{r['runs_per_second']:.3g}", f"{r['ratio']:.3g}", ""]
+            lines.append(cells)
+    widths = [max(len(h), *(len(c[i]) for c in lines)) if lines else len(h) for i, h in enumerate(head)]
+    fmt = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+    out = [f"DUETS section: {section['experiment']} (N={spec['num_agents']} agents every step, "
+           f"M={spec['num_arms']} candidates, d={spec['dim']}, T={spec['horizon']}); x NumPy = JAX agent-steps/s "
+           "over the NumPy loop's on one seed", fmt(head), fmt(["-" * w for w in widths])]
+    out += [fmt(c) for c in lines]
+    for res in section["results"]:
+        ref = res["numpy"]
+        out.append(f"  {res['algorithm']}: NumPy loop {ref['seconds']:.2f} s a run, "
+                   f"{ref['agent_steps_per_second']:.3g} agent-steps/s (regret {ref['regret']:.1f}, its own draws)")
+    return "\n".join(out)
