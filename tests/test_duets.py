@@ -128,8 +128,10 @@ def test_runner_batch_grid_and_determinism():
     alg = dm.duets(20, lengthscale=1.0)
     beta = np.array([0.5, 2.0, 0.5])
     both = runner.run_batch(prob, alg, [0, 1, 1], params={"beta": beta}, precision="float64")
+    cache = {}
     for k, (seed, b) in enumerate(zip([0, 1, 1], beta)):
-        alone = runner.run_batch(prob, alg, [seed], params={"beta": np.array([b])}, precision="float64")
+        alone = runner.run_batch(prob, alg, [seed], params={"beta": np.array([b])}, precision="float64",
+                                 compiled_cache=cache)
         np.testing.assert_array_equal(np.asarray(both.regret[k]), np.asarray(alone.regret[0]))
     after = np.asarray(both.diagnostics["active_after"])[:, 11]
     assert after[1] >= after[2]                 # the wider beta keeps at least as many (same seed)

@@ -49,6 +49,8 @@ import time
 
 import numpy as np
 
+from bandits_jax.problems import candidates
+
 # --------------------------------------------------------------------------------------------------
 # Kernel and GP posteriors
 # --------------------------------------------------------------------------------------------------
@@ -157,6 +159,13 @@ def select_inducing(D, u_keep, p, u_empty):
 def eliminate(mu, sigma_max, beta):
     """Keep mask [a] of Eq. 9 over the active candidates: mu [a] >= max(mu) - 2 beta sigma_max."""
     return mu >= mu.max() - 2.0 * beta * sigma_max
+
+
+def _setup(Xc, f, eps, lengthscale):
+    """(T, N, M, d, K = the candidates' Gram matrix, its diagonal, f*, the zeroed outputs) of a run."""
+    T, N, M = eps.shape
+    K = se_kernel(Xc, Xc, lengthscale)
+    return T, N, M, Xc.shape[1], K, np.diag(K).copy(), f.max(), _outputs(T, N)
 
 
 def _outputs(T, N):
@@ -268,12 +277,7 @@ def dis_kernel_ucb_np(Xc, f, eps, u_first, *, beta, lam, lengthscale, noise_std,
     Communication per sync, n_new = t - t_last points per agent: paper (spec 4.2) up = n_new (d + 1),
     down = N n_new (d + 1); code convention N n_new (d + 1) (uploads summed over agents).
     D = inf never syncs (N-KernelUCB); D = 0 syncs at every step."""
-    T, N, M = eps.shape
-    d = Xc.shape[1]
-    K = se_kernel(Xc, Xc, lengthscale)
-    kdiag = np.diag(K).copy()
-    fstar = f.max()
-    out = _outputs(T, N)
+    T, N, M, d, K, kdiag, fstar, out = _setup(Xc, f, eps, lengthscale)
     G_ids, G_y = [], []
     L_ids, L_y = [[] for _ in range(N)], [[] for _ in range(N)]
     ld = np.zeros(N)
@@ -344,12 +348,7 @@ def approx_dis_kernel_ucb_np(Xc, f, eps, u_uniform, u_incl, *, beta, lam, length
     up = mean_n(d |S^(n)|) + |S|^2 + |S|, down = d |S| + |S|^2 + |S|; code convention |S| (|S| + 1),
     the value the authors' code ends up logging at a sync (its dictionary upload entry is overwritten,
     spec 4.3), taken as stated there (no factor N)."""
-    T, N, M = eps.shape
-    d = Xc.shape[1]
-    K = se_kernel(Xc, Xc, lengthscale)
-    kdiag = np.diag(K).copy()
-    fstar = f.max()
-    out = _outputs(T, N)
+    T, N, M, d, K, kdiag, fstar, out = _setup(Xc, f, eps, lengthscale)
     S = np.zeros(0, dtype=np.int64)
     Zc = _embed(K, S, eig_floor)
     Gm, b = np.zeros((0, 0)), np.zeros(0)
@@ -398,35 +397,9 @@ def approx_dis_kernel_ucb_np(Xc, f, eps, u_uniform, u_incl, *, beta, lam, length
 # Test functions and candidate sets (spec 5.2-5.3); all are maximised
 # --------------------------------------------------------------------------------------------------
 
-HARTMANN_ALPHA = np.array([1.0, 1.2, 3.0, 3.2])
-HARTMANN_A = np.array([[10.0, 3.0, 17.0, 3.5], [0.05, 10.0, 17.0, 0.1], [3.0, 3.5, 1.7, 10.0],
-                       [17.0, 8.0, 0.05, 10.0]])
-HARTMANN_P = 1e-4 * np.array([[1312.0, 1696.0, 5569.0, 124.0], [2329.0, 4135.0, 8307.0, 3736.0],
-                              [2348.0, 1451.0, 3522.0, 2883.0], [4047.0, 8828.0, 8732.0, 5743.0]])
-
-
-def h1(X, theta):
-    """cos(3 x^T theta) for X [m, d]; max 1."""
-    return np.cos(3.0 * X @ theta)
-
-
-def h2(X, theta):
-    """(x^T theta)^3 - 3 (x^T theta)^2 + 3 x^T theta + 3 = (x^T theta - 1)^3 + 4 for X [m, d]."""
-    z = X @ theta
-    return z ** 3 - 3.0 * z ** 2 + 3.0 * z + 3.0
-
-
-def branin(X):
-    """Branin rescaled to [0, 1]^2 and negated (spec 5.2) for X [m, 2]; max 1.047394."""
-    u, v = 15.0 * X[:, 0] - 5.0, 15.0 * X[:, 1]
-    inner = (v - 5.1 * u ** 2 / (4 * np.pi ** 2) + 5.0 * u / np.pi - 6.0) ** 2
-    return -(inner + (10.0 - 10.0 / (8 * np.pi)) * np.cos(u) - 44.81) / 51.95
-
-
-def hartmann4(X):
-    """Hartmann-4D, coded form sum_i alpha_i exp(-sum_j A_ij (x_j - P_ij)^2) for X [m, 4]; max ~3.7298."""
-    sq = ((X[:, None, :] - HARTMANN_P[None]) ** 2 * HARTMANN_A[None]).sum(-1)     # [m, 4]
-    return np.exp(-sq) @ HARTMANN_ALPHA
+# the four functions are the problem module's (NumPy, host side); tests/test_duets_reference.py checks
+# their maxima against the published values
+h1, h2, branin, hartmann4 = candidates.h1, candidates.h2, candidates.branin, candidates.hartmann4
 
 
 def sphere_points(rng, M, d):
