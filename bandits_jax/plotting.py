@@ -10,7 +10,8 @@ from .results import grid_choices, load_results, outcome_rows, summary_rows
 
 
 def plot_results(out_dir, filename: str = "plot.png") -> Path:
-    """Write `plot.png` in `out_dir`: cumulative regret (mean +- SE over seeds) against t, and,
+    """Write `plot.png` in `out_dir`: cumulative regret (mean +- SE over seeds, or +- std where the
+    experiment's band is "std") against t, and,
     when any algorithm communicates, cumulative scalars communicated against t on a log axis and
     final regret against total communication. When curves differ only in their number of agents
     ("... (N=k)"), a last panel draws final regret against N (mean +- SE), as FN-UCB's Fig. 6.
@@ -56,6 +57,8 @@ def draw_results(res):
         mean = cum.mean(axis=0)
         n = cum.shape[0]
         se = cum.std(axis=0, ddof=ddof) / np.sqrt(n) if n > ddof else np.zeros_like(mean)
+        if res.metadata.get("band") == "std":
+            se = cum.std(axis=0, ddof=ddof)
         t = np.arange(1, mean.shape[0] + 1)
         ax.plot(t, mean, label=alg, color=color[alg])
         ax.fill_between(t, mean - se, mean + se, alpha=0.2, color=color[alg])

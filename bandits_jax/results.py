@@ -81,10 +81,13 @@ def summary_rows(results: Results):
         final = results.cumulative(alg)[:, -1]
         n = final.shape[0]
         se = float(np.std(final, ddof=ddof) / np.sqrt(n)) if n > ddof else float("nan")
+        total = per["comm_up"].sum(axis=1) + per["comm_down"].sum(axis=1)
         rows.append({
             "algorithm": alg,
             "final_regret_mean": float(final.mean()),
             "final_regret_se": se,
+            "final_regret_std": float(np.std(final, ddof=ddof)),
+            "comm_total_std": float(np.std(total, ddof=ddof)),
             "comm_up": float(per["comm_up"].sum(axis=1).mean()),
             "comm_down": float(per["comm_down"].sum(axis=1).mean()),
             "rounds": float(per["rounds"].sum(axis=1).mean()),
@@ -159,17 +162,21 @@ def summary_markdown(results: Results) -> str:
     agents = md.get("agents", "mean")
     what = "mean over agents" if agents == "mean" else "sum over agents"
     horizon = next(iter(results.arrays.values()))["regret"].shape[1] if results.arrays else 0
+    std = md.get("band", "se") == "std"
     lines = [
-        f"Final cumulative regret at T = {horizon} ({what}), mean +- standard error over seeds "
-        f"(std with ddof={md.get('se_ddof', 0)}); communication totals are per run, averaged over seeds.",
+        f"Final cumulative regret at T = {horizon} ({what}), mean +- "
+        f"{'standard deviation' if std else 'standard error'} over seeds (std with ddof={md.get('se_ddof', 0)}); "
+        "communication totals are per run, averaged over seeds" + (" (+- their std)." if std else "."),
         "",
         "| algorithm | final cumulative regret | comm. rounds | scalars up | scalars down | seeds |",
         "|---|---|---|---|---|---|",
     ]
     for r in summary_rows(results):
+        spread = r["final_regret_std"] if std else r["final_regret_se"]
+        comm = f" (total {r['comm_up'] + r['comm_down']:.4g} +- {r['comm_total_std']:.3g})" if std else ""
         lines.append(
-            f"| {r['algorithm']} | {r['final_regret_mean']:.3f} +- {r['final_regret_se']:.3f} | "
-            f"{r['rounds']:.1f} | {r['comm_up']:.4g} | {r['comm_down']:.4g} | {r['seeds']} |"
+            f"| {r['algorithm']} | {r['final_regret_mean']:.3f} +- {spread:.3f} | "
+            f"{r['rounds']:.1f} | {r['comm_up']:.4g} | {r['comm_down']:.4g}{comm} | {r['seeds']} |"
         )
     if md.get("grids"):
         final = {r["algorithm"]: r for r in summary_rows(results)}
@@ -178,7 +185,7 @@ def summary_markdown(results: Results) -> str:
         for base, best in grid_choices(results).items():
             label = best[len(base):].strip().strip("[]")
             lines.append(f"| {base} | {label} | {final[best]['final_regret_mean']:.3f} +- "
-                         f"{final[best]['final_regret_se']:.3f} | {len(md['grids'][base])} |")
+                         f"{final[best]['final_regret_std' if std else 'final_regret_se']:.3f} | {len(md['grids'][base])} |")
     lines += _epoch_tables(results)
     return _summary_lines(md, lines)
 

@@ -184,6 +184,7 @@ def _metadata(exp, size: str, config: dict, seeds, runs, named, outcome_of_run: 
         **outcome_of_run,
         "agents": exp.agents,
         "se_ddof": exp.se_ddof,
+        "band": exp.band,
         "notes": exp.notes,
         "versions": package_versions(),
         "devices": [str(d) for d in jax.devices()],

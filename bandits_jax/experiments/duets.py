@@ -117,5 +117,6 @@ for _function, _description in _DESCRIPTIONS.items():
         build=_build(_function),
         agents="sum",
         se_ddof=0,
+        band="std",
         notes=NOTES,
     ))

@@ -33,6 +33,8 @@ class Experiment:
     agents:  how per-agent regret is reduced in plots and summaries ("mean" or "sum"),
              following the paper the experiment reproduces.
     se_ddof: the degrees of freedom of the standard error's std (the FN-UCB plots use 0).
+    band:    what +- means in summaries and plot bands: "se" (the standard error) or "std" (the
+             spread over runs, as the DUETS paper's Figure 1 draws).
     notes:   a paragraph copied into every summary (stand-ins, deviations from the paper).
     """
 
@@ -43,6 +45,7 @@ class Experiment:
     build: Callable
     agents: str = "mean"
     se_ddof: int = 0
+    band: str = "se"
     notes: str = ""
 
 
