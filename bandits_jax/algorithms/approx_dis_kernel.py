@@ -78,7 +78,8 @@ client acts at every step:
     - the re-sampling keeps a history point with probability min(1, q * lam * var_g(x_s)) (q is the
       paper's q-bar, lam var_g the unscaled variance of the last global model, 1 before any sync);
     - ties go to the FIRST arm (np.argmax); while the dictionary is empty a client picks
-      `base.uniform_arms`;
+      `base.uniform_arms`; every client scores the SAME contexts (the public candidate set,
+      step.contexts[0]), embedded once per step for all clients;
     - communication in the paper's units: up = d * (mean over clients of its distinct kept points)
       + m^2 + m, down = d m + m^2 + m (one broadcast); the diagnostic comm_code is the authors'
       code's m (m + 1). The history holds N points a step.
@@ -196,7 +197,11 @@ def select(config: ApproxDisKernelConfig, params, state: ApproxDisKernelState, s
         action = argmax_random_ties(mean + params["alpha"] * jnp.sqrt(var), noise[i])
         return one_hot_action(i, action, N), {"client": i, "mean": mean, "var": var}
     Pinv, b = jax.vmap(lambda i: client_model(state, i))(jnp.arange(N))
-    mean, var = jax.vmap(lambda X, P, c: client_mean_var(config, params, state, X, P, c))(contexts, Pinv, b)
+    if config.mechanics == "duets":  # every client scores the SAME contexts (the public candidate set):
+        Z = embed(config, params, state, contexts[0])  # one embedding for all clients
+        mean, var = jax.vmap(lambda P, c: client_mean_var(config, params, state, contexts[0], P, c, Z))(Pinv, b)
+    else:
+        mean, var = jax.vmap(lambda X, P, c: client_mean_var(config, params, state, X, P, c))(contexts, Pinv, b)
     scores = mean + params["alpha"] * jnp.sqrt(var)
     if config.mechanics == "duets":
         first = uniform_arms(key, N, K, dtype)

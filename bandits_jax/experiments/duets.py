@@ -38,7 +38,7 @@ DEFAULTS = {
     "first_epoch": 2, "p0": 10.0, "dis_D": 10.0, "approx_D": 20.0, "q_bar": 4.0, "forced_sync": 10,
     "approx_dict_capacity": 1024, "beta": 1.0, "grid": True, "beta_grid": "0.2,0.5,1,2,5",
 }
-PAPER = {"horizon": 50, "seeds": 5, "first_segment": 64}
+PAPER = {"horizon": 50, "seeds": 5, "first_segment": 8}
 LARGE = {"horizon": 2000, "seeds": 100, "num_agents": 100, "first_segment": 128}
 SMOKE = {"horizon": 14, "seeds": 2, "num_agents": 3, "num_candidates": 100, "first_segment": 16,
          "beta_grid": "0.5,2"}
