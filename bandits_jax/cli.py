@@ -35,8 +35,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--only", action="append", default=[], metavar="ALGORITHM",
                      help="run only this algorithm (repeatable); its seeds are stored as usual, so a later "
                           "run without --only reuses them")
-    plot = sub.add_parser("plot", help="(re)draw plot.png of a results folder")
-    plot.add_argument("dir", type=Path)
+    plot = sub.add_parser("plot", help="(re)draw plot.png of a results folder, or one figure of several")
+    plot.add_argument("dir", type=Path, nargs="+")
+    plot.add_argument("--figure", type=Path, metavar="PNG",
+                      help="write one figure of all folders to PNG: a column each, regret above and "
+                           "communication below (e.g. the DUETS paper's Figure 1 from results/duets/*/paper)")
     show = sub.add_parser("show", help="print the configuration keys of an experiment")
     show.add_argument("name")
     show.add_argument("--size", default="paper")
@@ -86,9 +89,14 @@ def main(argv=None) -> int:
                            curves=False if args.no_curve_cache else args.curves, only=tuple(args.only))
             return 0
         if args.command == "plot":
-            from .plotting import plot_results
+            from .plotting import plot_figure, plot_results
 
-            print(plot_results(args.dir))
+            if args.figure is not None:
+                print(plot_figure(args.dir, args.figure))
+            elif len(args.dir) > 1:
+                raise ConfigError("plot: several folders make one figure; name it with --figure PNG")
+            else:
+                print(plot_results(args.dir[0]))
             return 0
     except ConfigError as err:
         print(f"bandits-jax: error: {err}", file=sys.stderr)

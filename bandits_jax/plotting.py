@@ -37,11 +37,8 @@ def draw_results(res):
 
     if "outcomes" in res.metadata:
         return draw_outcomes(res)
-    ddof = int(res.metadata.get("se_ddof", 0))
-    hidden = {n for points in res.metadata.get("grids", {}).values() for n in points}
-    shown = hidden & set(grid_choices(res).values())
-    algorithms = [a for a in res.algorithms if a not in hidden or a in shown]
-    comm = {a: res.arrays[a]["comm_up"] + res.arrays[a]["comm_down"] for a in algorithms}
+    algorithms = shown_algorithms(res)
+    comm = communication(res, algorithms)
     any_comm = any(float(c.sum()) > 0 for c in comm.values())
     final = {row["algorithm"]: row for row in summary_rows(res)}  # final regret mean and SE per curve
     by_n = agent_count_groups(algorithms, res.metadata.get("algorithm_problems", {}))
@@ -51,34 +48,9 @@ def draw_results(res):
         cycle = [plt.get_cmap("tab20")(k) for k in range(20)]
     color = {alg: cycle[k % len(cycle)] for k, alg in enumerate(algorithms)}  # the same in every panel
     fig, axes = plt.subplots(1, panels, figsize=(5.4 * panels + 1.1, 4.2), squeeze=False)
-    ax = axes[0, 0]
-    for alg in algorithms:
-        cum = res.cumulative(alg)
-        mean = cum.mean(axis=0)
-        n = cum.shape[0]
-        se = cum.std(axis=0, ddof=ddof) / np.sqrt(n) if n > ddof else np.zeros_like(mean)
-        if res.metadata.get("band") == "std":
-            se = cum.std(axis=0, ddof=ddof)
-        t = np.arange(1, mean.shape[0] + 1)
-        ax.plot(t, mean, label=alg, color=color[alg])
-        ax.fill_between(t, mean - se, mean + se, alpha=0.2, color=color[alg])
-    agents = res.metadata.get("agents", "mean")
-    ax.set_xlabel("iteration t")
-    ax.set_ylabel("cumulative regret" + (" (mean over agents)" if agents == "mean" else " (sum over agents)"))
-    ax.set_title(res.metadata.get("experiment", ""))
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
+    draw_regret(axes[0, 0], res, algorithms, color)
     if any_comm:
-        ax = axes[0, 1]
-        for alg in algorithms:
-            total = np.cumsum(comm[alg].astype(np.float64), axis=1).mean(axis=0)
-            if total[-1] > 0:
-                ax.plot(np.arange(1, total.shape[0] + 1), total, label=alg, color=color[alg])
-        ax.set_yscale("log")
-        ax.set_xlabel("iteration t")
-        ax.set_ylabel("cumulative scalars communicated")
-        ax.legend(fontsize=8)
-        ax.grid(alpha=0.3)
+        draw_communication(axes[0, 1], comm, color)
         ax = axes[0, 2]  # the trade-off: one point per curve that communicates
         points = [(float(np.sum(comm[alg].astype(np.float64), axis=1).mean()), final[alg]["final_regret_mean"], alg)
                   for alg in algorithms]
@@ -112,6 +84,85 @@ def draw_results(res):
         ax.grid(alpha=0.3)
     fig.tight_layout()
     return fig
+
+
+def plot_figure(out_dirs, path) -> Path:
+    """Write one figure of several results folders to `path`: a column per folder, cumulative regret
+    against t above and cumulative communication against t below (the layout of the DUETS paper's
+    Figure 1, four functions in eight panels). An algorithm has the same colour in every panel."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig = draw_figure([load_results(d) for d in out_dirs])
+    path = Path(path)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def draw_figure(results):
+    """The matplotlib figure of `plot_figure` for loaded results (axes [2, len(results)])."""
+    import matplotlib.pyplot as plt
+
+    names = list(dict.fromkeys(a for res in results for a in shown_algorithms(res)))
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    color = {alg: cycle[k % len(cycle)] for k, alg in enumerate(names)}
+    fig, axes = plt.subplots(2, len(results), figsize=(4.6 * len(results), 7.4), squeeze=False)
+    for col, res in enumerate(results):
+        algorithms = shown_algorithms(res)
+        draw_regret(axes[0, col], res, algorithms, color)
+        draw_communication(axes[1, col], communication(res, algorithms), color)
+    fig.tight_layout()
+    return fig
+
+
+def shown_algorithms(res) -> list:
+    """The curves a plot draws: every algorithm, one grid at its chosen point only."""
+    hidden = {n for points in res.metadata.get("grids", {}).values() for n in points}
+    shown = hidden & set(grid_choices(res).values())
+    return [a for a in res.algorithms if a not in hidden or a in shown]
+
+
+def communication(res, algorithms) -> dict:
+    """{algorithm: scalars up + down per run and step [S, T]}."""
+    return {a: res.arrays[a]["comm_up"] + res.arrays[a]["comm_down"] for a in algorithms}
+
+
+def draw_regret(ax, res, algorithms, color):
+    """Cumulative regret against t on ax: mean and a band of +- SE over runs (+- std where the
+    experiment's band is "std")."""
+    ddof = int(res.metadata.get("se_ddof", 0))
+    for alg in algorithms:
+        cum = res.cumulative(alg)
+        mean = cum.mean(axis=0)
+        n = cum.shape[0]
+        se = cum.std(axis=0, ddof=ddof) / np.sqrt(n) if n > ddof else np.zeros_like(mean)
+        if res.metadata.get("band") == "std":
+            se = cum.std(axis=0, ddof=ddof)
+        t = np.arange(1, mean.shape[0] + 1)
+        ax.plot(t, mean, label=alg, color=color[alg])
+        ax.fill_between(t, mean - se, mean + se, alpha=0.2, color=color[alg])
+    agents = res.metadata.get("agents", "mean")
+    ax.set_xlabel("iteration t")
+    ax.set_ylabel("cumulative regret" + (" (mean over agents)" if agents == "mean" else " (sum over agents)"))
+    ax.set_title(res.metadata.get("experiment", ""))
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+
+
+def draw_communication(ax, comm, color):
+    """Mean cumulative scalars communicated against t on a log axis, for the curves that communicate."""
+    for alg, c in comm.items():
+        total = np.cumsum(c.astype(np.float64), axis=1).mean(axis=0)
+        if total[-1] > 0:
+            ax.plot(np.arange(1, total.shape[0] + 1), total, label=alg, color=color[alg])
+    ax.set_yscale("log")
+    ax.set_xlabel("iteration t")
+    ax.set_ylabel("cumulative scalars communicated")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
 
 
 def draw_outcomes(res):

@@ -281,6 +281,34 @@ def test_list_and_plot_commands(tmp_path, capsys):
     assert main(["plot", str(tmp_path / "empty")]) == 2
 
 
+def test_plot_figure_of_several_folders(tmp_path, capsys):
+    import matplotlib.pyplot as plt
+
+    from bandits_jax.plotting import draw_figure
+
+    if "test/toy-comm" not in _REGISTRY:
+        register(Experiment("test/toy-comm", "toy: a silent and a communicating algorithm", {"num_agents": 2},
+                            {"smoke": {"horizon": 20, "seeds": 2}},
+                            lambda c: (toy_problem(horizon=c["horizon"], num_agents=c["num_agents"]),
+                                       [uniform_random(), history_greedy(comm_per_step=3.0)])))
+    a = sweep.run_experiment("test/toy-comm", "smoke", out=tmp_path / "a", quiet=True, plot=False)
+    b = sweep.run_experiment("test/toy-comm", "smoke", out=tmp_path / "b", quiet=True, plot=False,
+                             overrides={"horizon": 12})
+    assert main(["plot", str(a), str(b)]) == 2  # several folders need --figure
+    assert "--figure" in capsys.readouterr().err
+    assert main(["plot", str(a), str(b), "--figure", str(tmp_path / "fig.png")]) == 0
+    assert (tmp_path / "fig.png").exists()
+    fig = draw_figure([load_results(a), load_results(b)])
+    (top_a, top_b), (low_a, low_b) = np.reshape(fig.axes, (2, 2))
+    assert [len(line.get_xdata()) for line in top_a.get_lines()] == [20, 20]  # regret of both, per folder
+    assert [len(line.get_xdata()) for line in top_b.get_lines()] == [12, 12]
+    assert [line.get_label() for line in low_b.get_lines()] == ["HistoryGreedy"]  # only who communicates
+    assert low_b.get_lines()[0].get_ydata()[-1] == pytest.approx((3.0 + 6.0) * 12)  # up 3 + down 6 a step
+    colors = {line.get_label(): line.get_color() for ax in (top_a, top_b, low_a, low_b) for line in ax.get_lines()}
+    assert len(colors) == 2 and len(set(colors.values())) == 2  # one colour per algorithm in every panel
+    plt.close(fig)
+
+
 def test_console_script_runs_quickstart_smoke(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "bandits_jax.cli", "run", "quickstart", "--size", "smoke",
                            "--out", str(tmp_path / "q")], capture_output=True, text=True, timeout=600)
