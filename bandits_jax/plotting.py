@@ -106,9 +106,10 @@ def draw_figure(results):
     """The matplotlib figure of `plot_figure` for loaded results (axes [2, len(results)])."""
     import matplotlib.pyplot as plt
 
-    names = list(dict.fromkeys(a for res in results for a in shown_algorithms(res)))
+    shown = [a for res in results for a in shown_algorithms(res)]
+    families = list(dict.fromkeys(family(a) for a in shown))  # a grid's chosen point may differ per folder
     cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    color = {alg: cycle[k % len(cycle)] for k, alg in enumerate(names)}
+    color = {alg: cycle[families.index(family(alg)) % len(cycle)] for alg in shown}
     fig, axes = plt.subplots(2, len(results), figsize=(4.6 * len(results), 7.4), squeeze=False)
     for col, res in enumerate(results):
         algorithms = shown_algorithms(res)
@@ -123,6 +124,11 @@ def shown_algorithms(res) -> list:
     hidden = {n for points in res.metadata.get("grids", {}).values() for n in points}
     shown = hidden & set(grid_choices(res).values())
     return [a for a in res.algorithms if a not in hidden or a in shown]
+
+
+def family(curve: str) -> str:
+    """A curve's name without its grid point: "DUETS [beta=0.2]" -> "DUETS"."""
+    return re.sub(r" \[[^\]]*\]$", "", curve)
 
 
 def communication(res, algorithms) -> dict:
