@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .results import grid_choices, load_results, outcome_rows, summary_rows
+from .results import curve_family, load_results, outcome_rows, shown_curves, summary_rows
 
 
 def plot_results(out_dir, filename: str = "plot.png") -> Path:
@@ -17,16 +17,7 @@ def plot_results(out_dir, filename: str = "plot.png") -> Path:
     ("... (N=k)"), a last panel draws final regret against N (mean +- SE), as FN-UCB's Fig. 6.
     An algorithm run over a hyper-parameter grid is drawn at its chosen point only (the summary
     lists every point). Phase-level results get one panel per outcome instead (`draw_outcomes`)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig = draw_results(load_results(out_dir))
-    path = Path(out_dir) / filename
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(lambda: draw_results(load_results(out_dir)), Path(out_dir) / filename)
 
 
 def draw_results(res):
@@ -37,7 +28,7 @@ def draw_results(res):
 
     if "outcomes" in res.metadata:
         return draw_outcomes(res)
-    algorithms = shown_algorithms(res)
+    algorithms = shown_curves(res)
     comm = communication(res, algorithms)
     any_comm = any(float(c.sum()) > 0 for c in comm.values())
     final = {row["algorithm"]: row for row in summary_rows(res)}  # final regret mean and SE per curve
@@ -90,13 +81,17 @@ def plot_figure(out_dirs, path) -> Path:
     """Write one figure of several results folders to `path`: a column per folder, cumulative regret
     against t above and cumulative communication against t below (the layout of the DUETS paper's
     Figure 1, four functions in eight panels). An algorithm has the same colour in every panel."""
+    return save_figure(lambda: draw_figure([load_results(d) for d in out_dirs]), Path(path))
+
+
+def save_figure(draw, path: Path) -> Path:
+    """Write the figure that draw() returns to path (PNG, off-screen backend) and free it."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig = draw_figure([load_results(d) for d in out_dirs])
-    path = Path(path)
+    fig = draw()
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
@@ -106,29 +101,17 @@ def draw_figure(results):
     """The matplotlib figure of `plot_figure` for loaded results (axes [2, len(results)])."""
     import matplotlib.pyplot as plt
 
-    shown = [a for res in results for a in shown_algorithms(res)]
-    families = list(dict.fromkeys(family(a) for a in shown))  # a grid's chosen point may differ per folder
+    shown = [(a, curve_family(res, a)) for res in results for a in shown_curves(res)]
+    families = list(dict.fromkeys(f for _, f in shown))  # a grid's chosen point may differ per folder
     cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    color = {alg: cycle[families.index(family(alg)) % len(cycle)] for alg in shown}
+    color = {alg: cycle[families.index(f) % len(cycle)] for alg, f in shown}
     fig, axes = plt.subplots(2, len(results), figsize=(4.6 * len(results), 7.4), squeeze=False)
     for col, res in enumerate(results):
-        algorithms = shown_algorithms(res)
+        algorithms = shown_curves(res)
         draw_regret(axes[0, col], res, algorithms, color)
         draw_communication(axes[1, col], communication(res, algorithms), color)
     fig.tight_layout()
     return fig
-
-
-def shown_algorithms(res) -> list:
-    """The curves a plot draws: every algorithm, one grid at its chosen point only."""
-    hidden = {n for points in res.metadata.get("grids", {}).values() for n in points}
-    shown = hidden & set(grid_choices(res).values())
-    return [a for a in res.algorithms if a not in hidden or a in shown]
-
-
-def family(curve: str) -> str:
-    """A curve's name without its grid point: "DUETS [beta=0.2]" -> "DUETS"."""
-    return re.sub(r" \[[^\]]*\]$", "", curve)
 
 
 def communication(res, algorithms) -> dict:
@@ -144,12 +127,13 @@ def draw_regret(ax, res, algorithms, color):
         cum = res.cumulative(alg)
         mean = cum.mean(axis=0)
         n = cum.shape[0]
-        se = cum.std(axis=0, ddof=ddof) / np.sqrt(n) if n > ddof else np.zeros_like(mean)
         if res.metadata.get("band") == "std":
-            se = cum.std(axis=0, ddof=ddof)
+            spread = cum.std(axis=0, ddof=ddof)
+        else:
+            spread = cum.std(axis=0, ddof=ddof) / np.sqrt(n) if n > ddof else np.zeros_like(mean)
         t = np.arange(1, mean.shape[0] + 1)
         ax.plot(t, mean, label=alg, color=color[alg])
-        ax.fill_between(t, mean - se, mean + se, alpha=0.2, color=color[alg])
+        ax.fill_between(t, mean - spread, mean + spread, alpha=0.2, color=color[alg])
     agents = res.metadata.get("agents", "mean")
     ax.set_xlabel("iteration t")
     ax.set_ylabel("cumulative regret" + (" (mean over agents)" if agents == "mean" else " (sum over agents)"))

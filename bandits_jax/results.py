@@ -113,6 +113,19 @@ def grid_choices(results: Results) -> dict:
     return {base: min(points, key=lambda n: final[n]) for base, points in results.metadata.get("grids", {}).items()}
 
 
+def shown_curves(results: Results) -> list:
+    """The curves that plots and per-curve tables show: every algorithm, a grid at its chosen point only."""
+    hidden = {n for points in results.metadata.get("grids", {}).values() for n in points}
+    shown = set(grid_choices(results).values())
+    return [a for a in results.algorithms if a not in hidden or a in shown]
+
+
+def curve_family(results: Results, curve: str) -> str:
+    """The algorithm a curve belongs to: its grid's name for a grid point ("DUETS" for
+    "DUETS [beta=0.2]"), else the curve itself."""
+    return next((base for base, points in results.metadata.get("grids", {}).items() if curve in points), curve)
+
+
 def interval95(values, kind: str) -> tuple:
     """(estimate, low, high) of a 95% interval over trials: for kind "rate" (0/1 values) the Wilson
     score interval of the proportion, for kind "mean" mean +- 1.96 standard errors (std with ddof=1;
@@ -184,8 +197,9 @@ def summary_markdown(results: Results) -> str:
                   "| algorithm | chosen point | final cumulative regret | points |", "|---|---|---|---|"]
         for base, best in grid_choices(results).items():
             label = best[len(base):].strip().strip("[]")
-            lines.append(f"| {base} | {label} | {final[best]['final_regret_mean']:.3f} +- "
-                         f"{final[best]['final_regret_std' if std else 'final_regret_se']:.3f} | {len(md['grids'][base])} |")
+            spread = final[best]["final_regret_std" if std else "final_regret_se"]
+            lines.append(f"| {base} | {label} | {final[best]['final_regret_mean']:.3f} +- {spread:.3f} | "
+                         f"{len(md['grids'][base])} |")
     lines += _epoch_tables(results)
     return _summary_lines(md, lines)
 
@@ -204,11 +218,9 @@ def epoch_rows(results: Results, alg: str) -> list:
 
 def _epoch_tables(results: Results) -> list:
     """Markdown lines: the per-epoch diagnostics of every phased curve shown (a grid's chosen point)."""
-    hidden = {n for points in results.metadata.get("grids", {}).values() for n in points}
-    shown = set(grid_choices(results).values())
     lines = []
-    for alg in results.algorithms:
-        if "diag/epoch_length" not in results.arrays[alg] or (alg in hidden and alg not in shown):
+    for alg in shown_curves(results):
+        if "diag/epoch_length" not in results.arrays[alg]:
             continue
         lines += ["", f"{alg}, per epoch (means over seeds; the round follows step t, counted from 1):", "",
                   "| t | T_j | inducing points | p_j | sigma^2_max | active before | active after | best kept |",
