@@ -70,7 +70,7 @@ from ..algorithms.fed_glb import fed_glb_ucb
 from ..algorithms.uniform import uniform_random
 from ..core import ConfigError
 from ..problems import make_problem
-from .registry import Experiment, register
+from .registry import Experiment, number_list, register
 
 ALGORITHMS = ("Async-KernelUCB", "Approx-DisKernelUCB", "OneKernelUCB", "NKernelUCB", "FedGLB-UCB", "DisLinUCB",
               "FedLinUCB", "Random")
@@ -262,10 +262,7 @@ def grid_points(config, algorithm) -> Optional[list]:
     """
     if not config["grid"] or "alpha" not in algorithm.params:
         return None
-    try:
-        values = [float(v) for v in str(config["grid_values"]).split(",") if v.strip()]
-    except ValueError:
-        raise ConfigError(f"grid_values must be comma-separated numbers, got {config['grid_values']!r}") from None
+    values = number_list(config, "grid_values")
     if not values or min(values) <= 0:
         raise ConfigError(f"grid_values must be positive numbers, got {config['grid_values']!r}")
     if "lengthscale" not in algorithm.params:
@@ -275,15 +272,9 @@ def grid_points(config, algorithm) -> Optional[list]:
 
 
 def _d_values(config, key):
-    raw = str(config[key]).strip()
-    if not raw:
-        return []
-    try:
-        values = [float(v) for v in raw.split(",") if v.strip()]
-    except ValueError:
-        raise ConfigError(f"{key} must be comma-separated numbers, got {raw!r}") from None
+    values = number_list(config, key)
     if min(values, default=0.0) < 0:
-        raise ConfigError(f"{key} must be >= 0, got {raw!r}")
+        raise ConfigError(f"{key} must be >= 0, got {str(config[key]).strip()!r}")
     return values
 
 

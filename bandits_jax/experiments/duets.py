@@ -31,7 +31,7 @@ from ..algorithms.kernel import kernel_ucb
 from ..algorithms.uniform import uniform_random
 from ..core import ConfigError
 from ..problems.candidates import FUNCTIONS, candidate_problem
-from .registry import Experiment, register
+from .registry import Experiment, number_list, register
 
 DEFAULTS = {
     "num_agents": 10, "noise_std": 0.2, "num_candidates": 2000, "candidate_seed": 0, "lam": 0.2,
@@ -55,10 +55,7 @@ NOTES = (
 
 
 def _betas(config) -> list:
-    try:
-        values = [float(v) for v in str(config["beta_grid"]).split(",") if v.strip()]
-    except ValueError:
-        raise ConfigError(f"beta_grid must be comma-separated numbers, got {config['beta_grid']!r}") from None
+    values = number_list(config, "beta_grid")
     if not values or min(values) < 0:
         raise ConfigError(f"beta_grid must be numbers >= 0, got {config['beta_grid']!r}")
     return values

@@ -119,6 +119,16 @@ def resolve_config(exp: Experiment, size: str, overrides: dict) -> dict:
     return config
 
 
+def number_list(config: dict, key: str) -> list:
+    """The floats of config[key], a comma-separated string ("0.2,0.5,1"; empty items skipped); a
+    ConfigError names the key when an item is not a number. Bounds are the caller's to check."""
+    raw = str(config[key]).strip()
+    try:
+        return [float(v) for v in raw.split(",") if v.strip()]
+    except ValueError:
+        raise ConfigError(f"{key} must be comma-separated numbers, got {raw!r}") from None
+
+
 def parse_value(key: str, raw, default):
     """Parse a command-line string into the type of the default value."""
     if not isinstance(raw, str):
