@@ -187,6 +187,8 @@ def init(config: ApproxDisKernelConfig, key, spec: EnvSpec, params, sizes: Sizes
 # ------------------------------------------------------------------------------ select
 def select(config: ApproxDisKernelConfig, params, state: ApproxDisKernelState, step, key):
     """UCB arms of every client with its model, or of the active client only under step.one_active."""
+    if config.mechanics == "duets":
+        return duets_select(config, params, state, step, key)
     dtype = state.g_b.dtype
     contexts = step.contexts.astype(dtype)
     N, K = contexts.shape[:2]
@@ -197,17 +199,23 @@ def select(config: ApproxDisKernelConfig, params, state: ApproxDisKernelState, s
         action = argmax_random_ties(mean + params["alpha"] * jnp.sqrt(var), noise[i])
         return one_hot_action(i, action, N), {"client": i, "mean": mean, "var": var}
     Pinv, b = jax.vmap(lambda i: client_model(state, i))(jnp.arange(N))
-    if config.mechanics == "duets":  # every client scores the SAME contexts (the public candidate set):
-        Z = embed(config, params, state, contexts[0])  # one embedding for all clients
-        mean, var = jax.vmap(lambda P, c: client_mean_var(config, params, state, contexts[0], P, c, Z))(Pinv, b)
-    else:
-        mean, var = jax.vmap(lambda X, P, c: client_mean_var(config, params, state, X, P, c))(contexts, Pinv, b)
+    mean, var = jax.vmap(lambda X, P, c: client_mean_var(config, params, state, X, P, c))(contexts, Pinv, b)
+    return argmax_random_ties(mean + params["alpha"] * jnp.sqrt(var), noise), {"mean": mean, "var": var}
+
+
+def duets_select(config: ApproxDisKernelConfig, params, state: ApproxDisKernelState, step, key):
+    """mechanics="duets": every client scores the SAME contexts (the public candidate set,
+    step.contexts[0]), embedded once for all; first-index ties, `base.uniform_arms` while the
+    dictionary is empty."""
+    dtype = state.g_b.dtype
+    X = step.contexts[0].astype(dtype)
+    N, K = step.contexts.shape[:2]
+    Z = embed(config, params, state, X)
+    Pinv, b = jax.vmap(lambda i: client_model(state, i))(jnp.arange(N))
+    mean, var = jax.vmap(lambda P, c: client_mean_var(config, params, state, X, P, c, Z))(Pinv, b)
     scores = mean + params["alpha"] * jnp.sqrt(var)
-    if config.mechanics == "duets":
-        first = uniform_arms(key, N, K, dtype)
-        actions = jnp.where(state.dict_n == 0, first, jnp.argmax(scores, axis=1).astype(jnp.int32))
-        return actions, {"mean": mean, "var": var}
-    return argmax_random_ties(scores, noise), {"mean": mean, "var": var}
+    actions = jnp.where(state.dict_n == 0, uniform_arms(key, N, K, dtype), jnp.argmax(scores, axis=1).astype(jnp.int32))
+    return actions, {"mean": mean, "var": var}
 
 
 # ------------------------------------------------------------------------------ update

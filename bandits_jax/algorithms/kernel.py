@@ -77,8 +77,9 @@ class KernelConfig(NamedTuple):
 
     kernel: the Kernel. kind: "ucb" | "ts" (select1's scores). max_history: dense rows cap (None:
     none). first: the arm of an agent with no data, "argmax" of the prior scores (the first arm on
-    ties) or "uniform" (`base.uniform_arm` with the agent's key; the DUETS baselines' code). storage: "dense" | "panels" | "distinct" (module docstring). block, pending: the panel
-    height and the pending block (storage "panels"). distinct_rows: rows of storage "distinct".
+    ties) or "uniform" (`base.uniform_arm` with the agent's key; the DUETS baselines' code).
+    storage: "dense" | "panels" | "distinct" (module docstring). block, pending: the panel height
+    and the pending block (storage "panels"). distinct_rows: rows of storage "distinct".
     """
 
     kernel: Kernel
