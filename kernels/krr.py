@@ -24,6 +24,13 @@ def repeated_points_posterior(kern: Kernel, params, lam, Z, counts, sums, Xq):
 
     params: the kernel's params; lam > 0 the ridge. Float dtype of `sums`.
     """
+    mean, var, _ = repeated_points_factor(kern, params, lam, Z, counts, sums, Xq)
+    return mean, var
+
+
+def repeated_points_factor(kern: Kernel, params, lam, Z, counts, sums, Xq):
+    """(mean[K], var[K], V[m, K]) as `repeated_points_posterior`, with V = L^{-1} D k(Z, Xq), L L^T = A:
+    the posterior covariance of queries a and b is k(a, b) - V[:, a] . V[:, b]."""
     dtype = sums.dtype
     Xq = Xq.astype(dtype)
     sq = jnp.sqrt(counts.astype(dtype))
@@ -36,4 +43,4 @@ def repeated_points_posterior(kern: Kernel, params, lam, Z, counts, sums, Xq):
     V, w = sol[:, :-1], sol[:, -1]
     var = jnp.maximum(kern.diag(Xq, params) - jnp.sum(V * V, axis=0), 0.0)
     mean = (kq.T @ sums - V.T @ w) / lam
-    return mean, var
+    return mean, var, V

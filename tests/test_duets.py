@@ -191,15 +191,17 @@ def test_n_kernel_ucb_on_candidates_matches_reference():
     assert len(np.unique(actions[0])) > 1          # the first arms differ across agents
 
 
+@pytest.mark.parametrize("storage", ["rows", "candidates"])
 @pytest.mark.parametrize("name,D", [("branin", 10.0), ("h1", 10.0), ("hartmann4", 3.0)])
-def test_dis_kernel_ucb_duets_matches_reference(name, D):
-    """DisKernelUCB with mechanics='duets': the same arms, synchronisations and communication as the
-    spec's loop (every client acts, any client triggers, unscaled variance, first-index ties)."""
+def test_dis_kernel_ucb_duets_matches_reference(name, D, storage):
+    """DisKernelUCB with mechanics='duets', in both storages: the same arms, synchronisations and
+    communication as the spec's loop (every client acts, any client triggers, unscaled variance,
+    first-index ties)."""
     N, T, M = 3, 15, 120
     ls = FUNCTIONS[name][3]
     with jax.enable_x64(True):
         alg = on_candidates(dis_kernel_ucb("rbf", lam=0.2, alpha=1.0, threshold=D, lengthscale=ls,
-                                           mechanics="duets"))
+                                           mechanics="duets", storage=storage))
         actions, reports, eps, f, X, keys = drive(alg, name, N, T, M, seed=1)
         u_first = agent_uniforms(keys[0], N)
     out = ref.dis_kernel_ucb_np(X, f, eps, u_first, beta=1.0, lam=0.2, lengthscale=ls, noise_std=0.2, D=D)
@@ -236,15 +238,17 @@ def test_approx_dis_kernel_ucb_duets_matches_reference(name, D, forced):
     assert syncs.sum() >= 1 and len(np.unique(actions[-1])) >= 1
 
 
-def test_dis_kernel_ucb_limits():
+@pytest.mark.parametrize("storage", ["rows", "candidates"])
+def test_dis_kernel_ucb_limits(storage):
     """Spec §9 test 7: DisKernelUCB with D = inf is N-KernelUCB (the same arms, no communication), and
     with D = 0 it synchronises at every step."""
     N, T, M = 3, 10, 100
     with jax.enable_x64(True):
         common = dict(lam=0.2, lengthscale=0.2)
-        never = on_candidates(dis_kernel_ucb("rbf", alpha=0.5, threshold=1e300, mechanics="duets", **common))
+        dis = dict(mechanics="duets", storage=storage, buffer_capacity=T)
+        never = on_candidates(dis_kernel_ucb("rbf", alpha=0.5, threshold=1e300, **dis, **common))
         alone = on_candidates(kernel_ucb("rbf", beta=0.5, first="uniform", **common))
-        always = on_candidates(dis_kernel_ucb("rbf", alpha=0.5, threshold=0.0, mechanics="duets", **common))
+        always = on_candidates(dis_kernel_ucb("rbf", alpha=0.5, threshold=0.0, **dis, **common))
         a_never, r_never, *_ = drive(never, "branin", N, T, M, seed=4)
         a_alone = drive(alone, "branin", N, T, M, seed=4)[0]
         r_always = drive(always, "branin", N, T, M, seed=4)[1]
@@ -274,3 +278,56 @@ def test_nystrom_mean_exact_limit():
         half = dm.nystrom_mean(config, kp, 0.2, X, U, jnp.arange(len(ids)) < len(ids) // 2, c, s)
     np.testing.assert_allclose(np.asarray(mu), np.asarray(exact), atol=1e-8)
     assert np.max(np.abs(np.asarray(half) - np.asarray(exact))) > 1e-4   # half the points: an approximation
+
+
+def test_candidate_storage_errors_and_client_model():
+    """storage='candidates': refused outside mechanics='duets'; a client past buffer_capacity reports
+    ERR_BUFFER; and a client's mean and variance over the candidates equal the exact posterior of the
+    pooled data followed by its own points (kernels.krr on the counts)."""
+    from bandits_jax.algorithms.dis_kernel import ERR_BUFFER
+    from bandits_jax.algorithms.kernel import kernel_args
+    from bandits_jax.kernels import krr
+
+    with pytest.raises(ConfigError, match="mechanics='duets'"):
+        dis_kernel_ucb(storage="candidates")
+    N, T, M = 3, 8, 60
+    with jax.enable_x64(True):
+        alg = on_candidates(dis_kernel_ucb("rbf", lam=0.2, alpha=1.0, threshold=1e300, lengthscale=0.2,
+                                           mechanics="duets", storage="candidates", buffer_capacity=5))
+        actions, reports, *_ = drive(alg, "branin", N, T, M, seed=3)
+        assert [int(r.errors) & ERR_BUFFER for r in reports] == [0] * 5 + [ERR_BUFFER] * 3
+
+        alg = on_candidates(dis_kernel_ucb("rbf", lam=0.2, alpha=1.0, threshold=4.0, lengthscale=0.2,
+                                           mechanics="duets", storage="candidates", buffer_capacity=T))
+        prob = candidate_problem("branin", N, T, num_candidates=M)
+        instance = prob.init(jax.random.PRNGKey(0))
+        params = {k: jnp.asarray(v) for k, v in alg.defaults.items()}
+        state = alg.init(jax.random.PRNGKey(1), prob.spec, params, runner.horizon_sizes(alg, prob.spec),
+                         prob.public(instance))
+        rng = np.random.default_rng(5)
+        X = np.asarray(instance["X"])
+        counts = np.zeros((N + 1, M))    # row 0: pooled data; row 1 + i: client i's own points
+        sums = np.zeros((N + 1, M))
+        syncs = 0
+        for t in range(T):
+            a = rng.integers(0, M, N)
+            r = rng.normal(size=N)
+            state, rep = alg.update(params, state, _step(t, N, M), jnp.asarray(a, jnp.int32), jnp.asarray(r),
+                                    {}, jax.random.PRNGKey(t))
+            np.add.at(counts[1:], (np.arange(N), a), 1.0)
+            np.add.at(sums[1:], (np.arange(N), a), r)
+            if float(rep.rounds):
+                counts[0] += counts[1:].sum(0)
+                sums[0] += sums[1:].sum(0)
+                counts[1:], sums[1:] = 0.0, 0.0
+                syncs += 1
+        assert 1 <= syncs < T
+        kern = dm.resolve_kernel("t", "rbf")
+        kp = kernel_args(kern, {"lengthscale": jnp.asarray(0.2)}, jnp.float64)
+        inner = state["inner"]
+        for i in range(N):
+            c, s = counts[0] + counts[1 + i], sums[0] + sums[1 + i]
+            mean, var = krr.repeated_points_posterior(kern, kp, 0.2, jnp.asarray(X), jnp.asarray(c), jnp.asarray(s),
+                                                      jnp.asarray(X))
+            np.testing.assert_allclose(inner.loc_mean[i], mean, atol=1e-9)
+            np.testing.assert_allclose(inner.loc_var[i], var, atol=1e-9)

@@ -35,7 +35,9 @@ are recalled from Li et al. (NeurIPS 2022), not read from it; this module implem
       - communication in the paper's units: up = (d + 1) * (new points of one client) (the average
         over clients), down = (d + 1) * (all new points) (one broadcast); the diagnostic comm_code is
         the authors' code's count, (d + 1) * (all new points).
-  The pooled buffers then hold N points a step (`dis_rows`).
+  The pooled buffers then hold N points a step (`dis_rows`). On a public candidate set,
+  storage="candidates" keeps the same model as counts per candidate and the posterior over the
+  candidates instead (`candidate_kernel`), at a cost bounded by the candidates.
 
 OneKernelUCB: one exact KernelUCB on all clients' pooled data, every point absorbed at once.
 Communication (spec B1 [A]): each active step, up = d + 1, down = (N - 1)(d + 1), rounds = 1.
@@ -75,7 +77,7 @@ from jax import lax
 from bandits_jax.kernels.functions import Kernel
 from bandits_jax.kernels.linalg import inv_chol_append, pad_chol, pad_rows, posterior_mean_var_inv
 
-from ..core import Algorithm, EnvSpec, Param, Sizes, Sizing, declare_params, report
+from ..core import Algorithm, ConfigError, EnvSpec, Param, Sizes, Sizing, declare_params, report
 from .base import (ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, active_index, argmax_random_ties, check_capacity,
                    check_static, float_dtype, independent, multi_active_error, one_hot_action, resolve_kernel,
                    uniform_arms)
@@ -91,6 +93,7 @@ DISTINCT_MESSAGE = "more distinct contexts than distinct_capacity; raise distinc
 
 TRIGGER_COUNTS = ("elapsed", "client")
 MECHANICS = ("async", "duets")
+DIS_STORAGES = ("rows", "candidates")
 UCB_PARAMS = {"lam": Param(1.0, "positive"), "alpha": Param(1.0, "nonnegative"), "lengthscale": Param(1.0, "positive")}
 DIS_PARAMS = {"lam": Param(1.0, "positive"), "alpha": Param(1.0, "nonnegative"), "threshold": Param(1.0, "nonnegative"),
               "lengthscale": Param(1.0, "positive")}
@@ -244,6 +247,7 @@ def dis_kernel_ucb(
     trigger_count: str = "elapsed",
     buffer_capacity: int = 256,
     mechanics: str = "async",
+    storage: str = "rows",
     **kw,
 ) -> Algorithm:
     """DisKernelUCB (module docstring). params: lam > 0, alpha >= 0, threshold >= 0, lengthscale > 0.
@@ -251,7 +255,10 @@ def dis_kernel_ucb(
     Static: trigger_count ("elapsed" or "client"), buffer_capacity (rows of each client's
     not-yet-synchronised data; overflow is the error ERR_BUFFER), mechanics ("async": Li et al.
     2023's environment, one active client a step; "duets": the DUETS paper's baseline, module
-    docstring).
+    docstring), storage ("rows": the points themselves, this module; "candidates": with
+    mechanics="duets" on a problem with a public candidate set, counts and reward sums per candidate
+    and the posterior over the candidates, `candidate_kernel`: the same numbers to rounding, at a
+    cost bounded by the number of candidates instead of the points seen).
     """
     name = "DisKernelUCB"
     kern = resolve_kernel(name, kernel)
@@ -259,6 +266,16 @@ def dis_kernel_ucb(
                              check_capacity(name, "buffer_capacity", buffer_capacity),
                              check_static(name, "mechanics", mechanics, MECHANICS))
     given = dict(lam=lam, alpha=alpha, threshold=threshold, lengthscale=lengthscale, **kw)
+    if check_static(name, "storage", storage, DIS_STORAGES) == "candidates":
+        if mechanics != "duets":
+            raise ConfigError(f"{name}: storage='candidates' needs mechanics='duets' (a public candidate set "
+                              f"every client scores), got mechanics={mechanics!r}")
+        from . import candidate_kernel as cand  # it builds on this module's pieces
+
+        return Algorithm(
+            name, declare_params(name, DIS_PARAMS, given), partial(cand.init, config), partial(cand.select, config),
+            partial(cand.update, config), None, {ERR_BUFFER: BUFFER_MESSAGE},
+            f"DisKernelUCB ({kern.name} kernel), exact, kept over the public candidates, event-triggered sync")
     return Algorithm(
         name, declare_params(name, DIS_PARAMS, given), partial(dis_init, config), partial(dis_select, config),
         partial(dis_update, config), Sizing(partial(dis_rows, config), partial(dis_resize, config)),

@@ -15,11 +15,14 @@ Each method with a beta has it searched over `beta_grid` ({0.2, 0.5, 1, 2, 5}, t
 points and seeds in one compiled call per algorithm; the summary names the point of lowest mean final
 regret. For the kernel UCB baselines beta multiplies their sigma (alpha in those modules).
 
-Exact storage: N-KernelUCB keeps each agent's points ([T] rows, inverse Cholesky factor); DisKernelUCB
-the pooled points of the last synchronisation (N T rows) plus each agent's new ones; Approx-DisKernelUCB
-the pooled history (N T rows) and a Nyström dictionary of at most approx_dict_capacity points; DUETS
-only per-candidate counts and reward sums of the current epoch ([M] each), as its data are discarded at
-every epoch end.
+How each method is stored (all exact except the Nystrom parts): N-KernelUCB keeps each agent's own
+points ([T] rows and an inverse Cholesky factor); DisKernelUCB (storage "candidates",
+algorithms.candidate_kernel) keeps the pooled data as counts and reward sums per candidate with the
+posterior over the M candidates ([R, M] factor, R = min(M, N T) distinct points), and each agent's points
+since the last synchronisation as rank-one corrections ([B, M], B = dis_buffer rows), so its cost is
+bounded by the candidates, not by the N T points seen; Approx-DisKernelUCB the pooled history (N T rows)
+and a Nystrom dictionary of at most approx_dict_capacity points; DUETS only per-candidate counts and reward
+sums of the current epoch ([M] each), as its data are discarded at every epoch end.
 """
 from __future__ import annotations
 
@@ -36,7 +39,7 @@ from .registry import Experiment, number_list, register
 DEFAULTS = {
     "num_agents": 10, "noise_std": 0.2, "num_candidates": 2000, "candidate_seed": 0, "lam": 0.2,
     "first_epoch": 2, "p0": 10.0, "dis_D": 10.0, "approx_D": 20.0, "q_bar": 4.0, "forced_sync": 10,
-    "approx_dict_capacity": 1024, "beta": 1.0, "grid": True, "beta_grid": "0.2,0.5,1,2,5",
+    "approx_dict_capacity": 1024, "dis_buffer": 256, "beta": 1.0, "grid": True, "beta_grid": "0.2,0.5,1,2,5",
 }
 PAPER = {"horizon": 50, "seeds": 5, "first_segment": 8}
 LARGE = {"horizon": 2000, "seeds": 100, "num_agents": 100, "first_segment": 128}
@@ -67,7 +70,8 @@ def algorithms(config, function: str) -> list:
     return [
         duets(T, config["first_epoch"], beta=config["beta"], p0=config["p0"], lam=lam, lengthscale=ls),
         on_candidates(dis_kernel_ucb("rbf", lam=lam, alpha=config["beta"], threshold=config["dis_D"],
-                                     lengthscale=ls, mechanics="duets", buffer_capacity=T)),
+                                     lengthscale=ls, mechanics="duets", storage="candidates",
+                                     buffer_capacity=min(T, config["dis_buffer"]))),
         on_candidates(approx_dis_kernel_ucb("rbf", lam=lam, alpha=config["beta"], q=config["q_bar"],
                                             threshold=config["approx_D"], lengthscale=ls, mechanics="duets",
                                             forced_sync=config["forced_sync"],
