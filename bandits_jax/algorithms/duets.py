@@ -149,22 +149,22 @@ def update(config: DuetsConfig, params, state: DuetsState, step, actions, reward
     state = state._replace(counts=state.counts.at[actions].add(acted),
                            sums=state.sums.at[actions].add(acted * rewards.astype(dtype)))
     epoch, _, ends = step_tables(config.schedule)
-    j = epoch[step.t]
     N = step.active.shape[0]
-    return lax.cond(ends[step.t], partial(epoch_end, config, N), quiet, params, state, j)
+    last = len(config.schedule.steps) - 1
+    branches = [partial(epoch_end, config, N, j) for j in range(last)] + [quiet]
+    return lax.switch(jnp.where(ends[step.t], epoch[step.t], last), branches, params, state)
 
 
-def epoch_end(config: DuetsConfig, N: int, params, state: DuetsState, j):
-    """Steps 1-5 of the module docstring for completed epoch j: (new state, Report)."""
+def epoch_end(config: DuetsConfig, N: int, j: int, params, state: DuetsState):
+    """Steps 1-5 of the module docstring for completed epoch j (static, so every buffer has the
+    epoch's own size N T_j): (new state, Report)."""
     dtype = state.sums.dtype
     M, d = state.candidates.shape
     kp = kernel_params(config.kernel.params, params["lengthscale"], dtype)
-    lengths = jnp.asarray(config.schedule.lengths, jnp.int32)
-    width = max(config.schedule.lengths[:-1], default=1)
-    ids = query_ids(state, j, jnp.arange(N)[:, None], jnp.arange(width)[None, :])     # [N, width]
-    valid = jnp.arange(width)[None, :] < lengths[j]
-    counts = jnp.zeros((M + 1,), dtype).at[jnp.where(valid, ids, M)].add(1.0)[:M]
-    uniq = jnp.unique(jnp.where(valid, ids, M), size=min(N * width, M) + 1, fill_value=M)
+    length = config.schedule.lengths[j]
+    ids = query_ids(state, j, jnp.arange(N)[:, None], jnp.arange(length)[None, :])    # [N, T_j]
+    counts = jnp.zeros((M,), dtype).at[ids].add(1.0)
+    uniq = jnp.unique(ids, size=min(N * length, M) + 1, fill_value=M)
     live = uniq < M
     U = state.candidates[jnp.minimum(uniq, M - 1)]
     c = jnp.where(live, counts[jnp.minimum(uniq, M - 1)], 0.0)
@@ -174,7 +174,7 @@ def epoch_end(config: DuetsConfig, N: int, params, state: DuetsState, j):
                                            state.candidates)
     sigma2_max = jnp.max(jnp.where(state.active, var, -jnp.inf))
     p = jnp.minimum(1.0, params["p0"] * sigma2_max)
-    in_S, code_count = inducing_slots(state, j, ids, valid, uniq, live, p, lengths[j], N)
+    in_S, code_count = inducing_slots(config.schedule, state, j, ids, uniq, live, p, N)
     mu = nystrom_mean(config, kp, params["lam"], state.candidates, U, in_S, c, s)
 
     top = jnp.max(jnp.where(state.active, mu, -jnp.inf))
@@ -182,7 +182,7 @@ def epoch_end(config: DuetsConfig, N: int, params, state: DuetsState, j):
     n_active = jnp.sum(active).astype(jnp.int32)
     active_ids = jnp.nonzero(active, size=M, fill_value=M - 1)[0].astype(jnp.int32)
     size = jnp.sum(in_S).astype(dtype)
-    diags = dict(epoch_length=lengths[j], sigma2_max=sigma2_max, p=p, inducing=size, active_before=state.n_active,
+    diags = dict(epoch_length=length, sigma2_max=sigma2_max, p=p, inducing=size, active_before=state.n_active,
                  active_after=n_active, best_survived=active[state.best], comm_code=N * code_count,
                  regen_mismatch=jnp.sum(counts != state.counts))
     rep = report(dtype, comm_up=size, comm_down=d * size + size + 1.0, rounds=1.0, active=n_active,
@@ -192,9 +192,9 @@ def epoch_end(config: DuetsConfig, N: int, params, state: DuetsState, j):
     return new, rep
 
 
-def quiet(params, state: DuetsState, j):
+def quiet(params, state: DuetsState):
     """A step inside an epoch: nothing is sent; the diagnostics are zero."""
-    del params, j
+    del params
     dtype = state.sums.dtype
     zeros = {name: jnp.zeros((), dtype) for name in DIAGNOSTICS}
     return state, report(dtype, active=state.n_active, **zeros)
@@ -227,13 +227,14 @@ def query_ids(state: DuetsState, j, n, i):
     return jax.vmap(jax.vmap(one))(n, i)
 
 
-def inducing_slots(state: DuetsState, j, ids, valid, uniq, live, p, length, N: int):
-    """(in_S over the distinct slots, number of kept draws): each valid point of the epoch
-    (ids [N, width]) kept with probability p; when none is, the point at flat position
-    floor(u N T_j) (agent-major over [N, T_j])."""
+def inducing_slots(schedule: Schedule, state: DuetsState, j: int, ids, uniq, live, p, N: int):
+    """(in_S over the distinct slots, number of kept draws): each point of the epoch (ids [N, T_j])
+    kept with probability p; when none is, the point at flat position floor(u N T_j) (agent-major)."""
     k_keep, k_empty = jax.random.split(jax.random.fold_in(state.server, j))
     dtype = state.sums.dtype
-    kept = valid & (jax.random.uniform(k_keep, ids.shape, dtype) < p)
+    length = ids.shape[1]
+    width = max(schedule.lengths[:-1], default=1)  # the draws' shape: every epoch's first T_j columns
+    kept = jax.random.uniform(k_keep, (N, width), dtype)[:, :length] < p
     flat = jnp.floor(jax.random.uniform(k_empty, (), dtype) * (N * length)).astype(jnp.int32)
     fallback = ids[flat // length, flat % length]
     M = state.candidates.shape[0]
