@@ -150,6 +150,12 @@ def test_best_candidate_survives():
         assert survived.all(), name
 
 
+def duets_exp_config():
+    """The DUETS experiments' default configuration (experiments.duets.DEFAULTS with the paper size)."""
+    from bandits_jax.experiments import duets as exp
+    return {**exp.DEFAULTS, **exp.PAPER}
+
+
 def drive(alg, name, N, T, M, seed=0):
     """Run `alg` step by step on function `name` with rewards f + 0.2 eps; select/update keys
     keys[t]. Returns (actions [T, N], reports, eps, f, X, keys)."""
@@ -178,12 +184,19 @@ def agent_uniforms(key, N):
     return np.array([float(jax.random.uniform(k, (), jnp.float64)) for k in jax.random.split(key, N)])
 
 
-def test_n_kernel_ucb_on_candidates_matches_reference():
+@pytest.mark.parametrize("form", ["kernel_ucb", "experiment"])
+def test_n_kernel_ucb_on_candidates_matches_reference(form):
     """N-KernelUCB of the DUETS paper = KernelUCB (unscaled variance, first index on ties) with a
-    uniform first arm, on the public candidates: the same arms as the spec's loop."""
+    uniform first arm, on the public candidates: the same arms as the spec's loop, both as
+    kernel_ucb and in the experiments' form (DisKernelUCB that never synchronises, candidate storage)."""
     N, T, M = 3, 12, 120
     with jax.enable_x64(True):
-        alg = on_candidates(kernel_ucb("rbf", lam=0.2, beta=0.5, lengthscale=0.2, first="uniform"))
+        if form == "kernel_ucb":
+            alg = on_candidates(kernel_ucb("rbf", lam=0.2, beta=0.5, lengthscale=0.2, first="uniform"))
+        else:
+            from bandits_jax.experiments.duets import algorithms as duets_algorithms
+            config = dict(duets_exp_config(), horizon=T, beta=0.5)
+            alg = next(a for a in duets_algorithms(config, "branin") if a.name == "N-KernelUCB")
         actions, _, eps, f, X, keys = drive(alg, "branin", N, T, M)
         u_first = agent_uniforms(keys[0], N)
     out = ref.n_kernel_ucb_np(X, f, eps, u_first, beta=0.5, lam=0.2, lengthscale=0.2, noise_std=0.2)

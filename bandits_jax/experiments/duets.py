@@ -9,20 +9,21 @@ Algorithms, all on the public candidate set:
     DUETS                T_1 = 2, p0 = 10 (algorithms.duets)
     DisKernelUCB         D = 10, mechanics "duets" (algorithms.dis_kernel)
     Approx-DisKernelUCB  D = 20, q-bar = 4, first sync forced at step 10, mechanics "duets"
-    N-KernelUCB          GP-UCB per agent with a uniform first point (algorithms.kernel)
+    N-KernelUCB          GP-UCB per agent with a uniform first point: DisKernelUCB with threshold = inf,
+                         which never synchronises (the same arms as kernel.kernel_ucb(first="uniform"))
     Random               uniform over the candidates (no learning; the floor every method must beat)
 Each method with a beta has it searched over `beta_grid` ({0.2, 0.5, 1, 2, 5}, the paper's), all
 points and seeds in one compiled call per algorithm; the summary names the point of lowest mean final
 regret. For the kernel UCB baselines beta multiplies their sigma (alpha in those modules).
 
-How each method is stored (all exact except the Nystrom parts): N-KernelUCB keeps each agent's own
-points ([T] rows and an inverse Cholesky factor); DisKernelUCB (storage "candidates",
-algorithms.candidate_kernel) keeps the pooled data as counts and reward sums per candidate with the
-posterior over the M candidates ([R, M] factor, R = min(M, N T) distinct points), and each agent's points
-since the last synchronisation as rank-one corrections ([B, M], B = dis_buffer rows), so its cost is
-bounded by the candidates, not by the N T points seen; Approx-DisKernelUCB the pooled history (N T rows)
-and a Nystrom dictionary of at most approx_dict_capacity points; DUETS only per-candidate counts and reward
-sums of the current epoch ([M] each), as its data are discarded at every epoch end.
+How each method is stored (all exact except the Nystrom parts): DisKernelUCB and N-KernelUCB
+(storage "candidates", algorithms.candidate_kernel) keep the pooled data as counts and reward sums per
+candidate with the posterior over the M candidates ([R, M] factor, R = min(M, N T) distinct points), and
+each agent's points since the last synchronisation as rank-one corrections ([B, M]; B = dis_buffer rows
+for DisKernelUCB, T for N-KernelUCB, which never synchronises), so their cost is bounded by the
+candidates, not by the N T points seen; Approx-DisKernelUCB the pooled history (N T rows) and a Nystrom
+dictionary of at most approx_dict_capacity points; DUETS only per-candidate counts and reward sums of the
+current epoch ([M] each), as its data are discarded at every epoch end.
 """
 from __future__ import annotations
 
@@ -30,7 +31,6 @@ from ..algorithms.approx_dis_kernel import approx_dis_kernel_ucb
 from ..algorithms.base import on_candidates
 from ..algorithms.dis_kernel import dis_kernel_ucb
 from ..algorithms.duets import duets
-from ..algorithms.kernel import kernel_ucb
 from ..algorithms.uniform import uniform_random
 from ..core import ConfigError
 from ..problems.candidates import FUNCTIONS, candidate_problem
@@ -76,8 +76,9 @@ def algorithms(config, function: str) -> list:
                                             threshold=config["approx_D"], lengthscale=ls, mechanics="duets",
                                             forced_sync=config["forced_sync"],
                                             dict_capacity=config["approx_dict_capacity"])),
-        on_candidates(kernel_ucb("rbf", lam=lam, beta=config["beta"], lengthscale=ls, first="uniform"))._replace(
-            name="N-KernelUCB"),
+        on_candidates(dis_kernel_ucb("rbf", lam=lam, alpha=config["beta"], threshold=float("inf"), lengthscale=ls,
+                                     mechanics="duets", storage="candidates", buffer_capacity=T))._replace(
+            name="N-KernelUCB", description="N-KernelUCB: DisKernelUCB that never synchronises (spec test 7)"),
         uniform_random(),
     ]
 
