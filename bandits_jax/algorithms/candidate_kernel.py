@@ -13,8 +13,8 @@ form A = lam I + D K_UU D = L L^T, D = diag(sqrt(counts_U)), the pooled model ov
     V = L^{-1} D K_UC  [R, M],  mean_G, var_G [M]  (krr.repeated_points_factor),
     Sigma_G(C, a) = k(C, a) - V^T V[:, a]          (posterior covariance with candidate a),
 
-recomputed at every synchronisation, O(R^3 + M R^2) (a `base.batch_cond`: a batch pays for it
-only at steps where one of its runs synchronises).
+recomputed at every synchronisation, O(R^3 + M R^2) (a `base.batch_cond` with gather=1: in a
+batch of runs only those that synchronise compute it, one after another).
 
 Client i: its points since the synchronisation are absorbed one at a time by the Gaussian-process
 update with noise variance lam. For a point at candidate a with reward y:
