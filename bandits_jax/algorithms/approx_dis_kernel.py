@@ -102,9 +102,9 @@ from bandits_jax.kernels.functions import Kernel
 from bandits_jax.kernels.linalg import pad_last, pad_ridge_inverse, pad_rows, sherman_morrison
 
 from ..core import Algorithm, ConfigError, EnvSpec, Param, Sizes, Sizing, declare_params, report
-from .base import (ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, active_index, argmax_random_ties, batch_cond,
-                   check_capacity, check_static, float_dtype, kernel_params, multi_active_error, one_hot_action,
-                   resolve_kernel, uniform_arms)
+from .base import (ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, active_index, argmax_or_uniform, argmax_random_ties,
+                   batch_cond, check_capacity, check_static, float_dtype, kernel_params, multi_active_error,
+                   one_hot_action, resolve_kernel)
 
 NAME = "Approx-DisKernelUCB"
 ERR_DICT = 1
@@ -209,13 +209,12 @@ def duets_select(config: ApproxDisKernelConfig, params, state: ApproxDisKernelSt
     dictionary is empty."""
     dtype = state.g_b.dtype
     X = step.contexts[0].astype(dtype)
-    N, K = step.contexts.shape[:2]
+    N = step.contexts.shape[0]
     Z = embed(config, params, state, X)
     Pinv, b = jax.vmap(lambda i: client_model(state, i))(jnp.arange(N))
     mean, var = jax.vmap(lambda P, c: client_mean_var(config, params, state, X, P, c, Z))(Pinv, b)
     scores = mean + params["alpha"] * jnp.sqrt(var)
-    actions = jnp.where(state.dict_n == 0, uniform_arms(key, N, K, dtype), jnp.argmax(scores, axis=1).astype(jnp.int32))
-    return actions, {"mean": mean, "var": var}
+    return argmax_or_uniform(key, scores, state.dict_n == 0, dtype), {"mean": mean, "var": var}
 
 
 # ------------------------------------------------------------------------------ update

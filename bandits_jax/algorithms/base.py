@@ -164,6 +164,14 @@ def uniform_arms(key, num_agents: int, num_arms: int, dtype):
     return jax.vmap(lambda k: uniform_arm(k, num_arms, dtype))(jax.random.split(key, num_agents))
 
 
+def argmax_or_uniform(key, scores, empty, dtype):
+    """[N] int32: each agent's argmax of scores[N, K] (the first arm on ties, as np.argmax), or its
+    `uniform_arms` pick (draws in dtype) where empty ([N], or one bool for all): the arm rule of the
+    DUETS paper's kernel baselines, where an agent with no data picks uniformly."""
+    N, K = scores.shape
+    return jnp.where(empty, uniform_arms(key, N, K, dtype), jnp.argmax(scores, axis=1).astype(jnp.int32))
+
+
 # ------------------------------------------------------------------------------ rare work, batched
 def batch_cond(pred, true_fn: Callable, false_fn: Callable, operand, *, gather: Optional[int] = None):
     """`lax.cond(pred, true_fn, false_fn, operand)` that stays ONE conditional under `vmap`.

@@ -34,10 +34,10 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ..core import ConfigError, EnvSpec, Sizes, report
+from ..core import ConfigError, EnvSpec, Sizes
 from ..kernels import krr
-from .base import batch_cond, float_dtype, uniform_arms
-from .dis_kernel import ERR_BUFFER
+from .base import argmax_or_uniform, batch_cond, float_dtype
+from .dis_kernel import ERR_BUFFER, duets_report, duets_trigger
 from .kernel import kernel_args
 
 
@@ -45,7 +45,7 @@ class CandidateDisState(NamedTuple):
     """State of one run (M candidates, R pooled distinct slots, N clients, B client rows).
 
     candidates [M, d]. counts [M], sums [M], n: the pooled data (n points).
-    V [R, M], mean_g [M], var_g [M]: the pooled model over the candidates (module docstring).
+    V [R, M]: the pooled model's factor over the candidates (module docstring).
     loc_ids [N, B] int32, loc_y [N, B], loc_n [N]: each client's points since the last sync.
     loc_W [N, B, M], loc_mean [N, M], loc_var [N, M], loc_logdet [N]: each client's model.
     elapsed: int32 steps since the last sync. num_syncs: int32.
@@ -56,8 +56,6 @@ class CandidateDisState(NamedTuple):
     sums: jax.Array
     n: jax.Array
     V: jax.Array
-    mean_g: jax.Array
-    var_g: jax.Array
     loc_ids: jax.Array
     loc_y: jax.Array
     loc_n: jax.Array
@@ -83,7 +81,7 @@ def init(config, key, spec: EnvSpec, params, sizes: Sizes, public=None) -> Candi
     zeros = jnp.zeros((M,), dtype)
     return CandidateDisState(
         candidates=X, counts=zeros, sums=zeros, n=jnp.zeros((), jnp.int32), V=jnp.zeros((R, M), dtype),
-        mean_g=zeros, var_g=prior_var, loc_ids=jnp.zeros((N, B), jnp.int32), loc_y=jnp.zeros((N, B), dtype),
+        loc_ids=jnp.zeros((N, B), jnp.int32), loc_y=jnp.zeros((N, B), dtype),
         loc_n=jnp.zeros((N,), jnp.int32), loc_W=jnp.zeros((N, B, M), dtype),
         loc_mean=jnp.zeros((N, M), dtype), loc_var=jnp.broadcast_to(prior_var, (N, M)),
         loc_logdet=jnp.zeros((N,), dtype), elapsed=jnp.zeros((), jnp.int32), num_syncs=jnp.zeros((), jnp.int32))
@@ -93,11 +91,9 @@ def init(config, key, spec: EnvSpec, params, sizes: Sizes, public=None) -> Candi
 def select(config, params, state: CandidateDisState, step, key):
     """Every client's UCB over the candidates; a client with no data at all picks `base.uniform_arms`."""
     del config
-    N, M = state.loc_mean.shape
     var = jnp.maximum(state.loc_var, 0.0)
     scores = state.loc_mean + params["alpha"] * jnp.sqrt(var)
-    empty = (state.n + state.loc_n) == 0
-    actions = jnp.where(empty, uniform_arms(key, N, M, state.sums.dtype), jnp.argmax(scores, axis=1).astype(jnp.int32))
+    actions = argmax_or_uniform(key, scores, (state.n + state.loc_n) == 0, state.sums.dtype)
     return actions, {"mean": state.loc_mean, "var": var, "scores": scores}
 
 
@@ -117,31 +113,27 @@ def update(config, params, state: CandidateDisState, step, actions, rewards, aux
         state.loc_var, state.loc_logdet, state.loc_n, state.loc_ids, state.loc_y)
     elapsed = state.elapsed + 1
     loc_n = state.loc_n + (active & room).astype(jnp.int32)
-    count = elapsed if config.trigger_count == "elapsed" else loc_n
-    trigger = jnp.any(active & (count.astype(dtype) * logdet > params["threshold"]))
+    trigger = duets_trigger(config, params, active, elapsed, loc_n, logdet)
     moved = jnp.where(trigger, jnp.sum(loc_n), 0)
-    pooled = batch_cond(trigger, partial(pool, config.kernel), lambda operand: operand[0][:6],
-                        ((state.counts, state.sums, state.n, state.V, state.mean_g, state.var_g),
-                         state.candidates, ids, ys, loc_n, params["lam"], kp), gather=1)
-    counts, sums, n, V, mean_g, var_g = pooled
+    counts, sums, n, V, mean_g, var_g = batch_cond(
+        trigger, partial(pool, config.kernel), no_pool,
+        ((state.counts, state.sums, state.n, state.V), state.candidates, ids, ys, loc_n, params["lam"], kp), gather=1)
     restart = lambda own, shared: jnp.where(trigger, shared, own)  # noqa: E731
     state = state._replace(
-        counts=counts, sums=sums, n=n, V=V, mean_g=mean_g, var_g=var_g, loc_ids=ids, loc_y=ys,
+        counts=counts, sums=sums, n=n, V=V, loc_ids=ids, loc_y=ys,
         loc_n=restart(loc_n, 0), loc_W=W, loc_mean=restart(mean, mean_g[None, :]),
         loc_var=restart(var, var_g[None, :]), loc_logdet=restart(logdet, 0.0), elapsed=restart(elapsed, 0),
         num_syncs=state.num_syncs + trigger.astype(jnp.int32))
-    moved = moved.astype(dtype)
     errors = jnp.where(jnp.any(active & ~room), ERR_BUFFER, 0)
-    return state, report(dtype, (d + 1) * moved / N, (d + 1) * moved, trigger, errors=errors, trigger=trigger,
-                         logdet_ratio=jnp.max(logdet), n_global=state.n, num_syncs=state.num_syncs,
-                         comm_code=(d + 1) * moved)
+    return state, duets_report(dtype, d, N, moved, trigger, errors, logdet, state.n, state.num_syncs)
 
 
 def pool(kern, operand):
     """The synchronisation's pooled part: every client's points join the pooled counts and the pooled
-    model over the candidates is recomputed. operand: ((counts, sums, n, V, mean_g, var_g), candidates,
-    loc_ids [N, B], loc_y [N, B], loc_n [N], lam, kernel params); returns the new first tuple."""
-    (counts, sums, n, V, _, _), X, loc_ids, loc_y, loc_n, lam, kp = operand
+    model over the candidates is recomputed. operand: ((counts, sums, n, V), candidates, loc_ids [N, B],
+    loc_y [N, B], loc_n [N], lam, kernel params); returns (counts, sums, n, V, mean [M], var [M]), the
+    mean and variance the clients restart from."""
+    (counts, sums, n, V), X, loc_ids, loc_y, loc_n, lam, kp = operand
     B = loc_ids.shape[1]
     R = V.shape[0]
     live = jnp.arange(B)[None, :] < loc_n[:, None]
@@ -152,6 +144,14 @@ def pool(kern, operand):
     mean, var, V = krr.repeated_points_factor(kern, kp, lam, X[ids], jnp.where(seen, counts[ids], 0.0),
                                               jnp.where(seen, sums[ids], 0.0), X)
     return counts, sums, n + jnp.sum(loc_n).astype(n.dtype), V, mean, var
+
+
+def no_pool(operand):
+    """The step without a synchronisation: the pooled part unchanged (zeros where `pool` gives the
+    restart mean and variance, which only a synchronising run reads)."""
+    (counts, sums, n, V), X = operand[:2]
+    zeros = jnp.zeros((X.shape[0],), sums.dtype)
+    return counts, sums, n, V, zeros, zeros
 
 
 # ------------------------------------------------------------------------------ helpers

@@ -78,9 +78,9 @@ from bandits_jax.kernels.functions import Kernel
 from bandits_jax.kernels.linalg import inv_chol_append, pad_chol, pad_rows, posterior_mean_var_inv
 
 from ..core import Algorithm, ConfigError, EnvSpec, Param, Sizes, Sizing, declare_params, report
-from .base import (ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, active_index, argmax_random_ties, check_capacity,
-                   check_static, float_dtype, independent, multi_active_error, one_hot_action, resolve_kernel,
-                   uniform_arms)
+from .base import (ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, active_index, argmax_or_uniform, argmax_random_ties,
+                   check_capacity, check_static, float_dtype, independent, multi_active_error, one_hot_action,
+                   resolve_kernel)
 from .kernel import (STORAGES, DistinctKernelState, KernelConfig, KernelState, has_room, init1, kernel_args,
                      panel_posterior, posterior, resize1, rows1, update1)
 
@@ -172,11 +172,9 @@ def dis_select(config: DisKernelConfig, params, state: DisKernelState, step, key
 def duets_select(config: DisKernelConfig, params, state: DisKernelState, step, key):
     """mechanics="duets": every client scores the SAME contexts (a public candidate set, step.contexts[0])
     with the unscaled variance; first-index ties, `base.uniform_arms` for a client with no data."""
-    N, K = step.contexts.shape[:2]
     mean, var = clients_mean_var(config.kernel, params, state, step.contexts[0])
     scores = mean + params["alpha"] * jnp.sqrt(var)
-    empty = (state.n + state.loc_n) == 0
-    actions = jnp.where(empty, uniform_arms(key, N, K, state.y.dtype), jnp.argmax(scores, axis=1).astype(jnp.int32))
+    actions = argmax_or_uniform(key, scores, (state.n + state.loc_n) == 0, state.y.dtype)
     return actions, {"mean": mean, "var": var, "scores": scores}
 
 
@@ -217,14 +215,25 @@ def dis_update_all(config: DisKernelConfig, params, state: DisKernelState, step,
 
     state, logdets, err = lax.fori_loop(0, N, append, (state, jnp.zeros((N,), dtype), jnp.zeros((), jnp.int32)))
     state = state._replace(elapsed=elapsed)
-    count = elapsed if config.trigger_count == "elapsed" else state.loc_n
-    trigger = jnp.any(active & (count.astype(dtype) * logdets > params["threshold"]))
+    trigger = duets_trigger(config, params, active, elapsed, state.loc_n, logdets)
     state, moved, over = synchronise(config.kernel, params, state, trigger)
-    moved = jnp.asarray(moved, dtype)
     errors = err | jnp.where(over, ERR_CAPACITY, 0)
-    return state, report(dtype, (d + 1) * moved / N, (d + 1) * moved, trigger, errors=errors, trigger=trigger,
-                         logdet_ratio=jnp.max(logdets), n_global=state.n, num_syncs=state.num_syncs,
-                         comm_code=(d + 1) * moved)
+    return state, duets_report(dtype, d, N, moved, trigger, errors, logdets, state.n, state.num_syncs)
+
+
+def duets_trigger(config: DisKernelConfig, params, active, elapsed, loc_n, logdets):
+    """mechanics="duets": whether ANY active client has count * log-det ratio > threshold, count the
+    steps since the last sync (this one included) or its own new points (trigger_count "client")."""
+    count = elapsed if config.trigger_count == "elapsed" else loc_n
+    return jnp.any(active & (count.astype(logdets.dtype) * logdets > params["threshold"]))
+
+
+def duets_report(dtype, d: int, N: int, moved, trigger, errors, logdets, n, num_syncs):
+    """mechanics="duets": the step's Report when `moved` raw points (d + 1 scalars each) were pooled
+    (module docstring: one client's share up, one broadcast down, the authors' count comm_code)."""
+    moved = jnp.asarray(moved, dtype)
+    return report(dtype, (d + 1) * moved / N, (d + 1) * moved, trigger, errors=errors, trigger=trigger,
+                  logdet_ratio=jnp.max(logdets), n_global=n, num_syncs=num_syncs, comm_code=(d + 1) * moved)
 
 
 def dis_resize(config: DisKernelConfig, state: DisKernelState, sizes: Sizes) -> DisKernelState:
