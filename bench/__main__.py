@@ -365,7 +365,7 @@ def main(argv=None) -> int:
     t_start = time.perf_counter()
     results = [bench_case(case, args, ceilings) for case in cases]
     async_section = async_bench.run_section(args, skip_reason, capacity_comparison)
-    duets_section = duets_bench.run_section(args)
+    duets_section = duets_bench.run_section(args, skip_reason)
     total = time.perf_counter() - t_start
     # a ceiling is the best the machine did: measured again at the end, the larger value counts
     # (the fractions of the rows are rescaled to it)

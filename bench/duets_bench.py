@@ -8,8 +8,9 @@ agent-steps per second (N T S / run seconds) and runs per second (S / run second
 its agent-steps per second to the plain NumPy loop's (bench/reference/duets_np.py, written from the
 spec) on one seed of the same configuration, timed in the same process with --numpy-threads BLAS
 threads. The last row per algorithm runs the beta grid of the experiment ({0.2, 0.5, 1, 2, 5}) times
-S seeds in the same single call. An S whose run time, extrapolated linearly from the largest S
-measured, would exceed --budget-seconds is skipped with the reason in the table.
+S seeds in the same single call. A row whose run time or memory, extrapolated linearly from the last
+row measured, would exceed --budget-seconds or the available memory is skipped with the reason in
+the table (bench.__main__.skip_reason).
 """
 from __future__ import annotations
 
@@ -88,16 +89,21 @@ def jax_row(name, alg, problem, cfg, seeds: int, grid, numpy_rate) -> dict:
                 ratio=rate / numpy_rate, final_regret_mean=float(np.asarray(out.regret).sum(axis=(1, 2)).mean()))
 
 
-def bench_algorithm(name, alg, problem, cfg, args, seed_counts) -> dict:
+def bench_algorithm(name, alg, problem, cfg, args, seed_counts, skip_reason) -> dict:
+    """The NumPy loop, then one row per S and the beta-grid row; `skip_reason` (bench.__main__'s rule:
+    time over the budget, or memory over the available, both extrapolated from the last row measured,
+    in runs) decides which rows are skipped."""
     log(f"[duets] {name}: NumPy reference loop ...")
     ref = numpy_reference(name, problem, cfg, args.numpy_threads)
     rows, last = [], None
     for seeds, grid in [(s, False) for s in seed_counts] + [(seed_counts[-1], True)]:
         runs = seeds * (len(duets_exp._betas(cfg)) if grid else 1)
         row = dict(algorithm=name, seeds=seeds, grid_points=len(duets_exp._betas(cfg)) if grid else 1, runs=runs)
-        if last is not None and last["run_seconds"] * runs / last["runs"] > args.budget_seconds:
-            harness.skip_row(rows, row, f"[duets] {name} S={seeds}",
-                             f"skipped: about {last['run_seconds'] * runs / last['runs']:.0f} s > budget")
+        measured = None if last is None else dict(seeds=last["runs"], run_seconds=last["run_seconds"],
+                                                   peak_bytes=last["peak_mb"] * float(1 << 20))
+        reason = skip_reason(runs, measured, 0.0, args.budget_seconds, harness.available_memory_bytes())
+        if reason:
+            harness.skip_row(rows, row, f"[duets] {name} S={seeds}", reason)
             continue
         log(f"[duets] {name}: {runs} runs in one call ...")
         last = jax_row(name, alg, problem, cfg, seeds, grid, ref["agent_steps_per_second"])
@@ -105,14 +111,14 @@ def bench_algorithm(name, alg, problem, cfg, args, seed_counts) -> dict:
     return dict(algorithm=name, numpy=ref, rows=rows)
 
 
-def run_section(args) -> dict | None:
+def run_section(args, skip_reason) -> dict | None:
     names = selected(args)
     if not names:
         return None
     problem, algs, cfg = build(args)
     seed_counts = args.seed_counts if args.seeds else list(QUICK_SEEDS if args.quick else FULL_SEEDS)
     t0 = time.perf_counter()
-    results = [bench_algorithm(n, algs[n], problem, cfg, args, seed_counts) for n in names]
+    results = [bench_algorithm(n, algs[n], problem, cfg, args, seed_counts, skip_reason) for n in names]
     return dict(experiment=EXPERIMENT, spec=problem.spec._asdict(), seed_counts=seed_counts,
                 results=results, total_seconds=time.perf_counter() - t0)
 
