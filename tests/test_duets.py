@@ -293,11 +293,19 @@ def test_nystrom_mean_exact_limit():
     assert np.max(np.abs(np.asarray(half) - np.asarray(exact))) > 1e-4   # half the points: an approximation
 
 
-def test_candidate_storage_errors_and_client_model():
+@pytest.mark.parametrize("block", [32, 2])
+def test_candidate_storage_errors_and_client_model(block, monkeypatch, request):
     """storage='candidates': refused outside mechanics='duets'; a client past buffer_capacity reports
-    ERR_BUFFER; and a client's mean and variance over the candidates equal the exact posterior of the
-    pooled data followed by its own points (kernels.krr on the counts)."""
+    ERR_BUFFER; a client's mean and variance over the candidates equal the exact posterior of the
+    pooled data followed by its own points (kernels.krr on the counts), and the pooled posterior
+    (mean and covariance) that of the pooled data, whether a synchronisation folds its new points in
+    one block or in several."""
+    from bandits_jax.algorithms import candidate_kernel
     from bandits_jax.algorithms.dis_kernel import ERR_BUFFER
+
+    monkeypatch.setattr(candidate_kernel, "POOL_BLOCK", block)
+    jax.clear_caches()                      # traces made with another block size must not be reused
+    request.addfinalizer(jax.clear_caches)  # nor this one's after the test
     from bandits_jax.algorithms.kernel import kernel_args
     from bandits_jax.kernels import krr
 
@@ -310,7 +318,8 @@ def test_candidate_storage_errors_and_client_model():
         actions, reports, *_ = drive(alg, "branin", N, T, M, seed=3)
         assert [int(r.errors) & ERR_BUFFER for r in reports] == [0] * 5 + [ERR_BUFFER] * 3
 
-        alg = on_candidates(dis_kernel_ucb("rbf", lam=0.2, alpha=1.0, threshold=4.0, lengthscale=0.2,
+        T = 12
+        alg = on_candidates(dis_kernel_ucb("rbf", lam=0.2, alpha=1.0, threshold=12.0, lengthscale=0.2,
                                            mechanics="duets", storage="candidates", buffer_capacity=T))
         prob = candidate_problem("branin", N, T, num_candidates=M)
         instance = prob.init(jax.random.PRNGKey(0))
@@ -321,26 +330,33 @@ def test_candidate_storage_errors_and_client_model():
         X = np.asarray(instance["X"])
         counts = np.zeros((N + 1, M))    # row 0: pooled data; row 1 + i: client i's own points
         sums = np.zeros((N + 1, M))
-        syncs = 0
+        kern = dm.resolve_kernel("t", "rbf")
+        kp = kernel_args(kern, {"lengthscale": jnp.asarray(0.2)}, jnp.float64)
+        Xj = jnp.asarray(X)
+        syncs = most_new = local_repeat = 0
         for t in range(T):
-            a = rng.integers(0, M, N)
+            a = rng.integers(0, 5, N)      # few candidates: clients see theirs again between syncs
             r = rng.normal(size=N)
             state, rep = alg.update(params, state, _step(t, N, M), jnp.asarray(a, jnp.int32), jnp.asarray(r),
                                     {}, jax.random.PRNGKey(t))
             np.add.at(counts[1:], (np.arange(N), a), 1.0)
             np.add.at(sums[1:], (np.arange(N), a), r)
+            local_repeat = max(local_repeat, counts[1:].max())
             if float(rep.rounds):
+                most_new = max(most_new, int(np.sum(counts[1:].sum(0) > 0)))
                 counts[0] += counts[1:].sum(0)
                 sums[0] += sums[1:].sum(0)
                 counts[1:], sums[1:] = 0.0, 0.0
                 syncs += 1
-        assert 1 <= syncs < T
-        kern = dm.resolve_kernel("t", "rbf")
-        kp = kernel_args(kern, {"lengthscale": jnp.asarray(0.2)}, jnp.float64)
-        inner = state["inner"]
-        for i in range(N):
-            c, s = counts[0] + counts[1 + i], sums[0] + sums[1 + i]
-            mean, var = krr.repeated_points_posterior(kern, kp, 0.2, jnp.asarray(X), jnp.asarray(c), jnp.asarray(s),
-                                                      jnp.asarray(X))
-            np.testing.assert_allclose(inner.loc_mean[i], mean, atol=1e-9)
-            np.testing.assert_allclose(inner.loc_var[i], var, atol=1e-9)
+            inner = state["inner"]
+            for i in range(N):          # every step: each client's model, repeats of its own points included
+                mean, var = krr.repeated_points_posterior(kern, kp, 0.2, Xj, jnp.asarray(counts[0] + counts[1 + i]),
+                                                          jnp.asarray(sums[0] + sums[1 + i]), Xj)
+                np.testing.assert_allclose(inner.loc_mean[i], mean, atol=1e-9)
+                np.testing.assert_allclose(inner.loc_var[i], var, atol=1e-9)
+        assert 1 <= syncs < T and most_new > 2   # with block = 2 a synchronisation takes several blocks
+        assert local_repeat > 1                  # a client met one of its candidates again before a sync
+        mean, _, V = krr.repeated_points_factor(kern, kp, 0.2, Xj, jnp.asarray(counts[0]), jnp.asarray(sums[0]), Xj)
+        np.testing.assert_allclose(inner.mean_g, mean, atol=1e-9)
+        np.testing.assert_allclose(inner.cov_g, kern.fn(Xj, Xj, kp) - V.T @ V, atol=1e-9)
+        assert int(inner.n) == counts[0].sum() and counts[0].max() > 1   # repeated candidates were pooled

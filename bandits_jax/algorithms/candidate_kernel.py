@@ -4,62 +4,72 @@ The same algorithm as `dis_kernel` with mechanics="duets" (that module's docstri
 acts at every step, any client's elapsed * log-det ratio > threshold synchronises everyone, the
 unscaled variance, first-index ties, a uniform first arm, communication in the DUETS paper's units);
 only the storage differs. On a finite candidate set C [M, d] every number the UCB needs lives on
-C, so the cost is bounded by the M candidates, not by the N T points seen:
+C, so the cost is bounded by the M candidates, not by the N T points seen.
 
-Pooled data G of the last synchronisation: counts and reward sums per candidate ([M] each). With U
-the candidates seen (at most R = min(M, N T), padded with count 0) and kernels.krr's push-through
-form A = lam I + D K_UU D = L L^T, D = diag(sqrt(counts_U)), the pooled model over C is
+Pooled data G of the last synchronisation: the Gaussian-process posterior over the candidates with
+noise variance lam, its mean mean_G [M] and covariance Sigma_G [M, M] (prior: 0 and k(C, C)). A
+synchronisation folds in the clients' new points by candidate: with P the distinct candidates among
+them, c [|P|] their new counts and s their reward sums, D = diag(sqrt(c)) and A = lam I + D Sigma_G[P, P] D
+= L L^T (c points at one candidate are one observation of s / c with noise lam / c),
 
-    V = L^{-1} D K_UC  [R, M],  mean_G, var_G [M]  (krr.repeated_points_factor),
-    Sigma_G(C, a) = k(C, a) - V^T V[:, a]          (posterior covariance with candidate a),
+    W = L^{-1} D Sigma_G[P, :],   mean_G += W^T L^{-1} (s / sqrt(c) - D mean_G[P]),   Sigma_G -= W^T W,
 
-recomputed at every synchronisation, O(R^3 + M R^2) (a `base.batch_cond` with gather=1: in a
-batch of runs only those that synchronise compute it, one after another).
+in blocks of `POOL_BLOCK` candidates (padding slots have c = 0 and drop out), as many blocks as P
+needs: O(|P| M^2), set by the distinct points a synchronisation brings, not by N T. In a batch of runs
+only those that synchronise compute it, one after another (`base.batch_cond` with gather=1).
 
-Client i: its points since the synchronisation are absorbed one at a time by the Gaussian-process
-update with noise variance lam. For a point at candidate a with reward y:
+Client i: its points since the synchronisation sit on P_i, at most B = buffer_capacity distinct
+candidates (slot k: candidate ids_i[k], count and reward sum), and its model is the pooled one updated
+by them. Its posterior covariance is Sigma_G - S_i^T Q_i S_i with S_i = Sigma_G[ids_i, :] [B, M] and
+Q_i [B, B] (zero on unused slots), and a point at candidate a (slot j, appended if new) with reward y
+is absorbed by the Gaussian-process update with noise variance lam:
 
-    u = Sigma_G(C, a) - W_i^T W_i[:, a],   h = lam + u[a],
-    mean_i += u (y - mean_i[a]) / h,   var_i -= u^2 / h,   W_i[j] = u / sqrt(h),   logdet_i += log(h / lam)
+    g = Sigma_G[ids_i, a],   z = e_j - Q_i g,   u = S_i^T z   (= Sigma_i[:, a]),   h = lam + u[a],
+    mean_i += u (y - mean_i[a]) / h,   var_i -= u^2 / h,   Q_i += z z^T / h,   logdet_i += log(h / lam)
 
-(W_i [B, M], row j for its j-th point), O(M (R + B)) a point: the numbers of the rows storage
-(one inverse-Cholesky row per point, the log-det ratio from its diagonal) to rounding. A client
-with more than B = buffer_capacity points since the last synchronisation is the error ERR_BUFFER.
+O(M |P_i|) a point (the rows of Sigma_G at its candidates, SLOT_CHUNK at a time), however many points
+the client has seen since the synchronisation and whatever its capacity: the numbers of the rows storage (one inverse-Cholesky row per point, the log-det ratio
+from its diagonal) to rounding, and Q_i only grows by positive terms. A client with more than B distinct
+candidates since the last synchronisation is the error ERR_BUFFER.
 """
 from __future__ import annotations
 
-from functools import partial
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax import lax
 
 from ..core import ConfigError, EnvSpec, Sizes
-from ..kernels import krr
 from .base import argmax_or_uniform, batch_cond, float_dtype
 from .dis_kernel import ERR_BUFFER, duets_report, duets_trigger
 from .kernel import kernel_args
 
+POOL_BLOCK = 32  # candidates folded into the pooled posterior per pass over Sigma_G
+SLOT_CHUNK = 8   # a client's slots read per pass (`combine_rows`)
+
 
 class CandidateDisState(NamedTuple):
-    """State of one run (M candidates, R pooled distinct slots, N clients, B client rows).
+    """State of one run (M candidates, N clients, B slots a client holds: buffer_capacity rounded up).
 
-    candidates [M, d]. counts [M], sums [M], n: the pooled data (n points).
-    V [R, M]: the pooled model's factor over the candidates (module docstring).
-    loc_ids [N, B] int32, loc_y [N, B], loc_n [N]: each client's points since the last sync.
-    loc_W [N, B, M], loc_mean [N, M], loc_var [N, M], loc_logdet [N]: each client's model.
+    candidates [M, d]. n: the number of pooled points.
+    mean_g [M], cov_g [M, M]: the pooled posterior over the candidates (module docstring).
+    loc_ids [N, B] int32, loc_counts [N, B], loc_sums [N, B], loc_used [N] (slots in use), loc_n [N]
+    (points): each client's points since the last sync, by candidate.
+    loc_Q [N, B, B], loc_mean [N, M], loc_var [N, M], loc_logdet [N]: each client's model.
     elapsed: int32 steps since the last sync. num_syncs: int32.
     """
 
     candidates: jax.Array
-    counts: jax.Array
-    sums: jax.Array
     n: jax.Array
-    V: jax.Array
+    mean_g: jax.Array
+    cov_g: jax.Array
     loc_ids: jax.Array
-    loc_y: jax.Array
+    loc_counts: jax.Array
+    loc_sums: jax.Array
+    loc_used: jax.Array
     loc_n: jax.Array
-    loc_W: jax.Array
+    loc_Q: jax.Array
     loc_mean: jax.Array
     loc_var: jax.Array
     loc_logdet: jax.Array
@@ -69,21 +79,21 @@ class CandidateDisState(NamedTuple):
 
 # ------------------------------------------------------------------------------ init
 def init(config, key, spec: EnvSpec, params, sizes: Sizes, public=None) -> CandidateDisState:
-    """No data: the prior over the candidates; R = min(M, N T) pooled slots, B = buffer_capacity."""
+    """No data: the prior over the candidates; B = buffer_capacity slots (rounded up to SLOT_CHUNK)."""
     del key, sizes
     if public is None or "candidates" not in public:
         raise ConfigError("DisKernelUCB: storage='candidates' needs a problem with a public candidate set")
     dtype = float_dtype()
     X = public["candidates"].astype(dtype)
     M = X.shape[0]
-    N, B, R = spec.num_agents, config.buffer_capacity, min(M, spec.num_agents * spec.horizon)
-    prior_var = config.kernel.diag(X, kernel_args(config.kernel, params, dtype))
-    zeros = jnp.zeros((M,), dtype)
+    N, B = spec.num_agents, -(-config.buffer_capacity // SLOT_CHUNK) * SLOT_CHUNK
+    prior = config.kernel.fn(X, X, kernel_args(config.kernel, params, dtype))
+    slots = jnp.zeros((N, B), dtype)
     return CandidateDisState(
-        candidates=X, counts=zeros, sums=zeros, n=jnp.zeros((), jnp.int32), V=jnp.zeros((R, M), dtype),
-        loc_ids=jnp.zeros((N, B), jnp.int32), loc_y=jnp.zeros((N, B), dtype),
-        loc_n=jnp.zeros((N,), jnp.int32), loc_W=jnp.zeros((N, B, M), dtype),
-        loc_mean=jnp.zeros((N, M), dtype), loc_var=jnp.broadcast_to(prior_var, (N, M)),
+        candidates=X, n=jnp.zeros((), jnp.int32), mean_g=jnp.zeros((M,), dtype), cov_g=prior,
+        loc_ids=jnp.zeros((N, B), jnp.int32), loc_counts=slots, loc_sums=slots,
+        loc_used=jnp.zeros((N,), jnp.int32), loc_n=jnp.zeros((N,), jnp.int32), loc_Q=jnp.zeros((N, B, B), dtype),
+        loc_mean=jnp.zeros((N, M), dtype), loc_var=jnp.broadcast_to(jnp.diagonal(prior), (N, M)),
         loc_logdet=jnp.zeros((N,), dtype), elapsed=jnp.zeros((), jnp.int32), num_syncs=jnp.zeros((), jnp.int32))
 
 
@@ -93,7 +103,7 @@ def select(config, params, state: CandidateDisState, step, key):
     del config
     var = jnp.maximum(state.loc_var, 0.0)
     scores = state.loc_mean + params["alpha"] * jnp.sqrt(var)
-    actions = argmax_or_uniform(key, scores, (state.n + state.loc_n) == 0, state.sums.dtype)
+    actions = argmax_or_uniform(key, scores, (state.n + state.loc_n) == 0, state.mean_g.dtype)
     return actions, {"mean": state.loc_mean, "var": var, "scores": scores}
 
 
@@ -101,74 +111,99 @@ def select(config, params, state: CandidateDisState, step, key):
 def update(config, params, state: CandidateDisState, step, actions, rewards, aux, key):
     """Every active client absorbs its point; any client's trigger synchronises everyone."""
     del aux, key
-    dtype = state.sums.dtype
+    dtype = state.mean_g.dtype
     active = step.active
-    N, B = state.loc_ids.shape
+    N = state.loc_ids.shape[0]
     d = state.candidates.shape[1]
-    kp = kernel_args(config.kernel, params, dtype)
-    room = state.loc_n < B
-    cols = pooled_columns(config.kernel, kp, state, actions)                        # [N, M]
-    W, mean, var, logdet, ids, ys = jax.vmap(absorb, in_axes=(None,) + (0,) * 11)(
-        params["lam"], active & room, cols, actions, jnp.asarray(rewards, dtype), state.loc_W, state.loc_mean,
-        state.loc_var, state.loc_logdet, state.loc_n, state.loc_ids, state.loc_y)
+    ok, ids, counts, sums, used, Q, mean, var, logdet = jax.vmap(absorb, in_axes=(None,) * 3 + (0,) * 11)(
+        params["lam"], config.buffer_capacity, state.cov_g, active, actions, jnp.asarray(rewards, dtype), state.loc_ids, state.loc_counts,
+        state.loc_sums, state.loc_used, state.loc_Q, state.loc_mean, state.loc_var, state.loc_logdet)
     elapsed = state.elapsed + 1
-    loc_n = state.loc_n + (active & room).astype(jnp.int32)
+    loc_n = state.loc_n + ok.astype(jnp.int32)
     trigger = duets_trigger(config, params, active, elapsed, loc_n, logdet)
     moved = jnp.where(trigger, jnp.sum(loc_n), 0)
-    counts, sums, n, V, mean_g, var_g = batch_cond(
-        trigger, partial(pool, config.kernel), no_pool,
-        ((state.counts, state.sums, state.n, state.V), state.candidates, ids, ys, loc_n, params["lam"], kp), gather=1)
+    n, mean_g, cov_g = batch_cond(trigger, pool, lambda operand: operand[0],
+                                  ((state.n, state.mean_g, state.cov_g), ids, counts, sums, params["lam"]), gather=1)
+    n = n + moved.astype(n.dtype)
     restart = lambda own, shared: jnp.where(trigger, shared, own)  # noqa: E731
     state = state._replace(
-        counts=counts, sums=sums, n=n, V=V, loc_ids=ids, loc_y=ys,
-        loc_n=restart(loc_n, 0), loc_W=W, loc_mean=restart(mean, mean_g[None, :]),
-        loc_var=restart(var, var_g[None, :]), loc_logdet=restart(logdet, 0.0), elapsed=restart(elapsed, 0),
+        n=n, mean_g=mean_g, cov_g=cov_g, loc_ids=ids, loc_counts=restart(counts, 0.0), loc_sums=restart(sums, 0.0),
+        loc_used=restart(used, 0), loc_n=restart(loc_n, 0), loc_Q=restart(Q, 0.0),
+        loc_mean=restart(mean, mean_g[None, :]), loc_var=restart(var, jnp.diagonal(cov_g)[None, :]),
+        loc_logdet=restart(logdet, 0.0), elapsed=restart(elapsed, 0),
         num_syncs=state.num_syncs + trigger.astype(jnp.int32))
-    errors = jnp.where(jnp.any(active & ~room), ERR_BUFFER, 0)
+    errors = jnp.where(jnp.any(active & ~ok), ERR_BUFFER, 0)
     return state, duets_report(dtype, d, N, moved, trigger, errors, logdet, state.n, state.num_syncs)
 
 
-def pool(kern, operand):
-    """The synchronisation's pooled part: every client's points join the pooled counts and the pooled
-    model over the candidates is recomputed. operand: ((counts, sums, n, V), candidates, loc_ids [N, B],
-    loc_y [N, B], loc_n [N], lam, kernel params); returns (counts, sums, n, V, mean [M], var [M]), the
-    mean and variance the clients restart from."""
-    (counts, sums, n, V), X, loc_ids, loc_y, loc_n, lam, kp = operand
-    B = loc_ids.shape[1]
-    R = V.shape[0]
-    live = jnp.arange(B)[None, :] < loc_n[:, None]
-    counts = counts.at[loc_ids].add(live.astype(sums.dtype))
-    sums = sums.at[loc_ids].add(jnp.where(live, loc_y, 0.0))
-    ids = jnp.nonzero(counts > 0, size=R, fill_value=0)[0]
-    seen = jnp.arange(R) < jnp.sum(counts > 0)
-    mean, var, V = krr.repeated_points_factor(kern, kp, lam, X[ids], jnp.where(seen, counts[ids], 0.0),
-                                              jnp.where(seen, sums[ids], 0.0), X)
-    return counts, sums, n + jnp.sum(loc_n).astype(n.dtype), V, mean, var
+def pool(operand):
+    """The synchronisation's pooled part: every client's new points folded into the pooled posterior by
+    candidate (module docstring). operand: ((n, mean_g [M], cov_g [M, M]), loc_ids [N, B],
+    loc_counts [N, B], loc_sums [N, B] (unused slots count 0), lam); returns (n, the new mean_g, cov_g)."""
+    (n, mean, cov), loc_ids, loc_counts, loc_sums, lam = operand
+    M = mean.shape[0]
+    counts = jnp.zeros((M,), mean.dtype).at[loc_ids].add(loc_counts)
+    sums = jnp.zeros((M,), mean.dtype).at[loc_ids].add(loc_sums)
+    slots = -(-min(M, loc_ids.size) // POOL_BLOCK) * POOL_BLOCK
+    new = jnp.sum(counts > 0)
+    ids = jnp.nonzero(counts > 0, size=slots, fill_value=0)[0]
+    c = jnp.where(jnp.arange(slots) < new, counts[ids], 0.0)
 
+    def fold(carry):
+        j, mean, cov = carry
+        block = lax.dynamic_slice(ids, (j * POOL_BLOCK,), (POOL_BLOCK,))
+        cb = lax.dynamic_slice(c, (j * POOL_BLOCK,), (POOL_BLOCK,))
+        mean, cov = fold_block(lam, block, cb, sums[block], mean, cov)
+        return j + 1, mean, cov
 
-def no_pool(operand):
-    """The step without a synchronisation: the pooled part unchanged (zeros where `pool` gives the
-    restart mean and variance, which only a synchronising run reads)."""
-    (counts, sums, n, V), X = operand[:2]
-    zeros = jnp.zeros((X.shape[0],), sums.dtype)
-    return counts, sums, n, V, zeros, zeros
+    _, mean, cov = lax.while_loop(lambda carry: carry[0] * POOL_BLOCK < new, fold,
+                                  (jnp.zeros((), jnp.int32), mean, cov))
+    return n, mean, cov
 
 
 # ------------------------------------------------------------------------------ helpers
-def pooled_columns(kern, kp, state: CandidateDisState, ids):
-    """Sigma_G(C, a) for each a in ids[N]: [N, M], O(N M R)."""
-    return kern.fn(state.candidates[ids], state.candidates, kp) - (state.V[:, ids].T @ state.V)
+def fold_block(lam, ids, counts, sums, mean, cov):
+    """The posterior (mean [M], cov [M, M]) after counts[b] observations with reward sums[b] at the
+    distinct candidates ids[b] (a count of 0 drops its slot out); O(b M^2)."""
+    sq = jnp.sqrt(counts)
+    rows = cov[ids]                                                                    # [b, M]
+    A = lam * jnp.eye(ids.shape[0], dtype=cov.dtype) + sq[:, None] * rows[:, ids] * sq[None, :]
+    L = jnp.linalg.cholesky(A)
+    W = jax.scipy.linalg.solve_triangular(L, sq[:, None] * rows, lower=True)
+    resid = jnp.where(counts > 0, sums / jnp.where(counts > 0, sq, 1.0), 0.0) - sq * mean[ids]
+    w = jax.scipy.linalg.solve_triangular(L, resid, lower=True)
+    return mean + W.T @ w, cov - W.T @ W
 
 
-def absorb(lam, ok, col, a, y, W, mean, var, logdet, n, ids, ys):
-    """One client absorbs the point (candidate a, reward y) when ok, col = Sigma_G(C, a) [M] (module
-    docstring). W [B, M] (rows >= n are stale and ignored), mean [M], var [M], logdet, n (its points
-    so far), ids [B], ys [B]. Returns the new (W, mean, var, logdet, ids, ys)."""
-    live = jnp.arange(W.shape[0]) < n
-    u = col - jnp.where(live, W[:, a], 0.0) @ W
+def absorb(lam, capacity, cov_g, active, a, y, ids, counts, sums, used, Q, mean, var, logdet):
+    """One client absorbs the point (candidate a, reward y) when active and it has a slot for a (module
+    docstring). cov_g [M, M] the pooled covariance; the client's ids, counts, sums [B'], used (slots in
+    use, at most capacity <= B'), Q [B', B'], mean [M], var [M], logdet. Returns (absorbed, ids,
+    counts, sums, used, Q, mean, var, logdet)."""
+    B = ids.shape[0]
+    have = (ids == a) & (jnp.arange(B) < used)
+    found = jnp.any(have)
+    ok = active & (found | (used < capacity))
+    slot = jnp.where(ok, jnp.where(found, jnp.argmax(have), used), B)  # an out-of-range slot writes nothing
+    ids = ids.at[slot].set(a, mode="drop")
+    used = used + (ok & ~found).astype(used.dtype)
+    z = jax.nn.one_hot(slot, B, dtype=Q.dtype) - Q @ cov_g[ids, a]
+    u = combine_rows(cov_g, ids, z, used)
     h = lam + u[a]
     gain = jnp.where(ok, u / h, 0.0)
-    slot = jnp.where(ok, n, W.shape[0])  # an out-of-range slot writes nothing
-    return (W.at[slot].set(u / jnp.sqrt(h), mode="drop"), mean + gain * (y - mean[a]), var - gain * u,
-            logdet + jnp.where(ok, jnp.log(h / lam), 0.0), ids.at[slot].set(a, mode="drop"),
-            ys.at[slot].set(y, mode="drop"))
+    return (ok, ids, counts.at[slot].add(1.0, mode="drop"), sums.at[slot].add(y, mode="drop"), used,
+            Q + jnp.where(ok, jnp.outer(z, z) / h, 0.0), mean + gain * (y - mean[a]), var - gain * u,
+            logdet + jnp.where(ok, jnp.log(h / lam), 0.0))
+
+
+def combine_rows(cov_g, ids, z, used):
+    """z @ cov_g[ids] over the first `used` slots only (z is zero beyond them), SLOT_CHUNK rows a pass:
+    the cost follows the slots in use, not the capacity. ids, z [B'] with B' a multiple of SLOT_CHUNK."""
+
+    def one_chunk(carry):
+        j, u = carry
+        rows = lax.dynamic_slice(ids, (j * SLOT_CHUNK,), (SLOT_CHUNK,))
+        return j + 1, u + lax.dynamic_slice(z, (j * SLOT_CHUNK,), (SLOT_CHUNK,)) @ cov_g[rows]
+
+    start = (jnp.zeros((), jnp.int32), jnp.zeros(cov_g.shape[:1], cov_g.dtype))
+    return lax.while_loop(lambda carry: carry[0] * SLOT_CHUNK < used, one_chunk, start)[1]

@@ -36,8 +36,8 @@ are recalled from Li et al. (NeurIPS 2022), not read from it; this module implem
         over clients), down = (d + 1) * (all new points) (one broadcast); the diagnostic comm_code is
         the authors' code's count, (d + 1) * (all new points).
   The pooled buffers then hold N points a step (`dis_rows`). On a public candidate set,
-  storage="candidates" keeps the same model as counts per candidate and the posterior over the
-  candidates instead (`candidate_kernel`), at a cost bounded by the candidates.
+  storage="candidates" keeps the same model as the posterior over the candidates and each client's
+  new points by distinct candidate instead (`candidate_kernel`), at a cost bounded by the candidates.
 
 OneKernelUCB: one exact KernelUCB on all clients' pooled data, every point absorbed at once.
 Communication (spec B1 [A]): each active step, up = d + 1, down = (N - 1)(d + 1), rounds = 1.
@@ -265,9 +265,10 @@ def dis_kernel_ucb(
     not-yet-synchronised data; overflow is the error ERR_BUFFER), mechanics ("async": Li et al.
     2023's environment, one active client a step; "duets": the DUETS paper's baseline, module
     docstring), storage ("rows": the points themselves, this module; "candidates": with
-    mechanics="duets" on a problem with a public candidate set, counts and reward sums per candidate
-    and the posterior over the candidates, `candidate_kernel`: the same numbers to rounding, at a
-    cost bounded by the number of candidates instead of the points seen).
+    mechanics="duets" on a problem with a public candidate set, the posterior over the candidates and
+    each client's new points by distinct candidate, `candidate_kernel`: the same numbers to rounding,
+    at a cost bounded by the number of candidates instead of the points seen; buffer_capacity then
+    counts a client's distinct candidates since the last synchronisation).
     """
     name = "DisKernelUCB"
     kern = resolve_kernel(name, kernel)

@@ -17,13 +17,17 @@ points and seeds in one compiled call per algorithm; the summary names the point
 regret. For the kernel UCB baselines beta multiplies their sigma (alpha in those modules).
 
 How each method is stored (all exact except the Nystrom parts): DisKernelUCB and N-KernelUCB
-(storage "candidates", algorithms.candidate_kernel) keep the pooled data as counts and reward sums per
-candidate with the posterior over the M candidates ([R, M] factor, R = min(M, N T) distinct points), and
-each agent's points since the last synchronisation as rank-one corrections ([B, M]; B = dis_buffer rows
-for DisKernelUCB, T for N-KernelUCB, which never synchronises), so their cost is bounded by the
-candidates, not by the N T points seen; Approx-DisKernelUCB the pooled history (N T rows) and a Nystrom
-dictionary of at most approx_dict_capacity points; DUETS only per-candidate counts and reward sums of the
-current epoch ([M] each), as its data are discarded at every epoch end.
+(storage "candidates", algorithms.candidate_kernel) keep the pooled data as the posterior mean and
+covariance over the M candidates ([M], [M, M]), into which a synchronisation folds the new points by
+distinct candidate, and each agent's points since the last synchronisation by distinct candidate
+(counts, reward sums and a [B, B] matrix that turns rows of the pooled covariance into its own), so
+their cost is bounded by the candidates, not by the N T points seen. B = min(T, dis_slots) for
+DisKernelUCB: at paper size T, which cannot overflow; at `large` an agent with more than dis_slots
+distinct candidates since its last synchronisation stops its run with an error that says to raise it.
+B = T for N-KernelUCB, which never synchronises (its agents can spread over hundreds of candidates).
+Approx-DisKernelUCB keeps the pooled history (N T rows) and a Nystrom dictionary of at most
+approx_dict_capacity points; DUETS only per-candidate counts and reward sums of the current epoch
+([M] each), as its data are discarded at every epoch end.
 """
 from __future__ import annotations
 
@@ -39,7 +43,7 @@ from .registry import Experiment, number_list, register
 DEFAULTS = {
     "num_agents": 10, "noise_std": 0.2, "num_candidates": 2000, "candidate_seed": 0, "lam": 0.2,
     "first_epoch": 2, "p0": 10.0, "dis_D": 10.0, "approx_D": 20.0, "q_bar": 4.0, "forced_sync": 10,
-    "approx_dict_capacity": 1024, "dis_buffer": 256, "beta": 1.0, "grid": True, "beta_grid": "0.2,0.5,1,2,5",
+    "approx_dict_capacity": 1024, "dis_slots": 64, "beta": 1.0, "grid": True, "beta_grid": "0.2,0.5,1,2,5",
 }
 PAPER = {"horizon": 50, "seeds": 5, "first_segment": 8}
 LARGE = {"horizon": 2000, "seeds": 100, "num_agents": 100, "first_segment": 128}
@@ -71,7 +75,7 @@ def algorithms(config, function: str) -> list:
         duets(T, config["first_epoch"], beta=config["beta"], p0=config["p0"], lam=lam, lengthscale=ls),
         on_candidates(dis_kernel_ucb("rbf", lam=lam, alpha=config["beta"], threshold=config["dis_D"],
                                      lengthscale=ls, mechanics="duets", storage="candidates",
-                                     buffer_capacity=min(T, config["dis_buffer"]))),
+                                     buffer_capacity=min(T, config["dis_slots"]))),
         on_candidates(approx_dis_kernel_ucb("rbf", lam=lam, alpha=config["beta"], q=config["q_bar"],
                                             threshold=config["approx_D"], lengthscale=ls, mechanics="duets",
                                             forced_sync=config["forced_sync"],
