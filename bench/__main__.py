@@ -45,6 +45,7 @@ from .harness import log
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "bench.json"
 MEMORY_SAFETY = 0.7  # use at most this fraction of MemAvailable
+MIN_MEMORY_SEEDS = 10  # the smallest measured S whose peak memory is extrapolated to a larger S
 MB = float(1 << 20)
 
 
@@ -149,7 +150,8 @@ def skip_reason(seeds: int, last: dict | None, model_state: float, budget: float
         if est > budget:
             return (f"skipped: est. run {est:.0f} s > budget {budget:.0f} s "
                     f"(x{scale:g} of S={last['seeds']})")
-        need = max(need, last["peak_bytes"] * scale)
+        if last["seeds"] >= MIN_MEMORY_SEEDS:  # below, the fixed cost (compiling, buffers) dominates its peak
+            need = max(need, last["peak_bytes"] * scale)
     if available and need > MEMORY_SAFETY * available:
         return (f"skipped: est. memory {need / MB:.0f} MB > {MEMORY_SAFETY:.0%} of "
                 f"{available / MB:.0f} MB available")

@@ -84,6 +84,11 @@ def test_skip_rule():
     assert skip_reason(100, last, 1e3, budget=300, available=1e12).startswith("skipped: est. run 400 s")
     assert skip_reason(50, last, 1e3, budget=300, available=1e12) is None
     assert "memory" in skip_reason(1000, None, 1e9, budget=300, available=1e12)
+    # the measured peak, scaled: from S = 100 (3.3 GB) to 1000 is 33 GB, over 70% of 24 GB; from S = 1
+    # the peak is mostly the fixed cost of compiling, and only the state model counts
+    big = dict(seeds=100, run_seconds=1.0, peak_bytes=3.3e9)
+    assert "est. memory 31471 MB" in skip_reason(1000, big, 0.0, budget=300, available=24e9)
+    assert skip_reason(1000, dict(big, seeds=1), 0.0, budget=3000, available=24e9) is None
 
 
 # ------------------------------------------------------------------------------ asynchronous section

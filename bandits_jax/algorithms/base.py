@@ -223,8 +223,9 @@ def _gathered(pred, vtrue, vfalse, operand, k: int, size: int):
         out = jax.tree_util.tree_map(lambda o, r: o.at[take].set(r, mode="drop"), out, vtrue(sub))
         return j + 1, out
 
-    _, out = lax.while_loop(lambda c: c[0] * k < count, one_pass, (jnp.zeros((), jnp.int32), vfalse(operand)))
-    return out
+    loop = lambda out: lax.while_loop(lambda c: c[0] * k < count, one_pass, (jnp.zeros((), jnp.int32), out))[1]  # noqa: E731
+    # no pass at all: skip the loop, whose carry would be a copy of the operand's batch (it reads both)
+    return lax.cond(count > 0, loop, lambda out: out, vfalse(operand))
 
 
 # ------------------------------------------------------------------------------ checks
