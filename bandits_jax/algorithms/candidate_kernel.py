@@ -28,8 +28,9 @@ is absorbed by the Gaussian-process update with noise variance lam:
     mean_i += u (y - mean_i[a]) / h,   var_i -= u^2 / h,   Q_i += z z^T / h,   logdet_i += log(h / lam)
 
 O(M |P_i|) a point (the rows of Sigma_G at its candidates, SLOT_CHUNK at a time), however many points
-the client has seen since the synchronisation and whatever its capacity: the numbers of the rows storage (one inverse-Cholesky row per point, the log-det ratio
-from its diagonal) to rounding, and Q_i only grows by positive terms. A client with more than B distinct
+the client has seen since the synchronisation and whatever its capacity: the numbers of the rows
+storage (one inverse-Cholesky row per point, the log-det ratio from its diagonal) to rounding, and Q_i
+only grows by positive terms. A client with more than B distinct
 candidates since the last synchronisation is the error ERR_BUFFER.
 """
 from __future__ import annotations
@@ -54,8 +55,8 @@ class CandidateDisState(NamedTuple):
 
     candidates [M, d]. n: the number of pooled points.
     mean_g [M], cov_g [M, M]: the pooled posterior over the candidates (module docstring).
-    loc_ids [N, B] int32, loc_counts [N, B], loc_sums [N, B], loc_used [N] (slots in use), loc_n [N]
-    (points): each client's points since the last sync, by candidate.
+    loc_ids [N, B] int32, loc_counts [N, B], loc_sums [N, B], loc_used [N] (slots in use): each
+    client's points since the last sync, by candidate (its number of points: the sum of its counts).
     loc_Q [N, B, B], loc_mean [N, M], loc_var [N, M], loc_logdet [N]: each client's model.
     elapsed: int32 steps since the last sync. num_syncs: int32.
     """
@@ -68,7 +69,6 @@ class CandidateDisState(NamedTuple):
     loc_counts: jax.Array
     loc_sums: jax.Array
     loc_used: jax.Array
-    loc_n: jax.Array
     loc_Q: jax.Array
     loc_mean: jax.Array
     loc_var: jax.Array
@@ -92,7 +92,7 @@ def init(config, key, spec: EnvSpec, params, sizes: Sizes, public=None) -> Candi
     return CandidateDisState(
         candidates=X, n=jnp.zeros((), jnp.int32), mean_g=jnp.zeros((M,), dtype), cov_g=prior,
         loc_ids=jnp.zeros((N, B), jnp.int32), loc_counts=slots, loc_sums=slots,
-        loc_used=jnp.zeros((N,), jnp.int32), loc_n=jnp.zeros((N,), jnp.int32), loc_Q=jnp.zeros((N, B, B), dtype),
+        loc_used=jnp.zeros((N,), jnp.int32), loc_Q=jnp.zeros((N, B, B), dtype),
         loc_mean=jnp.zeros((N, M), dtype), loc_var=jnp.broadcast_to(jnp.diagonal(prior), (N, M)),
         loc_logdet=jnp.zeros((N,), dtype), elapsed=jnp.zeros((), jnp.int32), num_syncs=jnp.zeros((), jnp.int32))
 
@@ -103,7 +103,8 @@ def select(config, params, state: CandidateDisState, step, key):
     del config
     var = jnp.maximum(state.loc_var, 0.0)
     scores = state.loc_mean + params["alpha"] * jnp.sqrt(var)
-    actions = argmax_or_uniform(key, scores, (state.n + state.loc_n) == 0, state.mean_g.dtype)
+    empty = (state.n == 0) & (jnp.sum(state.loc_counts, axis=1) == 0)
+    actions = argmax_or_uniform(key, scores, empty, state.mean_g.dtype)
     return actions, {"mean": state.loc_mean, "var": var, "scores": scores}
 
 
@@ -116,19 +117,20 @@ def update(config, params, state: CandidateDisState, step, actions, rewards, aux
     N = state.loc_ids.shape[0]
     d = state.candidates.shape[1]
     ok, ids, counts, sums, used, Q, mean, var, logdet = jax.vmap(absorb, in_axes=(None,) * 3 + (0,) * 11)(
-        params["lam"], config.buffer_capacity, state.cov_g, active, actions, jnp.asarray(rewards, dtype), state.loc_ids, state.loc_counts,
-        state.loc_sums, state.loc_used, state.loc_Q, state.loc_mean, state.loc_var, state.loc_logdet)
+        params["lam"], config.buffer_capacity, state.cov_g, active, actions, jnp.asarray(rewards, dtype),
+        state.loc_ids, state.loc_counts, state.loc_sums, state.loc_used, state.loc_Q, state.loc_mean, state.loc_var,
+        state.loc_logdet)
     elapsed = state.elapsed + 1
-    loc_n = state.loc_n + ok.astype(jnp.int32)
+    loc_n = jnp.sum(counts, axis=1).astype(jnp.int32)
     trigger = duets_trigger(config, params, active, elapsed, loc_n, logdet)
     moved = jnp.where(trigger, jnp.sum(loc_n), 0)
-    n, mean_g, cov_g = batch_cond(trigger, pool, lambda operand: operand[0],
-                                  ((state.n, state.mean_g, state.cov_g), ids, counts, sums, params["lam"]), gather=1)
-    n = n + moved.astype(n.dtype)
+    mean_g, cov_g = batch_cond(trigger, pool, lambda operand: operand[0],
+                               ((state.mean_g, state.cov_g), ids, counts, sums, params["lam"]), gather=1)
+    n = state.n + moved.astype(state.n.dtype)
     restart = lambda own, shared: jnp.where(trigger, shared, own)  # noqa: E731
     state = state._replace(
         n=n, mean_g=mean_g, cov_g=cov_g, loc_ids=ids, loc_counts=restart(counts, 0.0), loc_sums=restart(sums, 0.0),
-        loc_used=restart(used, 0), loc_n=restart(loc_n, 0), loc_Q=restart(Q, 0.0),
+        loc_used=restart(used, 0), loc_Q=restart(Q, 0.0),
         loc_mean=restart(mean, mean_g[None, :]), loc_var=restart(var, jnp.diagonal(cov_g)[None, :]),
         loc_logdet=restart(logdet, 0.0), elapsed=restart(elapsed, 0),
         num_syncs=state.num_syncs + trigger.astype(jnp.int32))
@@ -138,9 +140,9 @@ def update(config, params, state: CandidateDisState, step, actions, rewards, aux
 
 def pool(operand):
     """The synchronisation's pooled part: every client's new points folded into the pooled posterior by
-    candidate (module docstring). operand: ((n, mean_g [M], cov_g [M, M]), loc_ids [N, B],
-    loc_counts [N, B], loc_sums [N, B] (unused slots count 0), lam); returns (n, the new mean_g, cov_g)."""
-    (n, mean, cov), loc_ids, loc_counts, loc_sums, lam = operand
+    candidate (module docstring). operand: ((mean_g [M], cov_g [M, M]), loc_ids [N, B],
+    loc_counts [N, B], loc_sums [N, B] (unused slots count 0), lam); returns the new (mean_g, cov_g)."""
+    (mean, cov), loc_ids, loc_counts, loc_sums, lam = operand
     M = mean.shape[0]
     counts = jnp.zeros((M,), mean.dtype).at[loc_ids].add(loc_counts)
     sums = jnp.zeros((M,), mean.dtype).at[loc_ids].add(loc_sums)
@@ -158,7 +160,7 @@ def pool(operand):
 
     _, mean, cov = lax.while_loop(lambda carry: carry[0] * POOL_BLOCK < new, fold,
                                   (jnp.zeros((), jnp.int32), mean, cov))
-    return n, mean, cov
+    return mean, cov
 
 
 # ------------------------------------------------------------------------------ helpers
