@@ -19,7 +19,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("list", help="list the experiments, one per line")
     run = sub.add_parser("run", help="run (or resume) an experiment")
     run.add_argument("name")
-    run.add_argument("--size", default="paper", help="smoke or paper (default: paper)")
+    run.add_argument("--size", default="paper", help="smoke, paper or large where the experiment has it (default: paper)")
     run.add_argument("--seeds", type=int, help="number of seeds S (runs seeds F..F+S-1)")
     run.add_argument("--first-seed", type=int, help="first seed F")
     run.add_argument("--horizon", type=int, help="number of steps T")

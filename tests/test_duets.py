@@ -227,21 +227,28 @@ def test_dis_kernel_ucb_duets_matches_reference(name, D, storage):
     assert 1 <= syncs.sum() < T                   # it synchronised, and not at every step
 
 
-@pytest.mark.parametrize("name,D,forced", [("branin", 20.0, 10), ("h2", 3.0, -1)])
-def test_approx_dis_kernel_ucb_duets_matches_reference(name, D, forced):
-    """Approx-DisKernelUCB with mechanics='duets': the same arms, synchronisations and communication
-    as the spec's loop (own-model trigger, forced first sync, q-bar re-sampling, first-index ties)."""
+@pytest.mark.parametrize("storage", ["rows", "candidates"])
+@pytest.mark.parametrize("name,D,forced,q", [("branin", 20.0, 10, 4.0), ("h2", 3.0, -1, 4.0), ("h1", 2.0, 3, 1.0)])
+def test_approx_dis_kernel_ucb_duets_matches_reference(name, D, forced, q, storage):
+    """Approx-DisKernelUCB with mechanics='duets', in both storages: the same arms, synchronisations and
+    communication as the spec's loop (own-model trigger, forced first sync, q-bar re-sampling, first-index
+    ties); storage 'candidates' with the loop's re-sampling drawn per (agent, candidate)."""
     N, T, M = 3, 16, 120
     ls = FUNCTIONS[name][3]
     with jax.enable_x64(True):
-        alg = on_candidates(approx_dis_kernel_ucb("rbf", lam=0.2, alpha=1.0, q=4.0, threshold=D, lengthscale=ls,
-                                                  mechanics="duets", forced_sync=forced, dict_capacity=256))
+        alg = on_candidates(approx_dis_kernel_ucb("rbf", lam=0.2, alpha=1.0, q=q, threshold=D, lengthscale=ls,
+                                                  mechanics="duets", forced_sync=forced, dict_capacity=256,
+                                                  storage=storage, buffer_capacity=T))
         actions, reports, eps, f, X, keys = drive(alg, name, N, T, M, seed=2)
         u_uniform = np.stack([agent_uniforms(k, N) for k in keys])
-        u_incl = np.array([[[float(jax.random.uniform(jax.random.fold_in(keys[t], s * N + n), (), jnp.float64))
-                             for s in range(T)] for n in range(N)] for t in range(T)])
+        if storage == "candidates":
+            u_incl = np.stack([np.asarray(jax.random.uniform(k, (N, M), jnp.float64)) for k in keys])
+        else:
+            u_incl = np.array([[[float(jax.random.uniform(jax.random.fold_in(keys[t], s * N + n), (), jnp.float64))
+                                 for s in range(T)] for n in range(N)] for t in range(T)])
     out = ref.approx_dis_kernel_ucb_np(X, f, eps, u_uniform, u_incl, beta=1.0, lam=0.2, lengthscale=ls,
-                                       noise_std=0.2, D=D, q_bar=4.0, forced_first_sync=None if forced < 0 else forced)
+                                       noise_std=0.2, D=D, q_bar=q, forced_first_sync=None if forced < 0 else forced,
+                                       per_candidate=storage == "candidates")
     syncs = np.array([float(r.rounds) for r in reports])
     np.testing.assert_array_equal(syncs, out["syncs"])
     np.testing.assert_array_equal(actions, out["actions"])
@@ -360,3 +367,58 @@ def test_candidate_storage_errors_and_client_model(block, monkeypatch, request):
         np.testing.assert_allclose(inner.mean_g, mean, atol=1e-9)
         np.testing.assert_allclose(inner.cov_g, kern.fn(Xj, Xj, kp) - V.T @ V, atol=1e-9)
         assert int(inner.n) == counts[0].sum() and counts[0].max() > 1   # repeated candidates were pooled
+
+
+def test_approx_candidate_storage_keeps_and_errors():
+    """storage='candidates' of Approx-DisKernelUCB: an owner keeps a candidate with the probability that
+    at least one of its points there survives a draw per point, 1 - (1 - p)^count (frequencies of 4e5
+    draws against per-point draws, within 5 standard errors); refused outside mechanics='duets'; a client
+    past buffer_capacity distinct candidates reports ERR_SLOTS."""
+    from bandits_jax.algorithms.approx_dis_kernel import ERR_SLOTS
+    from bandits_jax.algorithms.candidate_approx import owner_keeps
+
+    prob = jnp.array([0.0, 0.1, 0.1, 0.3, 0.3, 1.0])
+    counts = jnp.array([[3.0, 1.0, 4.0, 0.0, 2.0, 1.0]])
+    S = 400_000
+    u = jax.random.uniform(jax.random.PRNGKey(0), (S, 1, 6))
+    freq = np.asarray(jnp.mean(jax.vmap(lambda v: owner_keeps(prob, counts, v))(u), axis=0))[0]
+    per_point = np.random.default_rng(0).random((S, 6, 4)) < np.asarray(prob)[None, :, None]
+    law = np.mean(np.any(per_point & (np.arange(4) < np.asarray(counts[0])[:, None]), axis=-1), axis=0)
+    np.testing.assert_allclose(freq, law, atol=5 * np.sqrt(0.25 / S) * 2)
+    np.testing.assert_allclose(freq, [0.0, 0.1, 1 - 0.9 ** 4, 0.0, 1 - 0.7 ** 2, 1.0], atol=5e-3)
+
+    with pytest.raises(ConfigError, match="mechanics='duets'"):
+        approx_dis_kernel_ucb(storage="candidates")
+    N, T, M = 3, 8, 60
+    with jax.enable_x64(True):
+        alg = on_candidates(approx_dis_kernel_ucb("rbf", lam=0.2, threshold=1e300, lengthscale=0.2,
+                                                  mechanics="duets", storage="candidates", buffer_capacity=5))
+        reports = drive(alg, "branin", N, T, M, seed=3)[1]
+    assert [int(r.errors) & ERR_SLOTS for r in reports] == [0] * 5 + [ERR_SLOTS] * 3
+
+
+@pytest.mark.parametrize("which", ["N-KernelUCB", "Approx-DisKernelUCB"])
+def test_candidate_slots_grow_by_demand(which):
+    """Candidate storage sizes its client slots by demand: a run started with room for 8 slots, which
+    its agents outgrow (with buffer_capacity = 8 the same run reports the overflow error), grows them
+    segment by segment and gives the same regret and communication as a run with every slot from the
+    start."""
+    N, T, M = 3, 30, 100
+    prob = candidate_problem("branin", N, T, num_candidates=M)
+    common = dict(lam=0.2, alpha=5.0, lengthscale=0.2, mechanics="duets", storage="candidates")
+
+    def run(capacity, first):
+        if which == "Approx-DisKernelUCB":
+            alg = approx_dis_kernel_ucb("rbf", threshold=12.0, forced_sync=-1, buffer_capacity=capacity, **common)
+        else:
+            alg = dis_kernel_ucb("rbf", threshold=1e300,
+                                 buffer_capacity=capacity, **common)
+        return runner.run_batch(prob, on_candidates(alg), [0, 1], first_segment=first, stop_on_error=False)
+
+    with jax.enable_x64(True):
+        grown, whole, small = run(T, 2), run(T, T), run(8, 2)
+    assert grown.errors.tolist() == [0, 0] and np.all(small.errors != 0)
+    np.testing.assert_array_equal(grown.regret, whole.regret)
+    np.testing.assert_array_equal(grown.comm_up, whole.comm_up)
+    np.testing.assert_array_equal(grown.rounds, whole.rounds)
+    assert grown.rounds.sum() >= (which != "N-KernelUCB")

@@ -109,6 +109,9 @@ from .base import (ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, active_index, argmax_
 NAME = "Approx-DisKernelUCB"
 ERR_DICT = 1
 ERR_HISTORY = 2
+ERR_SLOTS = 4
+SLOTS_MESSAGE = ("a client held more than buffer_capacity distinct candidates since the last synchronisation; "
+                 "raise buffer_capacity")
 ERRORS = {
     ERR_DICT: "the re-sampled dictionary outgrew dict_capacity; raise dict_capacity",
     ERR_HISTORY: "the history outgrew its rows; give init rows for the whole horizon",
@@ -118,12 +121,14 @@ PARAMS = {"lam": Param(1.0, "positive"), "alpha": Param(1.0, "nonnegative"), "q"
           "threshold": Param(1.0, "nonnegative"), "lengthscale": Param(1.0, "positive")}
 TRIGGER_COUNTS = ("client", "elapsed")
 MECHANICS = ("async", "duets")
+STORAGES = ("rows", "candidates")
 SYNC_GATHER = 1  # batch_cond: the runs that synchronise compute the sync, one at a time (module docstring)
 
 
 class ApproxDisKernelConfig(NamedTuple):
     """Static options: the kernel, trigger_count, dict_capacity (M), the near-duplicate cut, the
-    mechanics ("async" or "duets") and the forced first sync step (-1: none; "duets" only)."""
+    mechanics ("async" or "duets"), the forced first sync step (-1: none; "duets" only) and, with
+    storage "candidates", a client's slots (buffer_capacity distinct candidates)."""
 
     kernel: Kernel
     trigger_count: str
@@ -131,6 +136,7 @@ class ApproxDisKernelConfig(NamedTuple):
     eig_tol: float
     mechanics: str = "async"
     forced_sync: int = -1
+    buffer_capacity: int = 64
 
 
 class ApproxDisKernelState(NamedTuple):
@@ -310,7 +316,7 @@ def synchronise(config: ApproxDisKernelConfig, operand):
     keep = nystrom.include_draws(nystrom.leverage_probability(var_g, params["q"]), rls_uniforms(key, C, dtype), valid)
     kept = jnp.sum(keep, dtype=jnp.int32)
     # (b) the new dictionary: kept points in arrival order, (near-)duplicates dropped
-    dict_X, dict_n, Linv, over = resampled_dictionary(config, state, keep, p)
+    dict_X, dict_n, Linv, over = resampled_dictionary(config, state.hist_X, keep, state.dict_X.shape[0], p)
     # (c)-(d) re-embed the whole (pooled) history, sum, broadcast
     Z = nystrom.embed_chol(config.kernel.fn, state.hist_X, dict_X, dict_n, Linv, p)
     A, b = nystrom.embedded_stats(Z, state.hist_y, valid)
@@ -345,20 +351,21 @@ def quiet(operand):
     return state, zero, zero, jnp.zeros((), jnp.int32), jnp.zeros((), bool)
 
 
-def resampled_dictionary(config: ApproxDisKernelConfig, state: ApproxDisKernelState, keep, p):
-    """(dict_X, dict_n, Linv, overflow): the kept history rows (keep[C]) appended in arrival order to
-    an empty dictionary, its inverse Cholesky factor grown one point at a time, O(M^2) per kept
-    point (no M x M factorisation)."""
+def resampled_dictionary(config: ApproxDisKernelConfig, points, keep, M: int, p):
+    """(dict_X [M, d], dict_n, Linv [M, M], overflow): the kept rows of points[C, d] (keep[C]) appended
+    in order to an empty dictionary of M rows, its inverse Cholesky factor grown one point at a time,
+    O(M^2) per kept point (no M x M factorisation)."""
     C = keep.shape[0]
-    order = jnp.nonzero(keep, size=C, fill_value=0)[0]  # kept history rows, arrival order
+    order = jnp.nonzero(keep, size=C, fill_value=0)[0]  # kept rows, in order
 
     def append(j, carry):
         pts, n, Linv, over = carry
-        pts, n, Linv, _, o = nystrom.chol_dictionary_append(config.kernel.fn, pts, n, Linv, state.hist_X[order[j]],
+        pts, n, Linv, _, o = nystrom.chol_dictionary_append(config.kernel.fn, pts, n, Linv, points[order[j]],
                                                             True, p, config.eig_tol)
         return pts, n, Linv, over | o
 
-    empty = (jnp.zeros_like(state.dict_X), jnp.zeros((), jnp.int32), jnp.zeros_like(state.Linv), jnp.zeros((), bool))
+    empty = (jnp.zeros((M, points.shape[1]), points.dtype), jnp.zeros((), jnp.int32),
+             jnp.zeros((M, M), points.dtype), jnp.zeros((), bool))
     return lax.fori_loop(0, jnp.sum(keep.astype(jnp.int32)), append, empty)
 
 
@@ -434,6 +441,8 @@ def approx_dis_kernel_ucb(
     eig_tol: float = 1e-10,
     mechanics: str = "async",
     forced_sync: int = -1,
+    storage: str = "rows",
+    buffer_capacity: int = 64,
     **kw,
 ) -> Algorithm:
     """Approx-DisKernelUCB (module docstring).
@@ -442,16 +451,34 @@ def approx_dis_kernel_ucb(
     Static: trigger_count ("client" or "elapsed"), dict_capacity (M; overflow is an error),
     eig_tol (near-duplicate cut: a kept point whose Schur complement against the dictionary is
     <= eig_tol k(x,x) is not added), mechanics ("async": Li et al. 2023's environment; "duets": the
-    DUETS paper's baseline, module docstring) and forced_sync (with "duets": the step of a forced
-    first synchronisation, -1 for none).
+    DUETS paper's baseline, module docstring), forced_sync (with "duets": the step of a forced
+    first synchronisation, -1 for none), storage ("rows": the history itself, this module;
+    "candidates": with mechanics="duets" on a problem with a public candidate set, counts and sums per
+    candidate, `candidate_approx`: the same model at a cost bounded by the candidates, the re-sampling
+    drawn per (client, candidate) instead of per point) and buffer_capacity (storage "candidates": the
+    distinct candidates a client may hold between synchronisations; more is the error ERR_SLOTS).
     """
     kern = resolve_kernel(NAME, kernel)
     if isinstance(forced_sync, bool) or not isinstance(forced_sync, int) or forced_sync < -1:
         raise ConfigError(f"{NAME}: forced_sync must be a step index >= 0, or -1 for none; got {forced_sync!r}")
     config = ApproxDisKernelConfig(kern, check_static(NAME, "trigger_count", trigger_count, TRIGGER_COUNTS),
                                    check_capacity(NAME, "dict_capacity", dict_capacity), eig_tol,
-                                   check_static(NAME, "mechanics", mechanics, MECHANICS), forced_sync)
+                                   check_static(NAME, "mechanics", mechanics, MECHANICS), forced_sync,
+                                   check_capacity(NAME, "buffer_capacity", buffer_capacity))
     given = dict(lam=lam, alpha=alpha, q=q, threshold=threshold, lengthscale=lengthscale, **kw)
+    if check_static(NAME, "storage", storage, STORAGES) == "candidates":
+        if mechanics != "duets":
+            raise ConfigError(f"{NAME}: storage='candidates' needs mechanics='duets' (a public candidate set "
+                              f"every client scores), got mechanics={mechanics!r}")
+        from . import candidate_approx as cand  # it builds on this module's pieces
+        from .candidate_kernel import slot_sizing
+
+        return Algorithm(NAME, declare_params(NAME, PARAMS, given), partial(cand.init, config),
+                         partial(cand.select, config), partial(cand.update, config),
+                         slot_sizing(config, ERR_SLOTS),
+                         {ERR_DICT: ERRORS[ERR_DICT], ERR_SLOTS: SLOTS_MESSAGE},
+                         f"Approx-DisKernelUCB ({kern.name} kernel), kept over the public candidates, Nyström "
+                         "dictionary re-sampled at every synchronisation of all clients")
     sizing = Sizing(partial(rows, config), partial(resize, config), demand, dict_capacity, ERR_DICT)
     return Algorithm(NAME, declare_params(NAME, PARAMS, given), partial(init, config), partial(select, config),
                      partial(update, config), sizing, dict(ERRORS),

@@ -18,8 +18,8 @@ in blocks of `POOL_BLOCK` candidates (padding slots have c = 0 and drop out), as
 needs: O(|P| M^2), set by the distinct points a synchronisation brings, not by N T. In a batch of runs
 only those that synchronise compute it, one after another (`base.batch_cond` with gather=1).
 
-Client i: its points since the synchronisation sit on P_i, at most B = buffer_capacity distinct
-candidates (slot k: candidate ids_i[k], count and reward sum), and its model is the pooled one updated
+Client i: its points since the synchronisation sit on P_i, at most B distinct candidates (slot k:
+candidate ids_i[k], count and reward sum), and its model is the pooled one updated
 by them. Its posterior covariance is Sigma_G - S_i^T Q_i S_i with S_i = Sigma_G[ids_i, :] [B, M] and
 Q_i [B, B] (zero on unused slots), and a point at candidate a (slot j, appended if new) with reward y
 is absorbed by the Gaussian-process update with noise variance lam:
@@ -28,10 +28,16 @@ is absorbed by the Gaussian-process update with noise variance lam:
     mean_i += u (y - mean_i[a]) / h,   var_i -= u^2 / h,   Q_i += z z^T / h,   logdet_i += log(h / lam)
 
 O(M |P_i|) a point (the rows of Sigma_G at its candidates, SLOT_CHUNK at a time), however many points
-the client has seen since the synchronisation and whatever its capacity: the numbers of the rows
-storage (one inverse-Cholesky row per point, the log-det ratio from its diagonal) to rounding, and Q_i
-only grows by positive terms. A client with more than B distinct
-candidates since the last synchronisation is the error ERR_BUFFER.
+the client has seen since the synchronisation, plus O(B^2) for Q_i: the numbers of the rows storage
+(one inverse-Cholesky row per point, the log-det ratio from its diagonal) to rounding, and Q_i only
+grows by positive terms.
+
+Slots. B is sized by demand (`slot_sizing`, `core.Sizing`): the runner gives each segment of the
+horizon room for about 1.5 times the most slots a client of the batch uses, and runs a segment again
+with twice the room when a client outgrows them, up to buffer_capacity; a client with more than
+buffer_capacity distinct candidates since the last synchronisation is the error ERR_BUFFER. So the
+O(B^2) of Q_i follows the clients' actual spread (a few slots with frequent synchronisations, hundreds
+for agents that never synchronise).
 """
 from __future__ import annotations
 
@@ -41,7 +47,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ..core import ConfigError, EnvSpec, Sizes
+from ..core import ConfigError, EnvSpec, Sizes, Sizing
 from .base import argmax_or_uniform, batch_cond, float_dtype
 from .dis_kernel import ERR_BUFFER, duets_report, duets_trigger
 from .kernel import kernel_args
@@ -51,7 +57,7 @@ SLOT_CHUNK = 8   # a client's slots read per pass (`combine_rows`)
 
 
 class CandidateDisState(NamedTuple):
-    """State of one run (M candidates, N clients, B slots a client holds: buffer_capacity rounded up).
+    """State of one run (M candidates, N clients, B slots a client holds, a multiple of SLOT_CHUNK).
 
     candidates [M, d]. n: the number of pooled points.
     mean_g [M], cov_g [M, M]: the pooled posterior over the candidates (module docstring).
@@ -79,14 +85,14 @@ class CandidateDisState(NamedTuple):
 
 # ------------------------------------------------------------------------------ init
 def init(config, key, spec: EnvSpec, params, sizes: Sizes, public=None) -> CandidateDisState:
-    """No data: the prior over the candidates; B = buffer_capacity slots (rounded up to SLOT_CHUNK)."""
-    del key, sizes
+    """No data: the prior over the candidates; B = `slot_count`."""
+    del key
     if public is None or "candidates" not in public:
         raise ConfigError("DisKernelUCB: storage='candidates' needs a problem with a public candidate set")
     dtype = float_dtype()
     X = public["candidates"].astype(dtype)
     M = X.shape[0]
-    N, B = spec.num_agents, -(-config.buffer_capacity // SLOT_CHUNK) * SLOT_CHUNK
+    N, B = spec.num_agents, slot_count(config, sizes)
     prior = config.kernel.fn(X, X, kernel_args(config.kernel, params, dtype))
     slots = jnp.zeros((N, B), dtype)
     return CandidateDisState(
@@ -180,12 +186,12 @@ def fold_block(lam, ids, counts, sums, mean, cov):
 def absorb(lam, capacity, cov_g, active, a, y, ids, counts, sums, used, Q, mean, var, logdet):
     """One client absorbs the point (candidate a, reward y) when active and it has a slot for a (module
     docstring). cov_g [M, M] the pooled covariance; the client's ids, counts, sums [B'], used (slots in
-    use, at most capacity <= B'), Q [B', B'], mean [M], var [M], logdet. Returns (absorbed, ids,
+    use, at most min(capacity, B')), Q [B', B'], mean [M], var [M], logdet. Returns (absorbed, ids,
     counts, sums, used, Q, mean, var, logdet)."""
     B = ids.shape[0]
     have = (ids == a) & (jnp.arange(B) < used)
     found = jnp.any(have)
-    ok = active & (found | (used < capacity))
+    ok = active & (found | (used < min(capacity, B)))
     slot = jnp.where(ok, jnp.where(found, jnp.argmax(have), used), B)  # an out-of-range slot writes nothing
     ids = ids.at[slot].set(a, mode="drop")
     used = used + (ok & ~found).astype(used.dtype)
@@ -209,3 +215,31 @@ def combine_rows(cov_g, ids, z, used):
 
     start = (jnp.zeros((), jnp.int32), jnp.zeros(cov_g.shape[:1], cov_g.dtype))
     return lax.while_loop(lambda carry: carry[0] * SLOT_CHUNK < used, one_chunk, start)[1]
+
+
+# ------------------------------------------------------------------------------ slots
+def slot_sizing(config, overflow: int) -> Sizing:
+    """Demand-sized client slots (module docstring) for a state with loc_ids, loc_counts, loc_sums
+    [N, B], loc_used [N] and loc_Q [N, B, B]; `overflow` is the error bit of a client out of slots."""
+    limit = round_up(config.buffer_capacity)
+    return Sizing(lambda spec, t_end: int(t_end), resize_slots, lambda state: jnp.max(state.loc_used), limit, overflow)
+
+
+def slot_count(config, sizes) -> int:
+    """B: the demand rows of `sizes` (buffer_capacity without them), a multiple of SLOT_CHUNK."""
+    want = config.buffer_capacity if sizes is None or sizes.demand_rows is None else sizes.demand_rows
+    return round_up(min(want, config.buffer_capacity))
+
+
+def resize_slots(state, sizes: Sizes):
+    """Pad every client's slots to B = round_up(sizes.demand_rows) with empty ones; no number changes."""
+    B = round_up(sizes.demand_rows)
+    pad = B - state.loc_ids.shape[1]
+    slot_pad = lambda a: jnp.pad(a, [(0, 0), (0, pad)])  # noqa: E731
+    return state._replace(loc_ids=slot_pad(state.loc_ids), loc_counts=slot_pad(state.loc_counts),
+                          loc_sums=slot_pad(state.loc_sums), loc_Q=jnp.pad(state.loc_Q, [(0, 0), (0, pad), (0, pad)]))
+
+
+def round_up(n: int) -> int:
+    """n rounded up to a multiple of SLOT_CHUNK."""
+    return -(-int(n) // SLOT_CHUNK) * SLOT_CHUNK

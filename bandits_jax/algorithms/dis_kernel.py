@@ -284,7 +284,7 @@ def dis_kernel_ucb(
 
         return Algorithm(
             name, declare_params(name, DIS_PARAMS, given), partial(cand.init, config), partial(cand.select, config),
-            partial(cand.update, config), None, {ERR_BUFFER: BUFFER_MESSAGE},
+            partial(cand.update, config), cand.slot_sizing(config, ERR_BUFFER), {ERR_BUFFER: BUFFER_MESSAGE},
             f"DisKernelUCB ({kern.name} kernel), exact, kept over the public candidates, event-triggered sync")
     return Algorithm(
         name, declare_params(name, DIS_PARAMS, given), partial(dis_init, config), partial(dis_select, config),

@@ -21,13 +21,17 @@ How each method is stored (all exact except the Nystrom parts): DisKernelUCB and
 covariance over the M candidates ([M], [M, M]), into which a synchronisation folds the new points by
 distinct candidate, and each agent's points since the last synchronisation by distinct candidate
 (counts, reward sums and a [B, B] matrix that turns rows of the pooled covariance into its own), so
-their cost is bounded by the candidates, not by the N T points seen. B = min(T, dis_slots) for
-DisKernelUCB: at paper size T, which cannot overflow; at `large` an agent with more than dis_slots
-distinct candidates since its last synchronisation stops its run with an error that says to raise it.
-B = T for N-KernelUCB, which never synchronises (its agents can spread over hundreds of candidates).
-Approx-DisKernelUCB keeps the pooled history (N T rows) and a Nystrom dictionary of at most
-approx_dict_capacity points; DUETS only per-candidate counts and reward sums of the current epoch
-([M] each), as its data are discarded at every epoch end.
+their cost is bounded by the candidates, not by the N T points seen. B is sized by demand
+(the most slots a client of the batch uses, algorithms.candidate_kernel) up to a cap: min(T, dis_slots)
+for DisKernelUCB (at paper size T, which cannot overflow; at `large` an agent with more than dis_slots
+distinct candidates since its last synchronisation stops its run with an error that says to raise it),
+T for N-KernelUCB, which never synchronises (its agents can spread over hundreds of candidates).
+Approx-DisKernelUCB (approx_storage) keeps at paper size the pooled history (N T rows, storage "rows",
+the spec's re-sampling with a draw per point) and at `large` the pooled counts per client and candidate
+and the Nystrom model over the candidates (storage "candidates", algorithms.candidate_approx: a draw per
+client and candidate, the same law; each client's new points in demand-sized slots capped at T); its
+dictionary has at most approx_dict_capacity points. DUETS keeps only per-candidate counts and reward
+sums of the current epoch ([M] each), as its data are discarded at every epoch end.
 """
 from __future__ import annotations
 
@@ -43,10 +47,11 @@ from .registry import Experiment, number_list, register
 DEFAULTS = {
     "num_agents": 10, "noise_std": 0.2, "num_candidates": 2000, "candidate_seed": 0, "lam": 0.2,
     "first_epoch": 2, "p0": 10.0, "dis_D": 10.0, "approx_D": 20.0, "q_bar": 4.0, "forced_sync": 10,
-    "approx_dict_capacity": 1024, "dis_slots": 64, "beta": 1.0, "grid": True, "beta_grid": "0.2,0.5,1,2,5",
+    "approx_dict_capacity": 1024, "approx_storage": "rows", "dis_slots": 64, "beta": 1.0, "grid": True,
+    "beta_grid": "0.2,0.5,1,2,5",
 }
 PAPER = {"horizon": 50, "seeds": 5, "first_segment": 8}
-LARGE = {"horizon": 2000, "seeds": 100, "num_agents": 100, "first_segment": 128}
+LARGE = {"horizon": 2000, "seeds": 100, "num_agents": 100, "first_segment": 128, "approx_storage": "candidates"}
 SMOKE = {"horizon": 14, "seeds": 2, "num_agents": 3, "num_candidates": 100, "first_segment": 16,
          "beta_grid": "0.5,2"}
 
@@ -79,7 +84,8 @@ def algorithms(config, function: str) -> list:
         on_candidates(approx_dis_kernel_ucb("rbf", lam=lam, alpha=config["beta"], q=config["q_bar"],
                                             threshold=config["approx_D"], lengthscale=ls, mechanics="duets",
                                             forced_sync=config["forced_sync"],
-                                            dict_capacity=config["approx_dict_capacity"])),
+                                            dict_capacity=config["approx_dict_capacity"],
+                                            storage=config["approx_storage"], buffer_capacity=T)),
         on_candidates(dis_kernel_ucb("rbf", lam=lam, alpha=config["beta"], threshold=float("inf"), lengthscale=ls,
                                      mechanics="duets", storage="candidates", buffer_capacity=T))._replace(
             name="N-KernelUCB", description="N-KernelUCB: DisKernelUCB that never synchronises (spec test 7)"),

@@ -324,8 +324,8 @@ def approx_model(Zc, kdiag, G, b, lam):
 
 
 def approx_dis_kernel_ucb_np(Xc, f, eps, u_uniform, u_incl, *, beta, lam, lengthscale, noise_std, D=20.0,
-                             q_bar=4.0, forced_first_sync=10, eig_floor=1e-10):
-    """Approx-DisKernelUCB (spec 4.3). u_uniform [T, N], u_incl [T, N, T].
+                             q_bar=4.0, forced_first_sync=10, eig_floor=1e-10, per_candidate=False):
+    """Approx-DisKernelUCB (spec 4.3). u_uniform [T, N], u_incl [T, N, T] (per_candidate: [T, N, M]).
 
     Model at agent n: dictionary S (shared), z(x) = K_SS^{-1/2} k_S(x), global statistics Gm = sum z z^T,
     b = sum z y of the last sync, local increments dG_n, db_n since then; A_n = lam I + Gm + dG_n,
@@ -340,7 +340,10 @@ def approx_dis_kernel_ucb_np(Xc, f, eps, u_uniform, u_incl, *, beta, lam, length
     sigma2_last(x_s)), sigma2_last = the unscaled approximate variance lam sigma~^2 of the global model
     of the previous sync (1 before any sync); S^(n) = its kept candidates, deduplicated (first
     occurrence); S = the union, deduplicated by candidate id keeping first occurrences in the order
-    agent 0's kept points in time order, then agent 1's, ... If S is empty the agents go back to
+    agent 0's kept points in time order, then agent 1's, ... With per_candidate, agent n keeps
+    candidate c, where it has c_n >= 1 points, iff u_incl[t, n, c] < 1 - (1 - p)^c_n (at least one of
+    its points there kept, the same law as a draw per point), and S is the union in candidate order.
+    If S is empty the agents go back to
     uniform picks. Phase 2: Gm, b are recomputed over ALL data of all agents with the new embedding;
     dG_n, db_n, tr_n are reset; sigma2_last is recomputed from (S, Gm, b) on the candidates after EVERY
     sync (spec pitfall 13; the authors' code never updated it).
@@ -377,9 +380,14 @@ def approx_dis_kernel_ucb_np(Xc, f, eps, u_uniform, u_incl, *, beta, lam, length
         kept = []
         for n in range(N):
             h = np.asarray(H_ids[n])
+            if per_candidate:
+                c = np.bincount(h, minlength=M)
+                p_any = 1.0 - (1.0 - np.minimum(1.0, q_bar * s2_last)) ** c
+                kept.append(np.flatnonzero((c > 0) & (u_incl[t, n] < p_any)))
+                continue
             incl = u_incl[t, n, :t + 1] < np.minimum(1.0, q_bar * s2_last[h])
             kept.append(dedupe_first(h[incl]))
-        S = dedupe_first(np.concatenate(kept))
+        S = np.unique(np.concatenate(kept)) if per_candidate else dedupe_first(np.concatenate(kept))
         Zc = _embed(K, S, eig_floor)
         r = len(S)
         Zh = [Zc[np.asarray(H_ids[n])] for n in range(N)]

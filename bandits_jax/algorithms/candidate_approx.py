@@ -1,0 +1,190 @@
+"""Approx-DisKernelUCB of the DUETS paper kept over its public candidate set (storage="candidates").
+
+The algorithm of `approx_dis_kernel` with mechanics="duets" (that module's docstring: every client acts
+at every step, its trigger sum grows by the unscaled variance of its own model, any sum over the
+threshold or the forced first step synchronises everyone, the history re-sampled by ridge leverage
+into a new Nyström dictionary, first-index ties, uniform arms while the dictionary is empty); only the
+storage and the re-sampling's random numbers differ. On a finite candidate set C [M, d] every number
+lives on C, so the cost is bounded by the M candidates, not by the N T points seen.
+
+The Nyström model as a Gaussian process. With z(x) the embedding in the dictionary S (Z [M, m] over
+the candidates) and the data's A = sum z z^T, b = sum z y, the ridge quantities of `approx_dis_kernel`
+are those of a Gaussian process with prior covariance Z Z^T on the candidates and noise variance lam:
+
+    mean(x) = z^T (A + lam I)^{-1} b,   lam var(x) = resid(x) + Sigma[x, x],
+    Sigma = lam Z (A + lam I)^{-1} Z^T  (the posterior covariance),  resid = max(k(x, x) - |z|^2, 0).
+
+So the pooled model of the last synchronisation is mean_G [M], Sigma_G [M, M] and resid [M], and a
+client's points since then update it exactly as in `candidate_kernel` (`absorb`: counts, reward sums
+and a [B, B] matrix per client over its distinct candidates, O(M x its distinct candidates + B^2) a
+point, B sized by demand);
+resid does not change between synchronisations. The trigger sum grows by lam var_i(x_t) =
+resid[a] + Sigma_i[a, a] of the client's model before its point.
+
+A synchronisation (everything the rows storage does, by candidate):
+    (a) owner j keeps candidate c, on which it has count[j, c] >= 1 points, when at least one of them
+        is kept by the leverage draw of probability p_c = min(1, q lam var_G(c)) (the OLD pooled
+        model, lam var_G = 1 before any synchronisation): one uniform u[j, c] (jax.random.uniform of
+        the sync key, shape [N, M]) against 1 - (1 - p_c)^count[j, c]. The distinct points an owner
+        uploads then have the same distribution as with one draw per point, but not the same draws;
+    (b) the new dictionary: the candidates some owner kept, in candidate order (not arrival order;
+        the same span, so the same model, unless the near-duplicate cut drops another point);
+    (c)-(d) A = Z^T diag(count) Z, b = Z^T sums over all pooled counts, and the new (mean_G, Sigma_G,
+        resid): O(M m^2 + M^2 m) for a dictionary of m <= dict_capacity rows (padded to it).
+Communication as in the rows storage: up = d (kept (owner, candidate) pairs) / N + m^2 + m, down =
+d m + m^2 + m, comm_code m (m + 1). The diagnostic `kept` counts kept (owner, candidate) pairs (the
+rows storage counts kept points). In a batch of runs only those that synchronise compute it
+(`base.batch_cond` with gather=1).
+
+Errors: a dictionary overflow (ERR_DICT) and a client with more than buffer_capacity distinct
+candidates since the last synchronisation (ERR_SLOTS).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from bandits_jax.kernels import nystrom
+
+from ..core import ConfigError, EnvSpec, Sizes, report
+from .approx_dis_kernel import ERR_DICT, ERR_SLOTS, resampled_dictionary
+from .base import argmax_or_uniform, batch_cond, float_dtype, kernel_params
+from .candidate_kernel import absorb, slot_count
+
+
+class CandidateApproxState(NamedTuple):
+    """State of one run (M candidates, N clients, B demand-sized slots a client holds, `candidate_kernel`).
+
+    candidates [M, d]. counts [N, M]: pooled points per owner and candidate; sums [M]: their reward sums.
+    dict_n: the dictionary's size. mean_g [M], cov_g [M, M], resid [M]: the pooled model (module docstring).
+    loc_ids [N, B] int32, loc_counts [N, B], loc_sums [N, B], loc_used [N], loc_Q [N, B, B],
+    loc_mean [N, M], loc_var [N, M]: each client's points since the last sync by candidate and its
+    model (`candidate_kernel`; loc_var is the diagonal of its Sigma_i). loc_trig [N]: trigger sums.
+    elapsed: int32 steps since the last sync. num_syncs: int32.
+    """
+
+    candidates: jax.Array
+    counts: jax.Array
+    sums: jax.Array
+    dict_n: jax.Array
+    mean_g: jax.Array
+    cov_g: jax.Array
+    resid: jax.Array
+    loc_ids: jax.Array
+    loc_counts: jax.Array
+    loc_sums: jax.Array
+    loc_used: jax.Array
+    loc_Q: jax.Array
+    loc_mean: jax.Array
+    loc_var: jax.Array
+    loc_trig: jax.Array
+    elapsed: jax.Array
+    num_syncs: jax.Array
+
+
+# ------------------------------------------------------------------------------ init
+def init(config, key, spec: EnvSpec, params, sizes: Sizes, public=None) -> CandidateApproxState:
+    """No data, an empty dictionary (Sigma_G = 0, resid = k(x, x)); B = `candidate_kernel.slot_count`."""
+    del key
+    if public is None or "candidates" not in public:
+        raise ConfigError("Approx-DisKernelUCB: storage='candidates' needs a problem with a public candidate set")
+    dtype = float_dtype()
+    X = public["candidates"].astype(dtype)
+    M = X.shape[0]
+    N, B = spec.num_agents, slot_count(config, sizes)
+    kdiag = config.kernel.diag(X, kernel_params(config.kernel.params, params["lengthscale"], dtype))
+    slots, per_candidate = jnp.zeros((N, B), dtype), jnp.zeros((N, M), dtype)
+    return CandidateApproxState(
+        candidates=X, counts=per_candidate, sums=jnp.zeros((M,), dtype), dict_n=jnp.zeros((), jnp.int32),
+        mean_g=jnp.zeros((M,), dtype), cov_g=jnp.zeros((M, M), dtype), resid=kdiag,
+        loc_ids=jnp.zeros((N, B), jnp.int32), loc_counts=slots, loc_sums=slots, loc_used=jnp.zeros((N,), jnp.int32),
+        loc_Q=jnp.zeros((N, B, B), dtype), loc_mean=per_candidate, loc_var=per_candidate,
+        loc_trig=jnp.zeros((N,), dtype), elapsed=jnp.zeros((), jnp.int32), num_syncs=jnp.zeros((), jnp.int32))
+
+
+# ------------------------------------------------------------------------------ select
+def select(config, params, state: CandidateApproxState, step, key):
+    """Every client's UCB mean + alpha sqrt(var) over the candidates (var with its 1 / lam);
+    `base.uniform_arms` while the dictionary is empty."""
+    del config, step
+    var = (state.resid + jnp.maximum(state.loc_var, 0.0)) / params["lam"]
+    scores = state.loc_mean + params["alpha"] * jnp.sqrt(var)
+    actions = argmax_or_uniform(key, scores, state.dict_n == 0, state.mean_g.dtype)
+    return actions, {"mean": state.loc_mean, "var": var}
+
+
+# ------------------------------------------------------------------------------ update
+def update(config, params, state: CandidateApproxState, step, actions, rewards, aux, key):
+    """Every active client absorbs its point and adds lam var_i(x_t) to its trigger sum; any sum over
+    the threshold, or the forced first synchronisation, synchronises everyone."""
+    del aux
+    dtype = state.mean_g.dtype
+    N = state.loc_ids.shape[0]
+    increment = state.resid[actions] + jnp.maximum(state.loc_var[jnp.arange(N), actions], 0.0)
+    ok, ids, counts, sums, used, Q, mean, var, _ = jax.vmap(absorb, in_axes=(None,) * 3 + (0,) * 11)(
+        params["lam"], config.buffer_capacity, state.cov_g, step.active, actions, jnp.asarray(rewards, dtype),
+        state.loc_ids, state.loc_counts, state.loc_sums, state.loc_used, state.loc_Q, state.loc_mean, state.loc_var,
+        jnp.zeros((N,), dtype))
+    trig = state.loc_trig + jnp.where(ok, increment, 0.0)
+    forced = (step.t == config.forced_sync) & (state.num_syncs == 0)
+    trigger = jnp.any(trig > params["threshold"]) | forced
+    new_counts = jnp.zeros_like(state.counts).at[jnp.arange(N)[:, None], ids].add(counts)
+    new_sums = jnp.zeros_like(state.sums).at[ids].add(sums)
+    pooled = (state.counts, state.sums, state.dict_n, state.mean_g, state.cov_g, state.resid)
+    operand = (params, pooled, new_counts, new_sums, state.candidates, key)
+    pooled, up, down, kept, over = batch_cond(trigger, lambda o: synchronise(config, o), quiet, operand, gather=1)
+    p_counts, p_sums, dict_n, mean_g, cov_g, resid = pooled
+    restart = lambda own, shared: jnp.where(trigger, shared, own)  # noqa: E731
+    state = state._replace(
+        counts=p_counts, sums=p_sums, dict_n=dict_n, mean_g=mean_g, cov_g=cov_g, resid=resid, loc_ids=ids,
+        loc_counts=restart(counts, 0.0), loc_sums=restart(sums, 0.0), loc_used=restart(used, 0),
+        loc_Q=restart(Q, 0.0), loc_mean=restart(mean, mean_g[None, :]),
+        loc_var=restart(var, jnp.diagonal(cov_g)[None, :]), loc_trig=restart(trig, 0.0),
+        elapsed=restart(state.elapsed + 1, 0), num_syncs=state.num_syncs + trigger.astype(jnp.int32))
+    m = dict_n.astype(dtype)
+    errors = jnp.where(over, ERR_DICT, 0) | jnp.where(jnp.any(step.active & ~ok), ERR_SLOTS, 0)
+    return state, report(dtype, up, down, trigger, errors, trigger=trigger, var_sum=jnp.max(trig),
+                         dict_size=dict_n, kept=kept, comm_code=jnp.where(trigger, m * (m + 1), 0.0))
+
+
+def synchronise(config, operand):
+    """Steps (a)-(d) of the module docstring. operand: (params, pooled (counts [N, M], sums [M], dict_n,
+    mean_g, cov_g, resid), the clients' new counts [N, M] and sums [M], candidates [M, d], key).
+    Returns (new pooled, up, down, kept pairs, dictionary overflow)."""
+    params, (counts, sums, _, _, cov_g, resid), new_counts, new_sums, X, key = operand
+    dtype = sums.dtype
+    N, M = counts.shape
+    counts, sums = counts + new_counts, sums + new_sums
+    lam = params["lam"]
+    p = kernel_params(config.kernel.params, params["lengthscale"], dtype)
+    prob = nystrom.leverage_probability(resid + jnp.maximum(jnp.diagonal(cov_g), 0.0), params["q"])
+    keep = owner_keeps(prob, counts, jax.random.uniform(key, (N, M), dtype))
+    cap = min(config.dict_capacity, M)
+    dict_X, dict_n, Linv, over = resampled_dictionary(config, X, jnp.any(keep, axis=0), cap, p)
+    Z = nystrom.embed_chol(config.kernel.fn, X, dict_X, dict_n, Linv, p)                     # [M, cap]
+    total = jnp.sum(counts, axis=0)
+    Pinv = nystrom.ridge_inverse(Z.T @ (total[:, None] * Z), lam)
+    ZP = Z @ Pinv
+    pooled = (counts, sums, dict_n, ZP @ (Z.T @ sums), lam * ZP @ Z.T,
+              jnp.maximum(config.kernel.diag(X, p) - jnp.sum(Z * Z, axis=1), 0.0))
+    m, d = dict_n.astype(dtype), X.shape[1]
+    kept = jnp.sum(keep, dtype=jnp.int32)
+    return pooled, d * kept.astype(dtype) / N + m * m + m, d * m + m * m + m, kept, over
+
+
+def quiet(operand):
+    """The no-sync branch: the pooled model unchanged, no communication, nothing kept, no overflow."""
+    _, pooled, _, _, _, _ = operand
+    zero = jnp.zeros((), pooled[1].dtype)
+    return pooled, zero, zero, jnp.zeros((), jnp.int32), jnp.zeros((), bool)
+
+
+# ------------------------------------------------------------------------------ helpers
+def owner_keeps(prob, counts, uniforms):
+    """keep [N, M]: owner j keeps candidate c when at least one of its counts[j, c] points there is kept
+    with probability prob[c] each, i.e. uniforms[j, c] < 1 - (1 - prob[c])^counts[j, c]."""
+    seen = counts > 0
+    at_least_one = -jnp.expm1(jnp.where(seen, counts, 1.0) * jnp.log1p(-prob))
+    return seen & (uniforms < at_least_one)
