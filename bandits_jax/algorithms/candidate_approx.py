@@ -48,10 +48,10 @@ import jax.numpy as jnp
 
 from bandits_jax.kernels import nystrom
 
-from ..core import ConfigError, EnvSpec, Sizes, report
+from ..core import EnvSpec, Sizes, report
 from .approx_dis_kernel import ERR_DICT, ERR_SLOTS, resampled_dictionary
-from .base import argmax_or_uniform, batch_cond, float_dtype, kernel_params
-from .candidate_kernel import absorb, slot_count
+from .base import argmax_or_uniform, batch_cond, kernel_params
+from .candidate_kernel import absorb, empty_clients
 
 
 class CandidateApproxState(NamedTuple):
@@ -88,20 +88,15 @@ class CandidateApproxState(NamedTuple):
 def init(config, key, spec: EnvSpec, params, sizes: Sizes, public=None) -> CandidateApproxState:
     """No data, an empty dictionary (Sigma_G = 0, resid = k(x, x)); B = `candidate_kernel.slot_count`."""
     del key
-    if public is None or "candidates" not in public:
-        raise ConfigError("Approx-DisKernelUCB: storage='candidates' needs a problem with a public candidate set")
-    dtype = float_dtype()
-    X = public["candidates"].astype(dtype)
-    M = X.shape[0]
-    N, B = spec.num_agents, slot_count(config, sizes)
+    X, slots = empty_clients("Approx-DisKernelUCB", config, spec, sizes, public)
+    dtype, (M, N) = X.dtype, (X.shape[0], spec.num_agents)
     kdiag = config.kernel.diag(X, kernel_params(config.kernel.params, params["lengthscale"], dtype))
-    slots, per_candidate = jnp.zeros((N, B), dtype), jnp.zeros((N, M), dtype)
+    per_candidate = jnp.zeros((N, M), dtype)
     return CandidateApproxState(
         candidates=X, counts=per_candidate, sums=jnp.zeros((M,), dtype), dict_n=jnp.zeros((), jnp.int32),
-        mean_g=jnp.zeros((M,), dtype), cov_g=jnp.zeros((M, M), dtype), resid=kdiag,
-        loc_ids=jnp.zeros((N, B), jnp.int32), loc_counts=slots, loc_sums=slots, loc_used=jnp.zeros((N,), jnp.int32),
-        loc_Q=jnp.zeros((N, B, B), dtype), loc_mean=per_candidate, loc_var=per_candidate,
-        loc_trig=jnp.zeros((N,), dtype), elapsed=jnp.zeros((), jnp.int32), num_syncs=jnp.zeros((), jnp.int32))
+        mean_g=jnp.zeros((M,), dtype), cov_g=jnp.zeros((M, M), dtype), resid=kdiag, **slots,
+        loc_mean=per_candidate, loc_var=per_candidate, loc_trig=jnp.zeros((N,), dtype),
+        elapsed=jnp.zeros((), jnp.int32), num_syncs=jnp.zeros((), jnp.int32))
 
 
 # ------------------------------------------------------------------------------ select

@@ -87,20 +87,26 @@ class CandidateDisState(NamedTuple):
 def init(config, key, spec: EnvSpec, params, sizes: Sizes, public=None) -> CandidateDisState:
     """No data: the prior over the candidates; B = `slot_count`."""
     del key
-    if public is None or "candidates" not in public:
-        raise ConfigError("DisKernelUCB: storage='candidates' needs a problem with a public candidate set")
-    dtype = float_dtype()
-    X = public["candidates"].astype(dtype)
-    M = X.shape[0]
-    N, B = spec.num_agents, slot_count(config, sizes)
+    X, slots = empty_clients("DisKernelUCB", config, spec, sizes, public)
+    dtype, (M, N) = X.dtype, (X.shape[0], spec.num_agents)
     prior = config.kernel.fn(X, X, kernel_args(config.kernel, params, dtype))
-    slots = jnp.zeros((N, B), dtype)
     return CandidateDisState(
-        candidates=X, n=jnp.zeros((), jnp.int32), mean_g=jnp.zeros((M,), dtype), cov_g=prior,
-        loc_ids=jnp.zeros((N, B), jnp.int32), loc_counts=slots, loc_sums=slots,
-        loc_used=jnp.zeros((N,), jnp.int32), loc_Q=jnp.zeros((N, B, B), dtype),
+        candidates=X, n=jnp.zeros((), jnp.int32), mean_g=jnp.zeros((M,), dtype), cov_g=prior, **slots,
         loc_mean=jnp.zeros((N, M), dtype), loc_var=jnp.broadcast_to(jnp.diagonal(prior), (N, M)),
         loc_logdet=jnp.zeros((N,), dtype), elapsed=jnp.zeros((), jnp.int32), num_syncs=jnp.zeros((), jnp.int32))
+
+
+def empty_clients(name: str, config, spec: EnvSpec, sizes: Sizes, public):
+    """(X [M, d]: the public candidates in the float dtype, the slots of clients without points:
+    {loc_ids, loc_counts, loc_sums [N, B], loc_used [N], loc_Q [N, B, B]}), B = `slot_count`."""
+    if public is None or "candidates" not in public:
+        raise ConfigError(f"{name}: storage='candidates' needs a problem with a public candidate set")
+    dtype = float_dtype()
+    N, B = spec.num_agents, slot_count(config, sizes)
+    slots = jnp.zeros((N, B), dtype)
+    return public["candidates"].astype(dtype), dict(
+        loc_ids=jnp.zeros((N, B), jnp.int32), loc_counts=slots, loc_sums=slots, loc_used=jnp.zeros((N,), jnp.int32),
+        loc_Q=jnp.zeros((N, B, B), dtype))
 
 
 # ------------------------------------------------------------------------------ select
