@@ -51,18 +51,17 @@ from bandits_jax.kernels import nystrom
 from ..core import EnvSpec, Sizes, report
 from .approx_dis_kernel import ERR_DICT, ERR_SLOTS, resampled_dictionary
 from .base import argmax_or_uniform, batch_cond, kernel_params
-from .candidate_kernel import absorb, empty_clients
+from .candidate_kernel import Slots, absorb, empty_clients, restart_slots
 
 
 class CandidateApproxState(NamedTuple):
-    """State of one run (M candidates, N clients, B demand-sized slots a client holds, `candidate_kernel`).
+    """State of one run (M candidates, N clients).
 
     candidates [M, d]. counts [N, M]: pooled points per owner and candidate; sums [M]: their reward sums.
     dict_n: the dictionary's size. mean_g [M], cov_g [M, M], resid [M]: the pooled model (module docstring).
-    loc_ids [N, B] int32, loc_counts [N, B], loc_sums [N, B], loc_used [N], loc_Q [N, B, B],
-    loc_mean [N, M], loc_var [N, M]: each client's points since the last sync by candidate and its
-    model (`candidate_kernel`; loc_var is the diagonal of its Sigma_i). loc_trig [N]: trigger sums.
-    elapsed: int32 steps since the last sync. num_syncs: int32.
+    loc: `candidate_kernel.Slots` [N, ...] (demand-sized), each client's points since the last sync;
+    loc_mean [N, M], loc_var [N, M]: its model (loc_var the diagonal of its Sigma_i).
+    loc_trig [N]: trigger sums. elapsed: int32 steps since the last sync. num_syncs: int32.
     """
 
     candidates: jax.Array
@@ -72,11 +71,7 @@ class CandidateApproxState(NamedTuple):
     mean_g: jax.Array
     cov_g: jax.Array
     resid: jax.Array
-    loc_ids: jax.Array
-    loc_counts: jax.Array
-    loc_sums: jax.Array
-    loc_used: jax.Array
-    loc_Q: jax.Array
+    loc: Slots
     loc_mean: jax.Array
     loc_var: jax.Array
     loc_trig: jax.Array
@@ -88,13 +83,13 @@ class CandidateApproxState(NamedTuple):
 def init(config, key, spec: EnvSpec, params, sizes: Sizes, public=None) -> CandidateApproxState:
     """No data, an empty dictionary (Sigma_G = 0, resid = k(x, x)); B = `candidate_kernel.slot_count`."""
     del key
-    X, slots = empty_clients("Approx-DisKernelUCB", config, spec, sizes, public)
+    X, loc = empty_clients("Approx-DisKernelUCB", config, spec, sizes, public)
     dtype, (M, N) = X.dtype, (X.shape[0], spec.num_agents)
     kdiag = config.kernel.diag(X, kernel_params(config.kernel.params, params["lengthscale"], dtype))
     per_candidate = jnp.zeros((N, M), dtype)
     return CandidateApproxState(
         candidates=X, counts=per_candidate, sums=jnp.zeros((M,), dtype), dict_n=jnp.zeros((), jnp.int32),
-        mean_g=jnp.zeros((M,), dtype), cov_g=jnp.zeros((M, M), dtype), resid=kdiag, **slots,
+        mean_g=jnp.zeros((M,), dtype), cov_g=jnp.zeros((M, M), dtype), resid=kdiag, loc=loc,
         loc_mean=per_candidate, loc_var=per_candidate, loc_trig=jnp.zeros((N,), dtype),
         elapsed=jnp.zeros((), jnp.int32), num_syncs=jnp.zeros((), jnp.int32))
 
@@ -116,26 +111,22 @@ def update(config, params, state: CandidateApproxState, step, actions, rewards, 
     the threshold, or the forced first synchronisation, synchronises everyone."""
     del aux
     dtype = state.mean_g.dtype
-    N = state.loc_ids.shape[0]
+    N = state.loc_mean.shape[0]
     increment = state.resid[actions] + jnp.maximum(state.loc_var[jnp.arange(N), actions], 0.0)
-    ok, ids, counts, sums, used, Q, mean, var, _ = jax.vmap(absorb, in_axes=(None,) * 3 + (0,) * 11)(
+    ok, loc, mean, var, _ = jax.vmap(absorb, in_axes=(None,) * 3 + (0,) * 7)(
         params["lam"], config.buffer_capacity, state.cov_g, step.active, actions, jnp.asarray(rewards, dtype),
-        state.loc_ids, state.loc_counts, state.loc_sums, state.loc_used, state.loc_Q, state.loc_mean, state.loc_var,
-        jnp.zeros((N,), dtype))
+        state.loc, state.loc_mean, state.loc_var, jnp.zeros((N,), dtype))
     trig = state.loc_trig + jnp.where(ok, increment, 0.0)
     forced = (step.t == config.forced_sync) & (state.num_syncs == 0)
     trigger = jnp.any(trig > params["threshold"]) | forced
-    new_counts = jnp.zeros_like(state.counts).at[jnp.arange(N)[:, None], ids].add(counts)
-    new_sums = jnp.zeros_like(state.sums).at[ids].add(sums)
     pooled = (state.counts, state.sums, state.dict_n, state.mean_g, state.cov_g, state.resid)
-    operand = (params, pooled, new_counts, new_sums, state.candidates, key)
+    operand = (params, pooled, loc, state.candidates, key)
     pooled, up, down, kept, over = batch_cond(trigger, lambda o: synchronise(config, o), quiet, operand, gather=1)
     p_counts, p_sums, dict_n, mean_g, cov_g, resid = pooled
     restart = lambda own, shared: jnp.where(trigger, shared, own)  # noqa: E731
     state = state._replace(
-        counts=p_counts, sums=p_sums, dict_n=dict_n, mean_g=mean_g, cov_g=cov_g, resid=resid, loc_ids=ids,
-        loc_counts=restart(counts, 0.0), loc_sums=restart(sums, 0.0), loc_used=restart(used, 0),
-        loc_Q=restart(Q, 0.0), loc_mean=restart(mean, mean_g[None, :]),
+        counts=p_counts, sums=p_sums, dict_n=dict_n, mean_g=mean_g, cov_g=cov_g, resid=resid,
+        loc=restart_slots(trigger, loc), loc_mean=restart(mean, mean_g[None, :]),
         loc_var=restart(var, jnp.diagonal(cov_g)[None, :]), loc_trig=restart(trig, 0.0),
         elapsed=restart(state.elapsed + 1, 0), num_syncs=state.num_syncs + trigger.astype(jnp.int32))
     m = dict_n.astype(dtype)
@@ -146,12 +137,13 @@ def update(config, params, state: CandidateApproxState, step, actions, rewards, 
 
 def synchronise(config, operand):
     """Steps (a)-(d) of the module docstring. operand: (params, pooled (counts [N, M], sums [M], dict_n,
-    mean_g, cov_g, resid), the clients' new counts [N, M] and sums [M], candidates [M, d], key).
+    mean_g, cov_g, resid), the clients' new points (`Slots` [N, ...]), candidates [M, d], key).
     Returns (new pooled, up, down, kept pairs, dictionary overflow)."""
-    params, (counts, sums, _, _, cov_g, resid), new_counts, new_sums, X, key = operand
+    params, (counts, sums, _, _, cov_g, resid), loc, X, key = operand
     dtype = sums.dtype
     N, M = counts.shape
-    counts, sums = counts + new_counts, sums + new_sums
+    counts = counts.at[jnp.arange(N)[:, None], loc.ids].add(loc.counts)  # unused slots add 0
+    sums = sums.at[loc.ids].add(loc.sums)
     lam = params["lam"]
     p = kernel_params(config.kernel.params, params["lengthscale"], dtype)
     prob = nystrom.leverage_probability(resid + jnp.maximum(jnp.diagonal(cov_g), 0.0), params["q"])
@@ -171,7 +163,7 @@ def synchronise(config, operand):
 
 def quiet(operand):
     """The no-sync branch: the pooled model unchanged, no communication, nothing kept, no overflow."""
-    _, pooled, _, _, _, _ = operand
+    _, pooled, _, _, _ = operand
     zero = jnp.zeros((), pooled[1].dtype)
     return pooled, zero, zero, jnp.zeros((), jnp.int32), jnp.zeros((), bool)
 

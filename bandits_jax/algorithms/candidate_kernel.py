@@ -56,14 +56,26 @@ POOL_BLOCK = 32  # candidates folded into the pooled posterior per pass over Sig
 SLOT_CHUNK = 8   # a client's slots read per pass (`combine_rows`)
 
 
+class Slots(NamedTuple):
+    """A client's points since the last sync by distinct candidate (B slots, a multiple of SLOT_CHUNK;
+    with a leading [N] axis in a state): ids [B] int32 (its candidates), counts [B], sums [B] (their
+    rewards), used (slots in use; its number of points is the sum of its counts), Q [B, B] (module
+    docstring). Zeros are a client without points."""
+
+    ids: jax.Array
+    counts: jax.Array
+    sums: jax.Array
+    used: jax.Array
+    Q: jax.Array
+
+
 class CandidateDisState(NamedTuple):
-    """State of one run (M candidates, N clients, B slots a client holds, a multiple of SLOT_CHUNK).
+    """State of one run (M candidates, N clients).
 
     candidates [M, d]. n: the number of pooled points.
     mean_g [M], cov_g [M, M]: the pooled posterior over the candidates (module docstring).
-    loc_ids [N, B] int32, loc_counts [N, B], loc_sums [N, B], loc_used [N] (slots in use): each
-    client's points since the last sync, by candidate (its number of points: the sum of its counts).
-    loc_Q [N, B, B], loc_mean [N, M], loc_var [N, M], loc_logdet [N]: each client's model.
+    loc: `Slots` [N, ...], each client's points since the last sync.
+    loc_mean [N, M], loc_var [N, M], loc_logdet [N]: each client's model.
     elapsed: int32 steps since the last sync. num_syncs: int32.
     """
 
@@ -71,11 +83,7 @@ class CandidateDisState(NamedTuple):
     n: jax.Array
     mean_g: jax.Array
     cov_g: jax.Array
-    loc_ids: jax.Array
-    loc_counts: jax.Array
-    loc_sums: jax.Array
-    loc_used: jax.Array
-    loc_Q: jax.Array
+    loc: Slots
     loc_mean: jax.Array
     loc_var: jax.Array
     loc_logdet: jax.Array
@@ -87,26 +95,25 @@ class CandidateDisState(NamedTuple):
 def init(config, key, spec: EnvSpec, params, sizes: Sizes, public=None) -> CandidateDisState:
     """No data: the prior over the candidates; B = `slot_count`."""
     del key
-    X, slots = empty_clients("DisKernelUCB", config, spec, sizes, public)
+    X, loc = empty_clients("DisKernelUCB", config, spec, sizes, public)
     dtype, (M, N) = X.dtype, (X.shape[0], spec.num_agents)
     prior = config.kernel.fn(X, X, kernel_args(config.kernel, params, dtype))
     return CandidateDisState(
-        candidates=X, n=jnp.zeros((), jnp.int32), mean_g=jnp.zeros((M,), dtype), cov_g=prior, **slots,
+        candidates=X, n=jnp.zeros((), jnp.int32), mean_g=jnp.zeros((M,), dtype), cov_g=prior, loc=loc,
         loc_mean=jnp.zeros((N, M), dtype), loc_var=jnp.broadcast_to(jnp.diagonal(prior), (N, M)),
         loc_logdet=jnp.zeros((N,), dtype), elapsed=jnp.zeros((), jnp.int32), num_syncs=jnp.zeros((), jnp.int32))
 
 
 def empty_clients(name: str, config, spec: EnvSpec, sizes: Sizes, public):
-    """(X [M, d]: the public candidates in the float dtype, the slots of clients without points:
-    {loc_ids, loc_counts, loc_sums [N, B], loc_used [N], loc_Q [N, B, B]}), B = `slot_count`."""
+    """(X [M, d]: the public candidates in the float dtype, `Slots` [N, ...] of clients without
+    points), B = `slot_count`."""
     if public is None or "candidates" not in public:
         raise ConfigError(f"{name}: storage='candidates' needs a problem with a public candidate set")
     dtype = float_dtype()
     N, B = spec.num_agents, slot_count(config, sizes)
     slots = jnp.zeros((N, B), dtype)
-    return public["candidates"].astype(dtype), dict(
-        loc_ids=jnp.zeros((N, B), jnp.int32), loc_counts=slots, loc_sums=slots, loc_used=jnp.zeros((N,), jnp.int32),
-        loc_Q=jnp.zeros((N, B, B), dtype))
+    return public["candidates"].astype(dtype), Slots(jnp.zeros((N, B), jnp.int32), slots, slots,
+                                                    jnp.zeros((N,), jnp.int32), jnp.zeros((N, B, B), dtype))
 
 
 # ------------------------------------------------------------------------------ select
@@ -115,7 +122,7 @@ def select(config, params, state: CandidateDisState, step, key):
     del config
     var = jnp.maximum(state.loc_var, 0.0)
     scores = state.loc_mean + params["alpha"] * jnp.sqrt(var)
-    empty = (state.n == 0) & (jnp.sum(state.loc_counts, axis=1) == 0)
+    empty = (state.n == 0) & (jnp.sum(state.loc.counts, axis=1) == 0)
     actions = argmax_or_uniform(key, scores, empty, state.mean_g.dtype)
     return actions, {"mean": state.loc_mean, "var": var, "scores": scores}
 
@@ -126,23 +133,21 @@ def update(config, params, state: CandidateDisState, step, actions, rewards, aux
     del aux, key
     dtype = state.mean_g.dtype
     active = step.active
-    N = state.loc_ids.shape[0]
+    N = state.loc_mean.shape[0]
     d = state.candidates.shape[1]
-    ok, ids, counts, sums, used, Q, mean, var, logdet = jax.vmap(absorb, in_axes=(None,) * 3 + (0,) * 11)(
-        params["lam"], config.buffer_capacity, state.cov_g, active, actions, jnp.asarray(rewards, dtype),
-        state.loc_ids, state.loc_counts, state.loc_sums, state.loc_used, state.loc_Q, state.loc_mean, state.loc_var,
-        state.loc_logdet)
+    ok, loc, mean, var, logdet = jax.vmap(absorb, in_axes=(None,) * 3 + (0,) * 7)(
+        params["lam"], config.buffer_capacity, state.cov_g, active, actions, jnp.asarray(rewards, dtype), state.loc,
+        state.loc_mean, state.loc_var, state.loc_logdet)
     elapsed = state.elapsed + 1
-    loc_n = jnp.sum(counts, axis=1).astype(jnp.int32)
+    loc_n = jnp.sum(loc.counts, axis=1).astype(jnp.int32)
     trigger = duets_trigger(config, params, active, elapsed, loc_n, logdet)
     moved = jnp.where(trigger, jnp.sum(loc_n), 0)
     mean_g, cov_g = batch_cond(trigger, pool, lambda operand: operand[0],
-                               ((state.mean_g, state.cov_g), ids, counts, sums, params["lam"]), gather=1)
+                               ((state.mean_g, state.cov_g), loc.ids, loc.counts, loc.sums, params["lam"]), gather=1)
     n = state.n + moved.astype(state.n.dtype)
     restart = lambda own, shared: jnp.where(trigger, shared, own)  # noqa: E731
     state = state._replace(
-        n=n, mean_g=mean_g, cov_g=cov_g, loc_ids=ids, loc_counts=restart(counts, 0.0), loc_sums=restart(sums, 0.0),
-        loc_used=restart(used, 0), loc_Q=restart(Q, 0.0),
+        n=n, mean_g=mean_g, cov_g=cov_g, loc=restart_slots(trigger, loc),
         loc_mean=restart(mean, mean_g[None, :]), loc_var=restart(var, jnp.diagonal(cov_g)[None, :]),
         loc_logdet=restart(logdet, 0.0), elapsed=restart(elapsed, 0),
         num_syncs=state.num_syncs + trigger.astype(jnp.int32))
@@ -158,7 +163,7 @@ def pool(operand):
     M = mean.shape[0]
     counts = jnp.zeros((M,), mean.dtype).at[loc_ids].add(loc_counts)
     sums = jnp.zeros((M,), mean.dtype).at[loc_ids].add(loc_sums)
-    slots = -(-min(M, loc_ids.size) // POOL_BLOCK) * POOL_BLOCK
+    slots = round_up(min(M, loc_ids.size), POOL_BLOCK)
     new = jnp.sum(counts > 0)
     ids = jnp.nonzero(counts > 0, size=slots, fill_value=0)[0]
     c = jnp.where(jnp.arange(slots) < new, counts[ids], 0.0)
@@ -189,11 +194,11 @@ def fold_block(lam, ids, counts, sums, mean, cov):
     return mean + W.T @ w, cov - W.T @ W
 
 
-def absorb(lam, capacity, cov_g, active, a, y, ids, counts, sums, used, Q, mean, var, logdet):
+def absorb(lam, capacity, cov_g, active, a, y, slots: Slots, mean, var, logdet):
     """One client absorbs the point (candidate a, reward y) when active and it has a slot for a (module
-    docstring). cov_g [M, M] the pooled covariance; the client's ids, counts, sums [B'], used (slots in
-    use, at most min(capacity, B')), Q [B', B'], mean [M], var [M], logdet. Returns (absorbed, ids,
-    counts, sums, used, Q, mean, var, logdet)."""
+    docstring). cov_g [M, M] the pooled covariance; the client's `Slots` (B', at most min(capacity, B')
+    in use), mean [M], var [M], logdet. Returns (absorbed, slots, mean, var, logdet)."""
+    ids, counts, sums, used, Q = slots
     B = ids.shape[0]
     have = (ids == a) & (jnp.arange(B) < used)
     found = jnp.any(have)
@@ -205,9 +210,14 @@ def absorb(lam, capacity, cov_g, active, a, y, ids, counts, sums, used, Q, mean,
     u = combine_rows(cov_g, ids, z, used)
     h = lam + u[a]
     gain = jnp.where(ok, u / h, 0.0)
-    return (ok, ids, counts.at[slot].add(1.0, mode="drop"), sums.at[slot].add(y, mode="drop"), used,
-            Q + jnp.where(ok, jnp.outer(z, z) / h, 0.0), mean + gain * (y - mean[a]), var - gain * u,
-            logdet + jnp.where(ok, jnp.log(h / lam), 0.0))
+    slots = Slots(ids, counts.at[slot].add(1.0, mode="drop"), sums.at[slot].add(y, mode="drop"), used,
+                  Q + jnp.where(ok, jnp.outer(z, z) / h, 0.0))
+    return ok, slots, mean + gain * (y - mean[a]), var - gain * u, logdet + jnp.where(ok, jnp.log(h / lam), 0.0)
+
+
+def restart_slots(trigger, slots: Slots) -> Slots:
+    """Every client's slots emptied when a synchronisation pooled them (trigger), else kept."""
+    return jax.tree_util.tree_map(lambda a: jnp.where(trigger, jnp.zeros_like(a), a), slots)
 
 
 def combine_rows(cov_g, ids, z, used):
@@ -225,10 +235,10 @@ def combine_rows(cov_g, ids, z, used):
 
 # ------------------------------------------------------------------------------ slots
 def slot_sizing(config, overflow: int) -> Sizing:
-    """Demand-sized client slots (module docstring) for a state with loc_ids, loc_counts, loc_sums
-    [N, B], loc_used [N] and loc_Q [N, B, B]; `overflow` is the error bit of a client out of slots."""
+    """Demand-sized client slots (module docstring) for a state whose `loc` are the clients' `Slots`;
+    `overflow` is the error bit of a client out of slots."""
     limit = round_up(config.buffer_capacity)
-    return Sizing(lambda spec, t_end: int(t_end), resize_slots, lambda state: jnp.max(state.loc_used), limit, overflow)
+    return Sizing(lambda spec, t_end: int(t_end), resize_slots, lambda state: jnp.max(state.loc.used), limit, overflow)
 
 
 def slot_count(config, sizes) -> int:
@@ -239,13 +249,13 @@ def slot_count(config, sizes) -> int:
 
 def resize_slots(state, sizes: Sizes):
     """Pad every client's slots to B = round_up(sizes.demand_rows) with empty ones; no number changes."""
-    B = round_up(sizes.demand_rows)
-    pad = B - state.loc_ids.shape[1]
+    loc = state.loc
+    pad = round_up(sizes.demand_rows) - loc.ids.shape[1]
     slot_pad = lambda a: jnp.pad(a, [(0, 0), (0, pad)])  # noqa: E731
-    return state._replace(loc_ids=slot_pad(state.loc_ids), loc_counts=slot_pad(state.loc_counts),
-                          loc_sums=slot_pad(state.loc_sums), loc_Q=jnp.pad(state.loc_Q, [(0, 0), (0, pad), (0, pad)]))
+    return state._replace(loc=Slots(slot_pad(loc.ids), slot_pad(loc.counts), slot_pad(loc.sums), loc.used,
+                                    jnp.pad(loc.Q, [(0, 0), (0, pad), (0, pad)])))
 
 
-def round_up(n: int) -> int:
-    """n rounded up to a multiple of SLOT_CHUNK."""
-    return -(-int(n) // SLOT_CHUNK) * SLOT_CHUNK
+def round_up(n: int, quantum: int = SLOT_CHUNK) -> int:
+    """n rounded up to a multiple of quantum."""
+    return -(-int(n) // quantum) * quantum
