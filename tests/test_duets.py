@@ -73,10 +73,12 @@ def test_schedule_and_rounds():
         dm.duets(50, 0)
 
 
-@pytest.mark.parametrize("name,beta,T1", [("branin", 0.5, 2), ("hartmann4", 2.0, 2), ("h2", 0.2, 3)])
-def test_matches_numpy_reference(name, beta, T1):
-    """Same coins, keep draws and noise: the same queries, trims, inducing sets and communication."""
-    N, T, M = 3, 20, 150
+@pytest.mark.parametrize("name,beta,T1,N,T,M", [("branin", 0.5, 2, 3, 20, 150), ("hartmann4", 2.0, 2, 3, 20, 150),
+                                                 ("h2", 0.2, 3, 3, 20, 150), ("branin", 0.2, 2, 10, 50, 300)])
+def test_matches_numpy_reference(name, beta, T1, N, T, M):
+    """Same coins, keep draws and noise: the same queries, trims, inducing sets and communication.
+    The last case trims to fewer than 64 candidates, so a later epoch's dense work runs in a buffer
+    of 64 of its 101 or 221 slots (`distinct_capacities`)."""
     with jax.enable_x64(True):
         actions, reports, states, eps, f, alg, params = manual_run(name, N, T, M, seed=7, beta=beta, T1=T1)
         u_query, u_keep, u_empty = draws_of(states, dm.epoch_schedule(T, T1), N)
@@ -99,6 +101,10 @@ def test_matches_numpy_reference(name, beta, T1):
     assert np.all(diag["regen_mismatch"] == 0)
     # the runs must have trimmed something, or this comparison tests little
     assert diag["active_after"][-1] < M
+    sched = dm.epoch_schedule(T, T1)
+    smaller = [len(np.unique(actions[a:a + n])) <= 64 < dm.distinct_capacities(N * n + 1)[-1]
+               for a, n in zip(sched.starts[:-1], sched.steps[:-1])]
+    assert any(smaller) == (N == 10)
 
 
 def test_shared_randomness_and_trimming():

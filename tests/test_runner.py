@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bandits_jax.algorithms.base import batch_cond
+from bandits_jax.algorithms.base import batch_cond, sized_switch
 from bandits_jax.algorithms.uniform import uniform_random
 from bandits_jax.core import ConfigError, EnvSpec, Outcome, Sizes, Step, Trial, report
 from bandits_jax import runner
@@ -245,6 +245,21 @@ def test_batch_cond_is_one_conditional_under_vmap_where_a_plain_cond_is_a_select
     batched = jax.vmap(lambda p, x: batch_cond(p, _inverse_step, lambda y: -y, x))
     assert _conditionals(plain, pred, xs) == 0  # both branches for every run, then a select
     assert _conditionals(batched, pred, xs) == 1
+
+
+def test_sized_switch_takes_the_smallest_capacity_that_holds_the_batch():
+    """Unbatched: the smallest capacity >= size (the last past them all); under one and two vmaps the
+    whole batch takes the one that holds its largest size, and stays one conditional."""
+    def fn(capacity, x):  # which capacity ran, and work whose result does not depend on it
+        return jnp.full((), capacity), jnp.sum(jnp.pad(x, (0, capacity - x.shape[0])))
+    f = lambda size, x: sized_switch(size, (4, 8, 16), fn, x)  # noqa: E731
+    x = jnp.arange(3.0)
+    assert [int(f(jnp.int32(s), x)[0]) for s in (0, 4, 5, 8, 9, 16, 40)] == [4, 4, 8, 8, 16, 16, 16]
+    cap, total = jax.jit(jax.vmap(f, in_axes=(0, None)))(jnp.array([1, 6, 2]), x)
+    assert cap.tolist() == [8, 8, 8] and total.tolist() == [3.0] * 3
+    grid = jax.jit(jax.vmap(jax.vmap(f, in_axes=(0, None)), in_axes=(0, None)))(jnp.array([[1, 2], [3, 12]]), x)
+    assert grid[0].tolist() == [[16, 16], [16, 16]]
+    assert _conditionals(jax.vmap(f, in_axes=(0, None)), jnp.array([1, 6, 2]), x) == 1
 
 
 def test_an_unbatched_step_index_keeps_an_epoch_end_cond_a_real_cond():

@@ -13,6 +13,7 @@ zero communication. Per-agent histories have `rows1(spec, t_end)` rows.
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 from typing import Callable, Optional
 
 import jax
@@ -226,6 +227,36 @@ def _gathered(pred, vtrue, vfalse, operand, k: int, size: int):
     loop = lambda out: lax.while_loop(lambda c: c[0] * k < count, one_pass, (jnp.zeros((), jnp.int32), out))[1]  # noqa: E731
     # no pass at all: skip the loop, whose carry would be a copy of the operand's batch (it reads both)
     return lax.cond(count > 0, loop, lambda out: out, vfalse(operand))
+
+
+def sized_switch(size, capacities, fn: Callable, operand):
+    """fn(capacity, operand) for the smallest static capacity in `capacities` (increasing) that holds
+    `size` (the last when none does), as ONE `lax.switch` that stays one under `vmap`.
+
+    For work whose cost follows a static buffer size while the data fill only `size` of it: fn must
+    give the same numbers (to float rounding) for every capacity >= size. Under `vmap` the batch
+    takes the smallest capacity that holds its largest size (a plain switch with a batched index
+    would compute every capacity for every run). fn must not close over traced values: pass them
+    in `operand`.
+    """
+    capacities = tuple(int(c) for c in capacities)
+    branches = [lambda op, c=c: fn(c, op) for c in capacities]
+
+    @jax.custom_batching.custom_vmap
+    def switch(size, operand):
+        index = jnp.searchsorted(jnp.asarray(capacities[:-1]), size, side="left")
+        return lax.switch(index, branches, operand)
+
+    @switch.def_vmap
+    def switch_batched(axis_size, in_batched, size, operand):
+        size_batched, operand_batched = in_batched
+        operand = jax.tree_util.tree_map(
+            lambda x, b: x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x)), operand, operand_batched)
+        largest = jnp.max(size) if size_batched else size
+        out = sized_switch(largest, capacities, lambda c, op: jax.vmap(partial(fn, c))(op), operand)
+        return out, jax.tree_util.tree_map(lambda _: True, out)
+
+    return switch(size, operand)
 
 
 # ------------------------------------------------------------------------------ checks

@@ -51,7 +51,7 @@ from jax import lax
 from ..core import Algorithm, ConfigError, EnvSpec, Param, Sizes, declare_params, report
 from ..kernels import krr, nystrom
 from ..kernels.functions import Kernel
-from .base import float_dtype, kernel_params, resolve_kernel
+from .base import float_dtype, kernel_params, resolve_kernel, sized_switch
 
 NAME = "DUETS"
 COIN, SERVER = 1, 2
@@ -157,14 +157,28 @@ def update(config: DuetsConfig, params, state: DuetsState, step, actions, reward
 
 def epoch_end(config: DuetsConfig, N: int, j: int, params, state: DuetsState):
     """Steps 1-5 of the module docstring for completed epoch j (static, so every buffer has the
-    epoch's own size N T_j): (new state, Report)."""
+    epoch's own size N T_j): (new state, Report). The epoch's distinct points fill R of
+    min(N T_j, M) + 1 slots; the dense work runs on the smallest of `distinct_capacities` that holds
+    them (`base.sized_switch`, `trim`), so its O(R^3 + M R^2) follows the points actually drawn."""
     dtype = state.sums.dtype
-    M, d = state.candidates.shape
-    kp = kernel_params(config.kernel.params, params["lengthscale"], dtype)
+    M = state.candidates.shape[0]
     length = config.schedule.lengths[j]
     ids = query_ids(state, j, jnp.arange(N)[:, None], jnp.arange(length)[None, :])    # [N, T_j]
     counts = jnp.zeros((M,), dtype).at[ids].add(1.0)
     uniq = jnp.unique(ids, size=min(N * length, M) + 1, fill_value=M)
+    distinct = jnp.sum(uniq < M)
+    return sized_switch(distinct, distinct_capacities(uniq.shape[0]), partial(trim, config, N, j),
+                        (params, state, ids, counts, uniq))
+
+
+def trim(config: DuetsConfig, N: int, j: int, capacity: int, operand):
+    """Steps 2-5 for epoch j with the epoch's distinct candidates in uniq[:capacity] (sorted, M beyond
+    them): (new state, Report)."""
+    params, state, ids, counts, uniq = operand
+    dtype = state.sums.dtype
+    M, d = state.candidates.shape
+    kp = kernel_params(config.kernel.params, params["lengthscale"], dtype)
+    uniq = uniq[:capacity]
     live = uniq < M
     U = state.candidates[jnp.minimum(uniq, M - 1)]
     c = jnp.where(live, counts[jnp.minimum(uniq, M - 1)], 0.0)
@@ -182,9 +196,9 @@ def epoch_end(config: DuetsConfig, N: int, j: int, params, state: DuetsState):
     n_active = jnp.sum(active).astype(jnp.int32)
     active_ids = jnp.nonzero(active, size=M, fill_value=M - 1)[0].astype(jnp.int32)
     size = jnp.sum(in_S).astype(dtype)
-    diags = dict(epoch_length=length, sigma2_max=sigma2_max, p=p, inducing=size, active_before=state.n_active,
-                 active_after=n_active, best_survived=active[state.best], comm_code=N * code_count,
-                 regen_mismatch=jnp.sum(counts != state.counts))
+    diags = dict(epoch_length=config.schedule.lengths[j], sigma2_max=sigma2_max, p=p, inducing=size,
+                 active_before=state.n_active, active_after=n_active, best_survived=active[state.best],
+                 comm_code=N * code_count, regen_mismatch=jnp.sum(counts != state.counts))
     rep = report(dtype, comm_up=size, comm_down=d * size + size + 1.0, rounds=1.0, active=n_active,
                  **{name: jnp.asarray(v).astype(dtype) for name, v in diags.items()})
     new = state._replace(active=active, active_ids=active_ids, n_active=n_active,
@@ -211,6 +225,11 @@ def step_tables(schedule: Schedule):
         local += list(range(run))
         ends += [False] * (run - 1) + [j < last]
     return (jnp.asarray(epoch, jnp.int32), jnp.asarray(local, jnp.int32), jnp.asarray(ends, bool))
+
+
+def distinct_capacities(most: int) -> tuple:
+    """Buffer sizes for an epoch's distinct points: powers of two from 64 below `most`, then `most`."""
+    return tuple(c for c in (64 << k for k in range(max(most, 64).bit_length())) if c < most) + (most,)
 
 
 def query_ids(state: DuetsState, j, n, i):
