@@ -413,13 +413,14 @@ def test_candidate_slots_grow_by_demand(which):
     prob = candidate_problem("branin", N, T, num_candidates=M)
     common = dict(lam=0.2, alpha=5.0, lengthscale=0.2, mechanics="duets", storage="candidates")
 
-    def run(capacity, first):
+    def make(capacity):
         if which == "Approx-DisKernelUCB":
-            alg = approx_dis_kernel_ucb("rbf", threshold=12.0, forced_sync=-1, buffer_capacity=capacity, **common)
-        else:
-            alg = dis_kernel_ucb("rbf", threshold=1e300,
-                                 buffer_capacity=capacity, **common)
-        return runner.run_batch(prob, on_candidates(alg), [0, 1], first_segment=first, stop_on_error=False)
+            return approx_dis_kernel_ucb("rbf", threshold=12.0, forced_sync=-1, buffer_capacity=capacity, **common)
+        return dis_kernel_ucb("rbf", threshold=1e300, buffer_capacity=capacity, **common)
+
+    def run(capacity, first):
+        return runner.run_batch(prob, on_candidates(make(capacity)), [0, 1], first_segment=first,
+                                stop_on_error=False)
 
     with jax.enable_x64(True):
         grown, whole, small = run(T, 2), run(T, T), run(8, 2)
@@ -428,3 +429,7 @@ def test_candidate_slots_grow_by_demand(which):
     np.testing.assert_array_equal(grown.comm_up, whole.comm_up)
     np.testing.assert_array_equal(grown.rounds, whole.rounds)
     assert grown.rounds.sum() >= (which != "N-KernelUCB")
+    # the slot cap changes the numbers (the error above) without changing a shape at the first
+    # segment: the curve cache must still tell the two apart
+    ids = {runner.run_identity(prob, alg, alg.defaults) for alg in (on_candidates(make(c)) for c in (8, T))}
+    assert len(ids) == 2
