@@ -7,7 +7,7 @@ import pytest
 from bandits_jax import runner
 from bandits_jax.algorithms import duets as dm
 from bandits_jax.core import ConfigError
-from bandits_jax.algorithms.base import on_candidates
+from bandits_jax.algorithms.base import capacity_ladder, on_candidates
 from bandits_jax.algorithms.approx_dis_kernel import approx_dis_kernel_ucb
 from bandits_jax.algorithms.dis_kernel import dis_kernel_ucb
 from bandits_jax.algorithms.kernel import kernel_ucb
@@ -78,7 +78,7 @@ def test_schedule_and_rounds():
 def test_matches_numpy_reference(name, beta, T1, N, T, M):
     """Same coins, keep draws and noise: the same queries, trims, inducing sets and communication.
     The last case trims to fewer than 64 candidates, so a later epoch's dense work runs in a buffer
-    of 64 of its 101 or 221 slots (`distinct_capacities`)."""
+    of 64 of its 101 or 221 slots (`base.capacity_ladder`)."""
     with jax.enable_x64(True):
         actions, reports, states, eps, f, alg, params = manual_run(name, N, T, M, seed=7, beta=beta, T1=T1)
         u_query, u_keep, u_empty = draws_of(states, dm.epoch_schedule(T, T1), N)
@@ -102,7 +102,7 @@ def test_matches_numpy_reference(name, beta, T1, N, T, M):
     # the runs must have trimmed something, or this comparison tests little
     assert diag["active_after"][-1] < M
     sched = dm.epoch_schedule(T, T1)
-    smaller = [len(np.unique(actions[a:a + n])) <= 64 < dm.distinct_capacities(N * n + 1)[-1]
+    smaller = [len(np.unique(actions[a:a + n])) <= 64 < capacity_ladder(N * n + 1)[-1]
                for a, n in zip(sched.starts[:-1], sched.steps[:-1])]
     assert any(smaller) == (N == 10)
 
@@ -234,12 +234,15 @@ def test_dis_kernel_ucb_duets_matches_reference(name, D, storage):
 
 
 @pytest.mark.parametrize("storage", ["rows", "candidates"])
-@pytest.mark.parametrize("name,D,forced,q", [("branin", 20.0, 10, 4.0), ("h2", 3.0, -1, 4.0), ("h1", 2.0, 3, 1.0)])
-def test_approx_dis_kernel_ucb_duets_matches_reference(name, D, forced, q, storage):
+@pytest.mark.parametrize("name,D,forced,q,N", [("branin", 20.0, 10, 4.0, 3), ("h2", 3.0, -1, 4.0, 3),
+                                               ("h1", 2.0, 3, 1.0, 3), ("branin", 20.0, 10, 4.0, 10)])
+def test_approx_dis_kernel_ucb_duets_matches_reference(name, D, forced, q, N, storage):
     """Approx-DisKernelUCB with mechanics='duets', in both storages: the same arms, synchronisations and
     communication as the spec's loop (own-model trigger, forced first sync, q-bar re-sampling, first-index
-    ties); storage 'candidates' with the loop's re-sampling drawn per (agent, candidate)."""
-    N, T, M = 3, 16, 120
+    ties); storage 'candidates' with the loop's re-sampling drawn per (agent, candidate). With 10 agents the
+    forced synchronisation keeps more than 64 candidates, the candidate storage's second dictionary
+    buffer (`base.capacity_ladder(120)` = (64, 120)); with 3 never more than 48."""
+    T, M = 16, 120
     ls = FUNCTIONS[name][3]
     with jax.enable_x64(True):
         alg = on_candidates(approx_dis_kernel_ucb("rbf", lam=0.2, alpha=1.0, q=q, threshold=D, lengthscale=ls,
@@ -262,6 +265,7 @@ def test_approx_dis_kernel_ucb_duets_matches_reference(name, D, forced, q, stora
     np.testing.assert_allclose([float(r.comm_down) for r in reports], out["comm_down"], rtol=1e-12)
     np.testing.assert_allclose([float(r.diagnostics["comm_code"]) for r in reports], out["comm_code"], rtol=1e-12)
     assert syncs.sum() >= 1 and len(np.unique(actions[-1])) >= 1
+    assert (max(float(r.diagnostics["dict_size"]) for r in reports) > 64) == (N == 10)
 
 
 @pytest.mark.parametrize("storage", ["rows", "candidates"])

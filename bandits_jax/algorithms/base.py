@@ -259,6 +259,11 @@ def sized_switch(size, capacities, fn: Callable, operand):
     return switch(size, operand)
 
 
+def capacity_ladder(most: int) -> tuple:
+    """Capacities for `sized_switch` up to `most`: the powers of two from 64 below it, then `most`."""
+    return tuple(c for c in (64 << k for k in range(max(most, 64).bit_length())) if c < most) + (most,)
+
+
 # ------------------------------------------------------------------------------ checks
 def check_static(name: str, option: str, value, allowed) -> object:
     """Refuse a static option outside `allowed` with a message that lists them."""

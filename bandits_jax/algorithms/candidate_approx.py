@@ -30,7 +30,8 @@ A synchronisation (everything the rows storage does, by candidate):
     (b) the new dictionary: the candidates some owner kept, in candidate order (not arrival order;
         the same span, so the same model, unless the near-duplicate cut drops another point);
     (c)-(d) A = Z^T diag(count) Z, b = Z^T sums over all pooled counts, and the new (mean_G, Sigma_G,
-        resid): O(M m^2 + M^2 m) for a dictionary of m <= dict_capacity rows (padded to it).
+        resid): O(M m^2 + M^2 m) for a dictionary of m <= dict_capacity rows (padded to a capacity of the
+        ladder, `synchronise`).
 Communication as in the rows storage: up = d (kept (owner, candidate) pairs) / N + m^2 + m, down =
 d m + m^2 + m, comm_code m (m + 1). The diagnostic `kept` counts kept (owner, candidate) pairs (the
 rows storage counts kept points). In a batch of runs only those that synchronise compute it
@@ -41,6 +42,7 @@ candidates since the last synchronisation (ERR_SLOTS).
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -50,7 +52,7 @@ from bandits_jax.kernels import nystrom
 
 from ..core import EnvSpec, Sizes, report
 from .approx_dis_kernel import ERR_DICT, ERR_SLOTS, resampled_dictionary
-from .base import argmax_or_uniform, batch_cond, kernel_params
+from .base import argmax_or_uniform, batch_cond, capacity_ladder, kernel_params, sized_switch
 from .candidate_kernel import Slots, absorb, empty_clients, restart_slots
 
 
@@ -138,27 +140,37 @@ def update(config, params, state: CandidateApproxState, step, actions, rewards, 
 def synchronise(config, operand):
     """Steps (a)-(d) of the module docstring. operand: (params, pooled (counts [N, M], sums [M], dict_n,
     mean_g, cov_g, resid), the clients' new points (`Slots` [N, ...]), candidates [M, d], key).
-    Returns (new pooled, up, down, kept pairs, dictionary overflow)."""
+    Returns (new pooled, up, down, kept pairs, dictionary overflow). The dictionary's buffer is the
+    smallest of `base.capacity_ladder` that holds the kept candidates (`base.sized_switch`), so (c)-(d)
+    follow the dictionary's size, not dict_capacity."""
     params, (counts, sums, _, _, cov_g, resid), loc, X, key = operand
     dtype = sums.dtype
     N, M = counts.shape
     counts = counts.at[jnp.arange(N)[:, None], loc.ids].add(loc.counts)  # unused slots add 0
     sums = sums.at[loc.ids].add(loc.sums)
-    lam = params["lam"]
-    p = kernel_params(config.kernel.params, params["lengthscale"], dtype)
     prob = nystrom.leverage_probability(resid + jnp.maximum(jnp.diagonal(cov_g), 0.0), params["q"])
     keep = owner_keeps(prob, counts, jax.random.uniform(key, (N, M), dtype))
-    cap = min(config.dict_capacity, M)
-    dict_X, dict_n, Linv, over = resampled_dictionary(config, X, jnp.any(keep, axis=0), cap, p)
-    Z = nystrom.embed_chol(config.kernel.fn, X, dict_X, dict_n, Linv, p)                     # [M, cap]
-    total = jnp.sum(counts, axis=0)
-    Pinv = nystrom.ridge_inverse(Z.T @ (total[:, None] * Z), lam)
-    ZP = Z @ Pinv
-    pooled = (counts, sums, dict_n, ZP @ (Z.T @ sums), lam * ZP @ Z.T,
-              jnp.maximum(config.kernel.diag(X, p) - jnp.sum(Z * Z, axis=1), 0.0))
+    chosen = jnp.any(keep, axis=0)
+    dict_n, model, over = sized_switch(jnp.sum(chosen), capacity_ladder(min(config.dict_capacity, M)),
+                                       partial(pooled_model, config), (params, X, chosen, counts, sums))
     m, d = dict_n.astype(dtype), X.shape[1]
     kept = jnp.sum(keep, dtype=jnp.int32)
-    return pooled, d * kept.astype(dtype) / N + m * m + m, d * m + m * m + m, kept, over
+    return (counts, sums, dict_n) + model, d * kept.astype(dtype) / N + m * m + m, d * m + m * m + m, kept, over
+
+
+def pooled_model(config, capacity: int, operand):
+    """Steps (b)-(d) with a dictionary buffer of `capacity` rows: (dict_n, (mean_g [M], cov_g [M, M],
+    resid [M]), overflow). operand: (params, candidates [M, d], chosen [M] (kept by some owner), pooled
+    counts [N, M], reward sums [M])."""
+    params, X, chosen, counts, sums = operand
+    lam = params["lam"]
+    p = kernel_params(config.kernel.params, params["lengthscale"], sums.dtype)
+    dict_X, dict_n, Linv, over = resampled_dictionary(config, X, chosen, capacity, p)
+    Z = nystrom.embed_chol(config.kernel.fn, X, dict_X, dict_n, Linv, p)                     # [M, capacity]
+    Pinv = nystrom.ridge_inverse(Z.T @ (jnp.sum(counts, axis=0)[:, None] * Z), lam)
+    ZP = Z @ Pinv
+    resid = jnp.maximum(config.kernel.diag(X, p) - jnp.sum(Z * Z, axis=1), 0.0)
+    return dict_n, (ZP @ (Z.T @ sums), lam * ZP @ Z.T, resid), over
 
 
 def quiet(operand):

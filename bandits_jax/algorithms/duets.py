@@ -51,7 +51,7 @@ from jax import lax
 from ..core import Algorithm, ConfigError, EnvSpec, Param, Sizes, declare_params, report
 from ..kernels import krr, nystrom
 from ..kernels.functions import Kernel
-from .base import float_dtype, kernel_params, resolve_kernel, sized_switch
+from .base import capacity_ladder, float_dtype, kernel_params, resolve_kernel, sized_switch
 
 NAME = "DUETS"
 COIN, SERVER = 1, 2
@@ -158,7 +158,7 @@ def update(config: DuetsConfig, params, state: DuetsState, step, actions, reward
 def epoch_end(config: DuetsConfig, N: int, j: int, params, state: DuetsState):
     """Steps 1-5 of the module docstring for completed epoch j (static, so every buffer has the
     epoch's own size N T_j): (new state, Report). The epoch's distinct points fill R of
-    min(N T_j, M) + 1 slots; the dense work runs on the smallest of `distinct_capacities` that holds
+    min(N T_j, M) + 1 slots; the dense work runs on the smallest of `base.capacity_ladder` that holds
     them (`base.sized_switch`, `trim`), so its O(R^3 + M R^2) follows the points actually drawn."""
     dtype = state.sums.dtype
     M = state.candidates.shape[0]
@@ -167,7 +167,7 @@ def epoch_end(config: DuetsConfig, N: int, j: int, params, state: DuetsState):
     counts = jnp.zeros((M,), dtype).at[ids].add(1.0)
     uniq = jnp.unique(ids, size=min(N * length, M) + 1, fill_value=M)
     distinct = jnp.sum(uniq < M)
-    return sized_switch(distinct, distinct_capacities(uniq.shape[0]), partial(trim, config, N, j),
+    return sized_switch(distinct, capacity_ladder(uniq.shape[0]), partial(trim, config, N, j),
                         (params, state, ids, counts, uniq))
 
 
@@ -225,11 +225,6 @@ def step_tables(schedule: Schedule):
         local += list(range(run))
         ends += [False] * (run - 1) + [j < last]
     return (jnp.asarray(epoch, jnp.int32), jnp.asarray(local, jnp.int32), jnp.asarray(ends, bool))
-
-
-def distinct_capacities(most: int) -> tuple:
-    """Buffer sizes for an epoch's distinct points: powers of two from 64 below `most`, then `most`."""
-    return tuple(c for c in (64 << k for k in range(max(most, 64).bit_length())) if c < most) + (most,)
 
 
 def query_ids(state: DuetsState, j, n, i):
