@@ -194,8 +194,7 @@ def batch_cond(pred, true_fn: Callable, false_fn: Callable, operand, *, gather: 
     @cond.def_vmap
     def cond_batched(axis_size, in_batched, pred, operand):
         pred_batched, operand_batched = in_batched
-        operand = jax.tree_util.tree_map(
-            lambda x, b: x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x)), operand, operand_batched)
+        operand = batch_everywhere(operand, operand_batched, axis_size)
         vtrue, vfalse = jax.vmap(true_fn), jax.vmap(false_fn)
         if axis_size == 1:  # one run: its own plain cond, without the any/where or the gather
             first = lambda tree: jax.tree_util.tree_map(lambda x: x[0], tree)  # noqa: E731
@@ -250,13 +249,19 @@ def sized_switch(size, capacities, fn: Callable, operand):
     @switch.def_vmap
     def switch_batched(axis_size, in_batched, size, operand):
         size_batched, operand_batched = in_batched
-        operand = jax.tree_util.tree_map(
-            lambda x, b: x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x)), operand, operand_batched)
+        operand = batch_everywhere(operand, operand_batched, axis_size)
         largest = jnp.max(size) if size_batched else size
         out = sized_switch(largest, capacities, lambda c, op: jax.vmap(partial(fn, c))(op), operand)
         return out, jax.tree_util.tree_map(lambda _: True, out)
 
     return switch(size, operand)
+
+
+def batch_everywhere(tree, batched, axis_size: int):
+    """Inside a `custom_vmap` rule: every leaf of `tree` with the batch axis in front (the unbatched
+    leaves, per `batched`, broadcast to axis_size)."""
+    return jax.tree_util.tree_map(
+        lambda x, b: x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x)), tree, batched)
 
 
 def capacity_ladder(most: int) -> tuple:
