@@ -315,11 +315,9 @@ def gaussian_rewards(noise_std: float) -> Callable[[PyTree, Array, Array], Array
     return sample
 
 
-def bernoulli_rewards(instance, means, key):
-    """`sample_rewards` for 0/1 rewards with success probability clip(mean, 0, 1)."""
-    del instance
-    p = jnp.clip(means, 0.0, 1.0)
-    return jax.random.bernoulli(key, p).astype(means.dtype)
+def float_dtype():
+    """The default float dtype of the current precision scope: float64 under x64, else float32."""
+    return jnp.result_type(float)
 
 
 STREAMS = 2 ** 32  # streams are folded into a key as uint32

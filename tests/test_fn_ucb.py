@@ -16,8 +16,7 @@ from jax.flatten_util import ravel_pytree
 
 from bandits_jax.algorithms import fn_ucb as fn
 from bandits_jax.algorithms import fn_ucb_cov
-from bandits_jax.algorithms.base import float_dtype
-from bandits_jax.core import ConfigError, EnvSpec, Problem, Sizes, Step, gaussian_rewards
+from bandits_jax.core import ConfigError, EnvSpec, Problem, Sizes, Step, float_dtype, gaussian_rewards
 from bandits_jax.runner import cumulative_regret, run_batch
 from bench.reference import fn_ucb_np, neural_np
 from bandits_jax.kernels.linalg import chol_update

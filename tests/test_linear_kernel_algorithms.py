@@ -13,8 +13,7 @@ import pytest
 
 from bandits_jax.algorithms import kernel as kalg
 from bandits_jax.algorithms import linear as lalg
-from bandits_jax.algorithms.base import float_dtype
-from bandits_jax.core import ConfigError, EnvSpec, Sizes, Step
+from bandits_jax.core import ConfigError, EnvSpec, Sizes, Step, float_dtype
 from bandits_jax.kernels.functions import get_kernel
 
 from bench.reference import kernel_np, linear_np

@@ -101,10 +101,10 @@ from bandits_jax.kernels import nystrom
 from bandits_jax.kernels.functions import Kernel
 from bandits_jax.kernels.linalg import pad_last, pad_ridge_inverse, pad_rows, sherman_morrison
 
-from ..core import Algorithm, ConfigError, EnvSpec, Param, Sizes, Sizing, declare_params, report
+from ..core import Algorithm, ConfigError, EnvSpec, Param, Sizes, Sizing, declare_params, float_dtype, report
 from .base import (ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, active_index, argmax_or_uniform, argmax_random_ties,
-                   batch_cond, check_capacity, check_static, float_dtype, kernel_params, multi_active_error,
-                   one_hot_action, resolve_kernel)
+                   batch_cond, check_capacity, check_static, kernel_params, multi_active_error, one_hot_action,
+                   resolve_kernel)
 
 NAME = "Approx-DisKernelUCB"
 ERR_DICT = 1

@@ -89,9 +89,9 @@ from bandits_jax.kernels import nystrom
 from bandits_jax.kernels.functions import Kernel
 from bandits_jax.kernels.linalg import pad_last, pad_ridge_inverse, pad_rows, sherman_morrison
 
-from ..core import Algorithm, EnvSpec, Param, Sizes, Sizing, declare_params, report
+from ..core import Algorithm, EnvSpec, Param, Sizes, Sizing, declare_params, float_dtype, report
 from .base import (ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, active_index, argmax_random_ties, check_capacity,
-                   float_dtype, kernel_params, multi_active_error, one_hot_action, resolve_kernel)
+                   kernel_params, multi_active_error, one_hot_action, resolve_kernel)
 
 NAME = "Async-KernelUCB"
 ERR_DICT = 1

@@ -284,11 +284,6 @@ def check_capacity(name: str, option: str, value) -> int:
     return value
 
 
-def float_dtype():
-    """The default float dtype of the current precision scope."""
-    return jnp.result_type(float)
-
-
 def resolve_kernel(algorithm_name: str, kernel) -> Kernel:
     """A Kernel, or one by name; an unknown name is a ConfigError that names the algorithm."""
     if isinstance(kernel, Kernel):

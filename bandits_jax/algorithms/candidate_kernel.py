@@ -47,8 +47,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ..core import ConfigError, EnvSpec, Sizes, Sizing
-from .base import argmax_or_uniform, batch_cond, float_dtype
+from ..core import ConfigError, EnvSpec, Sizes, Sizing, float_dtype
+from .base import argmax_or_uniform, batch_cond
 from .dis_kernel import ERR_BUFFER, duets_report, duets_trigger
 from .kernel import kernel_args
 

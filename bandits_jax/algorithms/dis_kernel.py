@@ -77,10 +77,9 @@ from jax import lax
 from bandits_jax.kernels.functions import Kernel
 from bandits_jax.kernels.linalg import inv_chol_append, pad_chol, pad_rows, posterior_mean_var_inv
 
-from ..core import Algorithm, ConfigError, EnvSpec, Param, Sizes, Sizing, declare_params, report
+from ..core import Algorithm, ConfigError, EnvSpec, Param, Sizes, Sizing, declare_params, float_dtype, report
 from .base import (ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, active_index, argmax_or_uniform, argmax_random_ties,
-                   check_capacity, check_static, float_dtype, independent, multi_active_error, one_hot_action,
-                   resolve_kernel)
+                   check_capacity, check_static, independent, multi_active_error, one_hot_action, resolve_kernel)
 from .kernel import (STORAGES, DistinctKernelState, KernelConfig, KernelState, has_room, init1, kernel_args,
                      panel_posterior, posterior, resize1, rows1, update1)
 

@@ -48,10 +48,10 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ..core import Algorithm, ConfigError, EnvSpec, Param, Sizes, declare_params, report
+from ..core import Algorithm, ConfigError, EnvSpec, Param, Sizes, declare_params, float_dtype, report
 from ..kernels import krr, nystrom
 from ..kernels.functions import Kernel
-from .base import capacity_ladder, float_dtype, kernel_params, resolve_kernel, sized_switch
+from .base import capacity_ladder, kernel_params, resolve_kernel, sized_switch
 
 NAME = "DUETS"
 COIN, SERVER = 1, 2

@@ -21,8 +21,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ..core import ConfigError, Outcome, Param, Trial, declare_params
-from .base import check_capacity, float_dtype
+from ..core import ConfigError, Outcome, Param, Trial, declare_params, float_dtype
+from .base import check_capacity
 
 OUTCOMES = {
     "correct": Outcome("rate", "every agent named its best arm"),

@@ -71,9 +71,9 @@ from jax import lax
 from bandits_jax.kernels.linalg import pad_rows
 from bandits_jax.kernels.ridge import ridge_logdet, ridge_scores
 
-from ..core import Algorithm, EnvSpec, Param, Sizes, Sizing, declare_params, report
-from .base import (ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, active_index, argmax_random_ties, batch_cond,
-                   check_capacity, float_dtype, multi_active_error, one_hot_action)
+from ..core import Algorithm, EnvSpec, Param, Sizes, Sizing, declare_params, float_dtype, report
+from .base import (ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, active_index, argmax_random_ties, batch_cond, check_capacity,
+                   multi_active_error, one_hot_action)
 
 NAME = "FedGLB-UCB"
 ERR_HISTORY = 2

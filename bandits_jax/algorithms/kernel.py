@@ -58,9 +58,8 @@ from bandits_jax.kernels.krr import repeated_points_posterior
 from bandits_jax.kernels.linalg import (inv_chol_append, mask_upto, pad_chol, pad_rows, posterior_from_product,
                                         posterior_mean_var_inv)
 
-from ..core import Algorithm, ConfigError, EnvSpec, Param, declare_params
-from .base import (batch_cond, check_static, float_dtype, independent, kernel_params, resolve_kernel,
-                   uniform_arm)
+from ..core import Algorithm, ConfigError, EnvSpec, Param, declare_params, float_dtype
+from .base import batch_cond, check_static, independent, kernel_params, resolve_kernel, uniform_arm
 from .linear import check_max_history
 
 STORAGES = ("dense", "panels", "distinct")

@@ -33,8 +33,8 @@ from jax.scipy.linalg import solve_triangular
 
 from bandits_jax.kernels.linalg import chol_solve, chol_update
 
-from ..core import Algorithm, EnvSpec, Param, declare_params
-from .base import check_capacity, check_static, float_dtype, independent
+from ..core import Algorithm, EnvSpec, Param, declare_params, float_dtype
+from .base import check_capacity, check_static, independent
 
 BONUSES = ("norm", "quadratic")
 PARAMS = {

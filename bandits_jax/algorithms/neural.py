@@ -59,8 +59,8 @@ from jax.scipy.linalg import solve_triangular
 from bandits_jax.kernels.linalg import chol_update, pad_rows
 from bandits_jax.kernels.ntk import PARAMETERIZATIONS, init_mlp, mlp_apply, ntk_values_and_features
 
-from ..core import Algorithm, ConfigError, EnvSpec, Param, declare_params
-from .base import check_static, float_dtype, independent
+from ..core import Algorithm, ConfigError, EnvSpec, Param, declare_params, float_dtype
+from .base import check_static, independent
 
 COVARIANCES = ("full", "diag")
 FEATURE_SCALES = ("raw", "sqrt_m")

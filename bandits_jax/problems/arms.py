@@ -11,8 +11,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ..core import Arms, ConfigError
-from .synthetic import float_dtype
+from ..core import Arms, ConfigError, float_dtype
 
 
 def gaussian_arms(num_agents: int = 1, num_arms: int = 10, gap: float = 0.5, noise_std: float = 1.0) -> Arms:

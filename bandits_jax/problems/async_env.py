@@ -42,9 +42,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import core
-from ..core import ConfigError, EnvSpec, Problem
+from ..core import ConfigError, EnvSpec, Problem, float_dtype
 from .datasets import load_dataset
-from .synthetic import _check_number, float_dtype
+from .synthetic import _check_number
 
 ARRIVALS = ("uniform", "round_robin")
 KMEANS_SEED = 0  # the clustering seed shared by every run of the k-means problems

@@ -32,8 +32,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import core
-from ..core import ConfigError, EnvSpec, Problem
-from .synthetic import float_dtype
+from ..core import ConfigError, EnvSpec, Problem, float_dtype
+
 
 HARTMANN_ALPHA = (1.0, 1.2, 3.0, 3.2)
 HARTMANN_A = ((10.0, 3.0, 17.0, 3.5), (0.05, 10.0, 17.0, 0.1), (3.0, 3.5, 1.7, 10.0), (17.0, 8.0, 0.05, 10.0))

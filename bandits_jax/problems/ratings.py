@@ -39,10 +39,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import core
-from ..core import ConfigError, EnvSpec, Problem
+from ..core import ConfigError, EnvSpec, Problem, float_dtype
 from .async_env import arrival_rule, _arrival_label
 from .datasets import DATA_DIR_ENV, DataNotFoundError
-from .synthetic import float_dtype
+
 
 RATING_FILES = {
     "movielens": ("ratings.csv", "ml-25m/ratings.csv", "ratings.dat"),

@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import core
-from ..core import ConfigError, EnvSpec, Problem
+from ..core import ConfigError, EnvSpec, Problem, float_dtype
 
 # The hidden vector a of the FN-UCB synthetic experiments (d = 10, ||a|| = 1, all entries
 # positive), as stored in the official code of "Federated Neural Bandits" (Dai et al., ICLR
@@ -46,11 +46,6 @@ REWARD_FUNCTIONS = {
     "square": (lambda u: 10.0 * u * u, "10 <a, x>^2"),
     "linear": (lambda u: u, "<theta, x>"),
 }
-
-
-def float_dtype():
-    """JAX's default float dtype right now: float64 under x64, else float32."""
-    return jnp.zeros(()).dtype
 
 
 def unit_contexts(key, shape, law: str, dtype=None):
