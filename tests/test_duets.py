@@ -310,17 +310,20 @@ def test_nystrom_mean_exact_limit():
     assert np.max(np.abs(np.asarray(half) - np.asarray(exact))) > 1e-4   # half the points: an approximation
 
 
-@pytest.mark.parametrize("block", [32, 2])
-def test_candidate_storage_errors_and_client_model(block, monkeypatch, request):
+@pytest.mark.parametrize("block, dense", [(32, None), (2, 2)])
+def test_candidate_storage_errors_and_client_model(block, dense, monkeypatch, request):
     """storage='candidates': refused outside mechanics='duets'; a client past buffer_capacity reports
     ERR_BUFFER; a client's mean and variance over the candidates equal the exact posterior of the
     pooled data followed by its own points (kernels.krr on the counts), and the pooled posterior
     (mean and covariance) that of the pooled data, whether a synchronisation folds its new points in
-    one block or in several."""
+    one block or in several, and whether the clients' rows are gathered or (past `dense` slots, here
+    reached) come from one product (`client_rows`)."""
     from bandits_jax.algorithms import candidate_kernel
     from bandits_jax.algorithms.dis_kernel import ERR_BUFFER
 
     monkeypatch.setattr(candidate_kernel, "POOL_BLOCK", block)
+    if dense is not None:
+        monkeypatch.setattr(candidate_kernel, "dense_from", lambda M, N: dense)
     jax.clear_caches()                      # traces made with another block size must not be reused
     request.addfinalizer(jax.clear_caches)  # nor this one's after the test
     from bandits_jax.algorithms.kernel import kernel_args
@@ -350,7 +353,7 @@ def test_candidate_storage_errors_and_client_model(block, monkeypatch, request):
         kern = dm.resolve_kernel("t", "rbf")
         kp = kernel_args(kern, {"lengthscale": jnp.asarray(0.2)}, jnp.float64)
         Xj = jnp.asarray(X)
-        syncs = most_new = local_repeat = 0
+        syncs = most_new = local_repeat = most_slots = 0
         for t in range(T):
             a = rng.integers(0, 5, N)      # few candidates: clients see theirs again between syncs
             r = rng.normal(size=N)
@@ -359,6 +362,7 @@ def test_candidate_storage_errors_and_client_model(block, monkeypatch, request):
             np.add.at(counts[1:], (np.arange(N), a), 1.0)
             np.add.at(sums[1:], (np.arange(N), a), r)
             local_repeat = max(local_repeat, counts[1:].max())
+            most_slots = max(most_slots, int(np.max(np.sum(counts[1:] > 0, axis=1))))
             if float(rep.rounds):
                 most_new = max(most_new, int(np.sum(counts[1:].sum(0) > 0)))
                 counts[0] += counts[1:].sum(0)
@@ -373,6 +377,7 @@ def test_candidate_storage_errors_and_client_model(block, monkeypatch, request):
                 np.testing.assert_allclose(inner.loc_var[i], var, atol=1e-9)
         assert 1 <= syncs < T and most_new > 2   # with block = 2 a synchronisation takes several blocks
         assert local_repeat > 1                  # a client met one of its candidates again before a sync
+        assert dense is None or most_slots > dense   # the product was taken at some step
         mean, _, V = krr.repeated_points_factor(kern, kp, 0.2, Xj, jnp.asarray(counts[0]), jnp.asarray(sums[0]), Xj)
         np.testing.assert_allclose(inner.mean_g, mean, atol=1e-9)
         np.testing.assert_allclose(inner.cov_g, kern.fn(Xj, Xj, kp) - V.T @ V, atol=1e-9)

@@ -115,7 +115,7 @@ def update(config, params, state: CandidateApproxState, step, actions, rewards, 
     dtype = state.mean_g.dtype
     N = state.loc_mean.shape[0]
     increment = state.resid[actions] + jnp.maximum(state.loc_var[jnp.arange(N), actions], 0.0)
-    ok, loc, mean, var, _ = jax.vmap(absorb, in_axes=(None,) * 3 + (0,) * 7)(
+    ok, loc, mean, var, _ = absorb(
         params["lam"], config.buffer_capacity, state.cov_g, step.active, actions, jnp.asarray(rewards, dtype),
         state.loc, state.loc_mean, state.loc_var, jnp.zeros((N,), dtype))
     trig = state.loc_trig + jnp.where(ok, increment, 0.0)

@@ -28,7 +28,9 @@ is absorbed by the Gaussian-process update with noise variance lam:
     mean_i += u (y - mean_i[a]) / h,   var_i -= u^2 / h,   Q_i += z z^T / h,   logdet_i += log(h / lam)
 
 O(M |P_i|) a point (the rows of Sigma_G at its candidates, SLOT_CHUNK at a time), however many points
-the client has seen since the synchronisation, plus O(B^2) for Q_i: the numbers of the rows storage
+the client has seen since the synchronisation, plus O(B^2) for Q_i; once some client holds more than
+`dense_from` candidates, all clients' u come from one [N, M] x [M, M] product instead of N |P_i| gathered
+rows (`client_rows`, chosen step by step). The numbers of the rows storage
 (one inverse-Cholesky row per point, the log-det ratio from its diagonal) to rounding, and Q_i only
 grows by positive terms.
 
@@ -41,6 +43,7 @@ for agents that never synchronise).
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -48,7 +51,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from ..core import ConfigError, EnvSpec, Sizes, Sizing, float_dtype
-from .base import argmax_or_uniform, batch_cond
+from .base import argmax_or_uniform, batch_cond, sized_switch
 from .dis_kernel import ERR_BUFFER, duets_report, duets_trigger
 from .kernel import kernel_args
 
@@ -135,7 +138,7 @@ def update(config, params, state: CandidateDisState, step, actions, rewards, aux
     active = step.active
     N = state.loc_mean.shape[0]
     d = state.candidates.shape[1]
-    ok, loc, mean, var, logdet = jax.vmap(absorb, in_axes=(None,) * 3 + (0,) * 7)(
+    ok, loc, mean, var, logdet = absorb(
         params["lam"], config.buffer_capacity, state.cov_g, active, actions, jnp.asarray(rewards, dtype), state.loc,
         state.loc_mean, state.loc_var, state.loc_logdet)
     elapsed = state.elapsed + 1
@@ -195,9 +198,18 @@ def fold_block(lam, ids, counts, sums, mean, cov):
 
 
 def absorb(lam, capacity, cov_g, active, a, y, slots: Slots, mean, var, logdet):
-    """One client absorbs the point (candidate a, reward y) when active and it has a slot for a (module
-    docstring). cov_g [M, M] the pooled covariance; the client's `Slots` (B', at most min(capacity, B')
-    in use), mean [M], var [M], logdet. Returns (absorbed, slots, mean, var, logdet)."""
+    """Every client absorbs its point (candidate a, reward y) when active and it has a slot for a (module
+    docstring). cov_g [M, M] the pooled covariance; per client (leading [N]): active, a, y, its `Slots`
+    (B', at most min(capacity, B') in use), mean [M], var [M], logdet. Returns (absorbed [N], slots,
+    mean, var, logdet)."""
+    ok, slots, z = jax.vmap(take_slot, in_axes=(None, None, 0, 0, 0, 0))(capacity, cov_g, active, a, y, slots)
+    u = client_rows(cov_g, slots.ids, z, slots.used)                                          # [N, M]
+    return (ok,) + jax.vmap(add_point, in_axes=(None,) + (0,) * 9)(lam, ok, a, y, z, u, slots, mean, var, logdet)
+
+
+def take_slot(capacity, cov_g, active, a, y, slots: Slots):
+    """One client's bookkeeping for its point: (ok, slots with a's slot counted, z = e_slot - Q g with
+    g = Sigma_G[ids, a]; z = -Q g when not ok, and then nothing is written)."""
     ids, counts, sums, used, Q = slots
     B = ids.shape[0]
     have = (ids == a) & (jnp.arange(B) < used)
@@ -207,17 +219,52 @@ def absorb(lam, capacity, cov_g, active, a, y, slots: Slots, mean, var, logdet):
     ids = ids.at[slot].set(a, mode="drop")
     used = used + (ok & ~found).astype(used.dtype)
     z = jax.nn.one_hot(slot, B, dtype=Q.dtype) - Q @ cov_g[ids, a]
-    u = combine_rows(cov_g, ids, z, used)
+    slots = Slots(ids, counts.at[slot].add(1.0, mode="drop"), sums.at[slot].add(y, mode="drop"), used, Q)
+    return ok, slots, z
+
+
+def add_point(lam, ok, a, y, z, u, slots: Slots, mean, var, logdet):
+    """One client's model after its point, given u = Sigma_i[:, a] (module docstring):
+    (slots with Q updated, mean, var, logdet)."""
     h = lam + u[a]
     gain = jnp.where(ok, u / h, 0.0)
-    slots = Slots(ids, counts.at[slot].add(1.0, mode="drop"), sums.at[slot].add(y, mode="drop"), used,
-                  Q + jnp.where(ok, jnp.outer(z, z) / h, 0.0))
-    return ok, slots, mean + gain * (y - mean[a]), var - gain * u, logdet + jnp.where(ok, jnp.log(h / lam), 0.0)
+    slots = slots._replace(Q=slots.Q + jnp.where(ok, jnp.outer(z, z) / h, 0.0))
+    return slots, mean + gain * (y - mean[a]), var - gain * u, logdet + jnp.where(ok, jnp.log(h / lam), 0.0)
 
 
 def restart_slots(trigger, slots: Slots) -> Slots:
     """Every client's slots emptied when a synchronisation pooled them (trigger), else kept."""
     return jax.tree_util.tree_map(lambda a: jnp.where(trigger, jnp.zeros_like(a), a), slots)
+
+
+def client_rows(cov_g, ids, z, used):
+    """u [N, M] with u[i] = z[i] @ cov_g[ids[i]] over each client's first used[i] slots (z is zero beyond
+    them); ids, z [N, B']. While every client uses few slots, their rows are gathered SLOT_CHUNK at a
+    time (`combine_rows`: the cost follows the slots in use); once some client uses more than
+    `dense_from`, one [N, M] x [M, M] product (z scattered onto the candidates) reads Sigma_G once
+    instead (the same numbers to rounding). `base.sized_switch` picks per step, and for a batch of runs
+    by its largest client."""
+    M, (N, B) = cov_g.shape[0], ids.shape
+    start = dense_from(M, N)
+    capacities = (start, B) if B > start else (B,)
+    return sized_switch(jnp.max(used), capacities, partial(_rows, start), (cov_g, ids, z, used))
+
+
+def _rows(start: int, capacity: int, operand):
+    """`client_rows` by gathering (capacity <= start) or by one product."""
+    cov_g, ids, z, used = operand
+    if capacity <= start:
+        return jax.vmap(combine_rows, in_axes=(None, 0, 0, 0))(cov_g, ids, z, used)
+    N, M = z.shape[0], cov_g.shape[0]
+    return jnp.zeros((N, M), z.dtype).at[jnp.arange(N)[:, None], ids].add(z) @ cov_g
+
+
+def dense_from(M: int, N: int) -> int:
+    """The slots per client beyond which `client_rows` takes the product. The product reads M^2 numbers
+    once (as many as M / N slots of every client's rows) and does 2 N M^2 flops; gathered rows cost in
+    proportion to the slots, less when the clients' candidates are near one another (their rows stay in
+    cache). M / 16 is where the two met on the DUETS candidate sets at 100 clients (README, speed)."""
+    return max(M // N, M // 16, SLOT_CHUNK)
 
 
 def combine_rows(cov_g, ids, z, used):
