@@ -242,6 +242,24 @@ def test_approx_dis_kernel_ucb_duets_matches_reference(name, D, forced, q, N, st
     ties); storage 'candidates' with the loop's re-sampling drawn per (agent, candidate). With 10 agents the
     forced synchronisation keeps more than 64 candidates, the candidate storage's second dictionary
     buffer (`base.capacity_ladder(120)` = (64, 120)); with 3 never more than 48."""
+    _approx_against_reference(name, D, forced, q, N, storage)
+
+
+def test_approx_candidate_rows_by_product_match_reference(monkeypatch, request):
+    """The candidate storage with every client's rows from one product as soon as a client holds a
+    candidate (`candidate_kernel.client_rows`, forced here at every step): the same arms,
+    synchronisations and communication as the spec's loop (fails when the product is 1% off; the
+    h2 and h1 cases of the test above, whose arms are uniform until a late synchronisation, do not)."""
+    from bandits_jax.algorithms import candidate_kernel
+
+    monkeypatch.setattr(candidate_kernel, "dense_from", lambda M, N: 0)
+    jax.clear_caches()                      # traces made with the default threshold must not be reused
+    request.addfinalizer(jax.clear_caches)
+    _approx_against_reference("branin", 20.0, 10, 4.0, 3, "candidates")
+
+
+def _approx_against_reference(name, D, forced, q, N, storage):
+    """The body of the two tests above."""
     T, M = 16, 120
     ls = FUNCTIONS[name][3]
     with jax.enable_x64(True):
