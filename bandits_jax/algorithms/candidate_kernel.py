@@ -30,9 +30,9 @@ is absorbed by the Gaussian-process update with noise variance lam:
 O(M |P_i|) a point (the rows of Sigma_G at its candidates, SLOT_CHUNK at a time), however many points
 the client has seen since the synchronisation, plus O(B^2) for Q_i; once some client holds more than
 `dense_from` candidates, all clients' u come from one [N, M] x [M, M] product instead of N |P_i| gathered
-rows (`client_rows`, chosen step by step). The numbers of the rows storage
-(one inverse-Cholesky row per point, the log-det ratio from its diagonal) to rounding, and Q_i only
-grows by positive terms.
+rows (`client_rows`, chosen step by step). Either way the numbers are those of the rows storage (one
+inverse-Cholesky row per point, the log-det ratio from its diagonal) to rounding, and Q_i only grows
+by positive terms.
 
 Slots. B is sized by demand (`slot_sizing`, `core.Sizing`): the runner gives each segment of the
 horizon room for about 1.5 times the most slots a client of the batch uses, and runs a segment again
