@@ -16,6 +16,15 @@ from bandits_jax.problems.candidates import FUNCTIONS, candidate_problem, candid
 from bench.reference import duets_np as ref
 
 
+@pytest.fixture
+def fresh_traces():
+    """Clears JAX's trace caches before and after a test that monkeypatches a module constant read
+    at trace time, so neither it nor a later test reuses a trace made with the other value."""
+    jax.clear_caches()
+    yield
+    jax.clear_caches()
+
+
 def manual_run(name, N, T, M, seed=0, beta=1.0, T1=2, noise_std=0.2, p0=10.0, lam=0.2):
     """DUETS driven step by step with rewards f + noise_std eps (eps drawn here); returns the
     actions [T, N], reports, final state and the draws the reference needs."""
@@ -245,7 +254,7 @@ def test_approx_dis_kernel_ucb_duets_matches_reference(name, D, forced, q, N, st
     _approx_against_reference(name, D, forced, q, N, storage)
 
 
-def test_approx_candidate_rows_by_product_match_reference(monkeypatch, request):
+def test_approx_candidate_rows_by_product_match_reference(monkeypatch, fresh_traces):
     """The candidate storage with every client's rows from one product as soon as a client holds a
     candidate (`candidate_kernel.client_rows`, forced here at every step): the same arms,
     synchronisations and communication as the spec's loop (fails when the product is 1% off; the
@@ -253,8 +262,6 @@ def test_approx_candidate_rows_by_product_match_reference(monkeypatch, request):
     from bandits_jax.algorithms import candidate_kernel
 
     monkeypatch.setattr(candidate_kernel, "dense_from", lambda M, N: 0)
-    jax.clear_caches()                      # traces made with the default threshold must not be reused
-    request.addfinalizer(jax.clear_caches)
     _approx_against_reference("branin", 20.0, 10, 4.0, 3, "candidates")
 
 
@@ -329,7 +336,7 @@ def test_nystrom_mean_exact_limit():
 
 
 @pytest.mark.parametrize("block, dense", [(32, None), (2, 2)])
-def test_candidate_storage_errors_and_client_model(block, dense, monkeypatch, request):
+def test_candidate_storage_errors_and_client_model(block, dense, monkeypatch, fresh_traces):
     """storage='candidates': refused outside mechanics='duets'; a client past buffer_capacity reports
     ERR_BUFFER; a client's mean and variance over the candidates equal the exact posterior of the
     pooled data followed by its own points (kernels.krr on the counts), and the pooled posterior
@@ -342,8 +349,6 @@ def test_candidate_storage_errors_and_client_model(block, dense, monkeypatch, re
     monkeypatch.setattr(candidate_kernel, "POOL_BLOCK", block)
     if dense is not None:
         monkeypatch.setattr(candidate_kernel, "dense_from", lambda M, N: dense)
-    jax.clear_caches()                      # traces made with another block size must not be reused
-    request.addfinalizer(jax.clear_caches)  # nor this one's after the test
     from bandits_jax.algorithms.kernel import kernel_args
     from bandits_jax.kernels import krr
 
