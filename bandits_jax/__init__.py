@@ -1,5 +1,11 @@
-"""bandits_jax: federated, distributed and cooperative kernel and neural bandits in JAX."""
-from bandits_jax._cpu import one_thread_cpu_client
+"""bandits_jax: federated, distributed and cooperative kernel and neural bandits in JAX.
+
+Importing the package creates no XLA client and changes no CPU affinity: the guard against jaxlib's
+batched-LAPACK deadlock (`cpu_guard`, see `bandits_jax/_cpu.py`) runs when something first computes
+(the command line, the benchmarks, `make_problem`, `make_algorithm`, `run_batch`, `run_trials`), so a
+multi-process user may call `jax.distributed.initialize` after importing the library.
+"""
+from bandits_jax._cpu import cpu_guard
 
 __version__ = "0.1.0"
-CPU_GUARD = one_thread_cpu_client()  # before any jax computation; see bandits_jax/_cpu.py
+__all__ = ["cpu_guard", "__version__"]

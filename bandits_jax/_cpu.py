@@ -10,20 +10,31 @@ has the reproducer).
 
 The pool sizes itself from the process's CPU affinity when the CPU client is created; the jax
 maintainers name the affinity as the way to limit it (jax-ml/jax#1539). With one thread the
-kernels run their batch inline and nothing waits on the pool. So, at import, before any jax
-computation: pin the process to one CPU, create the clients, restore every thread's affinity.
+kernels run their batch inline and nothing waits on the pool. So, before the first jax computation
+(`cpu_guard`, called by every entry point that computes, never at import): pin the process to one
+CPU, create the clients, restore every thread's affinity.
 The OpenBLAS library that the kernels call is loaded in that window too and also starts with one
 thread, which for this library's small matrices is faster than two.
 
 The cost is XLA's intra-op parallelism on CPU (large matmuls split over cores): split long CPU
-sweeps over processes instead. Set ``BANDITS_JAX_CPU_GUARD=0`` to keep jax's default pool, e.g.
-to call ``jax.distributed.initialize`` after importing this package (it must run before the
-clients exist; or call it before the import).
+sweeps over processes instead. Set ``BANDITS_JAX_CPU_GUARD=0`` to keep jax's default pool. A
+multi-process user calls ``jax.distributed.initialize`` before the first computation (importing
+this package computes nothing), and the guard then creates the clients of that runtime.
 """
 import os
 import warnings
 
 GUARD_ENV = "BANDITS_JAX_CPU_GUARD"
+_GUARD: list = []  # the outcome of the first call of cpu_guard in this process
+
+
+def cpu_guard() -> bool:
+    """Apply the guard once per process (later calls return the first call's outcome): True when
+    jax's clients were created with a one-thread intra-op pool, False where that could not be done
+    (opted out, not Linux, or jax had already created its clients: a warning then says so)."""
+    if not _GUARD:
+        _GUARD.append(one_thread_cpu_client())
+    return _GUARD[0]
 
 
 def one_thread_cpu_client():
@@ -34,9 +45,9 @@ def one_thread_cpu_client():
 
     if xla_bridge.backends_are_initialized():
         warnings.warn(
-            "bandits_jax was imported after jax had started its CPU client, so the guard against "
-            "jaxlib's batched-LAPACK deadlock is off: import bandits_jax before running any jax "
-            f"computation (or set {GUARD_ENV}=0 to silence this)", RuntimeWarning, stacklevel=3)
+            "jax started its CPU client before bandits_jax could, so the guard against jaxlib's "
+            "batched-LAPACK deadlock is off: call bandits_jax.cpu_guard() before running any jax "
+            f"computation (or set {GUARD_ENV}=0 to silence this)", RuntimeWarning, stacklevel=4)
         return False
     cpus = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {min(cpus)})

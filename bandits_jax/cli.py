@@ -10,6 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ._cpu import cpu_guard
 from .core import ConfigError
 
 
@@ -64,6 +65,7 @@ def _overrides(args) -> dict:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    cpu_guard()  # before anything computes (bandits_jax/_cpu.py)
     if argv[:1] == ["bench"]:  # everything after `bench` belongs to the benchmark's own parser
         return _bench(argv[1:])
     args = _parser().parse_args(argv)

@@ -55,6 +55,7 @@ import numpy as np
 from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from ._cpu import cpu_guard
 from .core import (Algorithm, Arms, ConfigError, EnvSpec, Problem, Sizes, Step, Trial, check_param, check_stream,
                    declared_param)
 
@@ -265,6 +266,7 @@ def run_batch(
             None: CPU_VMAP_SIZE on a CPU backend, the whole batch on an accelerator.
     Returns a RunOutput with arrays of leading size B.
     """
+    cpu_guard()
     seeds = [int(s) for s in seeds]
     if not seeds:
         raise ConfigError("no seeds to run: --seeds must be at least 1")
@@ -498,6 +500,7 @@ def replay(algorithm: Algorithm, spec: EnvSpec, params, contexts, rewards, activ
     another implementation's initial network: `fn_ucb.with_network`).
     Returns (final state, actions[T, N], aux [T, ...], regret[T, N], reports [T, ...]).
     """
+    cpu_guard()
     params = {name: jnp.asarray(dict(algorithm.defaults, **(params or {}))[name], jnp.zeros(()).dtype)
               for name in algorithm.params}
     if sizes is None:
@@ -559,6 +562,7 @@ def run_trials(arms: Arms, trial: Trial, seeds: Sequence[int], params: Optional[
     params: as for `run_batch` (None, or {name: scalar or [B]}), so a grid is one vmap. The batch
     axis is sharded over every device.
     """
+    cpu_guard()
     seeds = [int(s) for s in seeds]
     if not seeds:
         raise ConfigError("no seeds to run: --seeds must be at least 1")

@@ -38,6 +38,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from bandits_jax import cpu_guard
 from bandits_jax.runner import cumulative_regret, run_batch
 
 from . import async_bench, configs, duets_bench, harness, numpy_loop
@@ -352,6 +353,7 @@ def environment() -> dict:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    cpu_guard()
     if argv[:1] == ["--"]:  # `bandits-jax bench -- --quick ...` passes the separator along
         argv = argv[1:]
     args = parse_args(argv)

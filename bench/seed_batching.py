@@ -129,7 +129,7 @@ def main(argv=None) -> int:
             for vmap_size in args.vmap_size:
                 rows += measure(label, experiment, curve, overrides, args.seeds, log, vmap_size, args.repeats)
     doc = dict(rows=rows, devices=[str(d) for d in jax.devices()], python=platform.python_version(),
-               jax=jax.__version__, cpu_guard=getattr(bandits_jax, "CPU_GUARD", None),
+               jax=jax.__version__, cpu_guard=bandits_jax.cpu_guard(),
                openblas_num_threads=os.environ.get("OPENBLAS_NUM_THREADS"))
     if args.out:
         with open(args.out, "w") as fh:

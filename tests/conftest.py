@@ -1,6 +1,8 @@
-# Imported first by pytest: bandits_jax before any jax computation, so that its CPU guard
-# (bandits_jax/_cpu.py) is on in every test process.
-import bandits_jax  # noqa: F401
+# The CPU guard (bandits_jax/_cpu.py) first thing in every test process, before any jax computation:
+# importing bandits_jax no longer applies it.
+import bandits_jax
+
+bandits_jax.cpu_guard()
 
 import pytest  # noqa: E402
 

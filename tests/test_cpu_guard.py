@@ -1,5 +1,6 @@
-"""The CPU guard of bandits_jax/_cpu.py: a one-thread intra-op pool, affinity given back, and the
-two-LAPACK-kernel reproducer of the jaxlib 0.10 deadlock finishing under a time limit."""
+"""The CPU guard of bandits_jax/_cpu.py: a one-thread intra-op pool, affinity given back, the
+two-LAPACK-kernel reproducer of the jaxlib 0.10 deadlock finishing under a time limit, and no side
+effect of importing the package (no client, no affinity change, jax.distributed after the import)."""
 import os
 import subprocess
 import sys
@@ -19,7 +20,7 @@ REPRODUCER = textwrap.dedent("""
     import sys
     import bandits_jax
     import jax, jax.numpy as jnp
-    assert bandits_jax.CPU_GUARD
+    assert bandits_jax.cpu_guard()
     jax.config.update("jax_enable_x64", True)
     f = jax.jit(lambda a, b: (jnp.linalg.cholesky(a), jnp.linalg.inv(b)))
     x = jax.random.normal(jax.random.PRNGKey(0), (10, 64, 64))
@@ -50,7 +51,7 @@ def _intra_op_threads() -> int:
 
 
 def test_guard_is_on_in_this_process_with_one_pool_thread():
-    assert bandits_jax.CPU_GUARD
+    assert bandits_jax.cpu_guard()
     assert _intra_op_threads() == 1
 
 
@@ -59,6 +60,7 @@ def test_affinity_restored_for_every_thread():
         import os
         before = os.sched_getaffinity(0)
         import bandits_jax
+        assert bandits_jax.cpu_guard()
         tids = os.listdir("/proc/self/task")
         assert len(tids) > 1, tids
         bad = [t for t in tids if os.sched_getaffinity(int(t)) != before]
@@ -69,23 +71,23 @@ def test_affinity_restored_for_every_thread():
     assert out.returncode == 0, out.stderr
 
 
-def test_late_import_warns_and_reports_off():
+def test_late_guard_warns_and_reports_off():
     code = textwrap.dedent("""
         import warnings
+        import bandits_jax
         import jax.numpy as jnp
         jnp.ones(2).block_until_ready()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            import bandits_jax
-        assert not bandits_jax.CPU_GUARD
-        assert any("import bandits_jax before" in str(w.message) for w in caught), caught
+            assert not bandits_jax.cpu_guard()
+        assert any("call bandits_jax.cpu_guard() before" in str(w.message) for w in caught), caught
     """)
     out = _python(code)
     assert out.returncode == 0, out.stderr
 
 
 def test_opt_out_keeps_the_default_pool():
-    code = "import bandits_jax, jax; jax.devices(); print(bandits_jax.CPU_GUARD)"
+    code = "import bandits_jax, jax; print(bandits_jax.cpu_guard()); jax.devices()"
     out = _python(code, env={_cpu.GUARD_ENV: "0"})
     assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr
 
@@ -96,3 +98,39 @@ def test_reproducer_finishes_under_a_time_limit():
     except subprocess.TimeoutExpired:
         pytest.fail("the two-LAPACK reproducer hung (1500 calls did not finish in 180 s)")
     assert out.returncode == 0 and out.stdout.strip() == "finished", out.stderr
+
+
+def test_import_creates_no_client_and_keeps_the_affinity():
+    code = textwrap.dedent("""
+        import os
+        before = os.sched_getaffinity(0)
+        import bandits_jax, bandits_jax.runner, bandits_jax.sweep, bandits_jax.experiments.registry
+        from jax._src import xla_bridge
+        assert not xla_bridge.backends_are_initialized()
+        assert os.sched_getaffinity(0) == before
+        print("clean")
+    """)
+    out = _python(code)
+    assert out.returncode == 0 and out.stdout.strip() == "clean", out.stderr
+
+
+def test_distributed_initialize_after_the_import():
+    # one process on localhost: the runtime starts after the import, the guard then creates its clients
+    code = textwrap.dedent("""
+        import socket
+        import bandits_jax
+        import jax
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        jax.distributed.initialize(f"127.0.0.1:{port}", num_processes=1, process_id=0)
+        assert bandits_jax.cpu_guard()
+        from bandits_jax.problems import make_problem
+        from bandits_jax.algorithms import make_algorithm
+        from bandits_jax.runner import run_batch
+        out = run_batch(make_problem("linear", num_agents=1, horizon=5), make_algorithm("linucb"), [0])
+        print(jax.process_count(), out.regret.shape)
+        jax.distributed.shutdown()
+    """)
+    out = _python(code, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "1 (1, 5, 1)", out.stderr

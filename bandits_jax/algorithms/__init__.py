@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import inspect
 
+from .._cpu import cpu_guard
 from ..core import Algorithm, ConfigError, Trial
 
 ALGORITHMS = {
@@ -52,6 +53,7 @@ def make_algorithm(name: str, **options) -> Algorithm | Trial:
     """Build algorithm `name` (one of ALGORITHMS) with keyword options (float hyper-parameters set its
     defaults; the rest are static options); unknown options raise ConfigError."""
     factory = algorithm_factory(name)
+    cpu_guard()  # a factory may build arrays
     params = inspect.signature(factory).parameters
     if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
         unknown = sorted(set(options) - set(params))

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import inspect
+from .._cpu import cpu_guard
 from ..core import ConfigError, Problem
 from . import arms, async_env, datasets, ratings, synthetic
 from .classification import classification_bandit
@@ -87,6 +88,7 @@ def make_problem(name: str, **kwargs):
     unknown = sorted(set(kwargs) - set(allowed))
     if unknown:
         raise ConfigError(f"problem {name}: unknown option(s) {', '.join(unknown)}; known: {', '.join(allowed)}")
+    cpu_guard()  # a builder may build arrays
     return BUILDERS[name](**kwargs)
 
 
