@@ -1,8 +1,10 @@
-"""The `bandits-jax` command: list, run, plot, bench.
+"""The `bandits-jax` command: list, show, run, plot, bench.
 
-Bad input (an unknown experiment or key, a wrong type, a negative lambda, K < 1, a missing
-data file) prints one line naming the problem and exits with status 2 before anything is
-compiled.
+    bandits-jax run NAME | FILE.toml | --problem SPEC --algorithm SPEC [--algorithm SPEC ...]
+
+Bad input (an unknown experiment, algorithm or key, a malformed spec, a wrong type, a negative
+lambda, K < 1, a missing data file, an algorithm that does not fit its problem) prints one line
+naming the problem and exits with status 2 before anything is compiled.
 """
 from __future__ import annotations
 
@@ -17,9 +19,15 @@ from .core import ConfigError
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="bandits-jax", description="Multi-agent kernel and neural bandits in JAX.")
     sub = p.add_subparsers(dest="command", required=True)
-    sub.add_parser("list", help="list the experiments, one per line")
-    run = sub.add_parser("run", help="run (or resume) an experiment")
-    run.add_argument("name")
+    lister = sub.add_parser("list", help="list the experiments (or the algorithms, or the problems), one per line")
+    lister.add_argument("--algorithms", action="store_true", help="list the registered algorithms instead")
+    lister.add_argument("--problems", action="store_true", help="list the registered problems instead")
+    run = sub.add_parser("run", help="run (or resume) an experiment, an experiment file, or algorithms on a problem")
+    run.add_argument("name", nargs="?", help="a registered experiment, or an experiment file (.toml)")
+    run.add_argument("--problem", metavar="NAME[:KEY=VALUE,...]",
+                     help="run the --algorithm specs on this registered problem, without an experiment")
+    run.add_argument("--algorithm", action="append", default=[], metavar="NAME[:KEY=VALUE,...]",
+                     help="a registered algorithm with options (repeatable; with --problem)")
     run.add_argument("--size", default="paper", help="smoke, paper or large where the experiment has it (default: paper)")
     run.add_argument("--seeds", type=int, help="number of seeds S (runs seeds F..F+S-1)")
     run.add_argument("--first-seed", type=int, help="first seed F")
@@ -44,6 +52,9 @@ def _parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="print the configuration keys of an experiment")
     show.add_argument("name")
     show.add_argument("--size", default="paper")
+    show.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a configuration key")
+    show.add_argument("--toml", action="store_true",
+                      help="print the experiment as TOML (configuration and curves), for `bandits-jax run FILE.toml`")
     bench = sub.add_parser("bench", help="run the benchmarks (same as python -m bench)")
     bench.add_argument("args", nargs=argparse.REMAINDER)
     return p
@@ -57,7 +68,7 @@ def _overrides(args) -> dict:
         key, value = item.split("=", 1)
         out[key.strip()] = value.strip()
     for flag, key in (("seeds", "seeds"), ("first_seed", "first_seed"), ("horizon", "horizon")):
-        value = getattr(args, flag)
+        value = getattr(args, flag, None)
         if value is not None:
             out[key] = value
     return out
@@ -71,22 +82,25 @@ def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command == "list":
-            from .experiments.registry import experiments
-
-            for name, exp in experiments().items():
-                print(f"{name:28s} {exp.description}")
+            _list(args)
             return 0
         if args.command == "show":
-            from .experiments.registry import get_experiment, resolve_config
+            from .experiments.adhoc import experiment_toml
+            from .experiments.registry import resolve_config
+            from .experiments.catalog import get_experiment
 
-            config = resolve_config(get_experiment(args.name), args.size, {})
-            for key, value in config.items():
+            exp = get_experiment(args.name)
+            if args.toml:
+                print(experiment_toml(exp, args.size, _overrides(args)), end="")
+                return 0
+            for key, value in resolve_config(exp, args.size, _overrides(args)).items():
                 print(f"{key} = {value!r}")
             return 0
         if args.command == "run":
             from .sweep import run_experiment
 
-            run_experiment(args.name, size=args.size, overrides=_overrides(args), out=args.out,
+            exp, size = _run_target(args)
+            run_experiment(exp, size=size, overrides=_overrides(args), out=args.out,
                            chunk=args.chunk, quiet=args.quiet, plot=not args.no_plot,
                            curves=False if args.no_curve_cache else args.curves, only=tuple(args.only))
             return 0
@@ -107,6 +121,40 @@ def main(argv=None) -> int:
         print(f"bandits-jax: error: {err}", file=sys.stderr)
         return 2
     return 1
+
+
+def _list(args) -> None:
+    """Print the experiments, or the registered algorithms or problems, one per line with its description."""
+    if args.algorithms or args.problems:
+        from .algorithms import algorithm_descriptions
+        from .problems import problem_descriptions
+
+        for name, text in (algorithm_descriptions() if args.algorithms else problem_descriptions()).items():
+            print(f"{name:28s} {text}")
+        return
+    from .experiments.catalog import experiments
+
+    for name, exp in experiments().items():
+        print(f"{name:28s} {exp.description}")
+
+
+def _run_target(args) -> tuple:
+    """(experiment, size) that `run` runs: a registered name, an experiment file, or --problem with
+    --algorithm specs (ad hoc)."""
+    from .experiments.adhoc import ADHOC_SIZE, adhoc_experiment, toml_experiment
+
+    if args.problem is not None:
+        if args.name is not None:
+            raise ConfigError(f"run takes an experiment ({args.name}) or --problem with --algorithm, not both")
+        return adhoc_experiment(args.problem, args.algorithm), ADHOC_SIZE
+    if args.algorithm:
+        raise ConfigError("--algorithm runs on a --problem NAME[:KEY=VALUE,...]; give one")
+    if args.name is None:
+        raise ConfigError("run needs an experiment name, an experiment file (.toml), or --problem and --algorithm")
+    if args.name.endswith(".toml"):
+        exp, size = toml_experiment(args.name)
+        return exp, size if args.size == "paper" else args.size
+    return args.name, args.size
 
 
 def _bench(argv) -> int:

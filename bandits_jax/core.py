@@ -36,8 +36,9 @@ fill and re-runs a segment with twice the room when a run overflows (error bit
 `Sizing.overflow`).
 
 Phase-level experiments (pure exploration) have no step loop: a `Trial` runs one whole trial in
-one call, `run(key, params, arms, instance) -> {outcome: scalar}`, on an `Arms` world that draws
-an instance per seed and the summed noisy rewards of any pull counts. Its outcomes are declared
+one call, `run(key, params, arms, public, pull) -> {outcome: scalar}`, on an `Arms` world that draws
+an instance per seed; the trial sees only the instance's public part and the summed noisy rewards of
+any pull counts, never the means. Its outcomes are declared
 (`Outcome`: a 0/1 rate such as "correct", or a mean such as a sample count) so that the sweep,
 summary and plots report each with its 95% interval.
 
@@ -49,6 +50,7 @@ so no algorithm needs its seeds run one after another.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import operator
 from typing import Any, Callable, NamedTuple, Optional
 
@@ -95,6 +97,8 @@ class Problem(NamedTuple):
     active(instance, t, key) -> [N] bool     which agents act at step t (None: all of them).
     public(instance) -> pytree               what agents may know of the instance (None: nothing).
     description: one line, shown in outputs (e.g. "synthetic stand-in for MovieLens").
+    info: {name: number or string}, structural numbers of the instance family (a graph's diameter, a
+          candidate set's size), copied into metadata.json and the summary.
     """
 
     name: str
@@ -106,6 +110,7 @@ class Problem(NamedTuple):
     active: Optional[Callable[[PyTree, Array, Array], Array]] = None
     description: str = ""
     public: Optional[Callable[[PyTree], PyTree]] = None
+    info: dict = {}
 
     @property
     def num_agents(self) -> int:
@@ -188,6 +193,15 @@ class Sizing(NamedTuple):
     overflow: int = 0
 
 
+class Table(NamedTuple):
+    """A per-round table that an algorithm declares for its summaries: one row per step at which a
+    communication round took place (in any run), one column per diagnostic it reports, each the mean
+    over seeds. columns: {diagnostic name: column header}."""
+
+    title: str
+    columns: dict
+
+
 class Algorithm(NamedTuple):
     """A (multi-agent) bandit algorithm as pure functions; see the module docstring.
 
@@ -199,6 +213,7 @@ class Algorithm(NamedTuple):
             before streams existed. Two curves of one figure that should draw their own
             initialisation and sampling (FN-UCB with N = 1 and N = 5) get different streams; two
             that should share them (one method at two thresholds) keep the same one.
+    tables: the `Table`s its summaries show (e.g. DUETS's per-epoch diagnostics).
     """
 
     name: str
@@ -210,6 +225,7 @@ class Algorithm(NamedTuple):
     errors: dict = {}
     description: str = ""
     stream: int = 0
+    tables: tuple = ()
 
     @property
     def defaults(self) -> dict:
@@ -228,7 +244,11 @@ class Arms(NamedTuple):
     pull(instance, counts[N, K] int, key) -> [N, K]: for every arm, the SUM of `counts` independent
                              noisy rewards (0 where the count is 0). One call serves any allocation,
                              so an algorithm that pulls arms in rounds calls it once a round.
-    answer(instance) -> [N] int32: each agent's correct answer (its best arm).
+    answer(instance) -> [N] int32: each agent's correct answer (its best arm); the runner's, never
+                             the trial's, to read.
+    public(instance) -> pytree: what a trial may know (arm features, task structure; never the means);
+                             None: nothing.
+    info: as `Problem.info`.
     """
 
     name: str
@@ -238,6 +258,8 @@ class Arms(NamedTuple):
     pull: Callable[[PyTree, Array, Array], Array]
     answer: Callable[[PyTree], Array]
     description: str = ""
+    public: Optional[Callable[[PyTree], PyTree]] = None
+    info: dict = {}
 
 
 class Outcome(NamedTuple):
@@ -249,8 +271,10 @@ class Outcome(NamedTuple):
 
 
 class Trial(NamedTuple):
-    """A phase-level algorithm: `run(key, params, arms, instance) -> {name: scalar}` is one whole
-    trial on the `Arms` world `arms` (static) and its instance.
+    """A phase-level algorithm: `run(key, params, arms, public, pull) -> {name: scalar}` is one whole
+    trial on the `Arms` world `arms` (static), knowing `public` (`Arms.public` of the instance) and
+    drawing rewards with `pull(counts[N, K], key) -> [N, K]` sums. It returns its agents' answers [N]
+    under "answer" (judged by the runner into the outcome "correct") beside its other outcomes.
 
     params:   {name: Param}, as for `Algorithm` (traced, so a grid is a vmap).
     outcomes: {name: Outcome}, one per output of `run` besides "errors".
@@ -303,6 +327,12 @@ def check_param(algorithm_name: str, declared: dict, name: str, value) -> float:
     if sign == "nonnegative" and not value >= 0:
         raise ConfigError(f"{algorithm_name}: {name} must be >= 0, got {value}")
     return value
+
+
+def describe(function) -> str:
+    """The first line of a function's docstring ('' where it has none): a registered name's description."""
+    doc = inspect.getdoc(function) or ""
+    return doc.strip().splitlines()[0] if doc.strip() else ""
 
 
 def gaussian_rewards(noise_std: float) -> Callable[[PyTree, Array, Array], Array]:

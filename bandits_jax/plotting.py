@@ -1,7 +1,6 @@
 """Plots of stored results: cumulative regret with standard-error bands, and communication."""
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import numpy as np
@@ -13,8 +12,9 @@ def plot_results(out_dir, filename: str = "plot.png") -> Path:
     """Write `plot.png` in `out_dir`: cumulative regret (mean +- SE over seeds, or +- std where the
     experiment's band is "std") against t, and,
     when any algorithm communicates, cumulative scalars communicated against t on a log axis and
-    final regret against total communication. When curves differ only in their number of agents
-    ("... (N=k)"), a last panel draws final regret against N (mean +- SE), as FN-UCB's Fig. 6.
+    final regret against total communication. Where the experiment names a tag x (`Experiment.x`,
+    e.g. N), a last panel draws final regret against x (mean +- SE), one series per set of other tags,
+    as FN-UCB's Fig. 6.
     An algorithm run over a hyper-parameter grid is drawn at its chosen point only (the summary
     lists every point). Phase-level results get one panel per outcome instead (`draw_outcomes`)."""
     return save_figure(lambda: draw_results(load_results(out_dir)), Path(out_dir) / filename)
@@ -32,8 +32,9 @@ def draw_results(res):
     comm = communication(res, algorithms)
     any_comm = any(float(c.sum()) > 0 for c in comm.values())
     final = {row["algorithm"]: row for row in summary_rows(res)}  # final regret mean and SE per curve
-    by_n = agent_count_groups(algorithms, res.metadata.get("algorithm_problems", {}))
-    panels = (3 if any_comm else 1) + (1 if by_n else 0)
+    x = res.metadata.get("x", "")
+    against = final_against_tag(res, x) if x else {}
+    panels = (3 if any_comm else 1) + (1 if against else 0)
     cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     if len(algorithms) > len(cycle):  # more curves than the cycle (a D sweep): distinct colours, not repeats
         cycle = [plt.get_cmap("tab20")(k) for k in range(20)]
@@ -58,19 +59,18 @@ def draw_results(res):
         ax.set_ylabel("final cumulative regret")
         ax.set_title("regret against communication")
         ax.grid(alpha=0.3)
-    if by_n:
+    if against:
         ax = axes[0, panels - 1]
-        for label, members in by_n.items():
-            ns = [n for n, _ in members]
-            means = [final[alg]["final_regret_mean"] for _, alg in members]
-            ses = np.nan_to_num([final[alg]["final_regret_se"] for _, alg in members])  # no bar from one seed
-            ax.errorbar(ns, means, yerr=ses, marker="o", capsize=3, label=label)
-        ax.set_xscale("log")
-        ax.set_xticks(sorted({n for m in by_n.values() for n, _ in m}))
+        for label, (values, means, ses) in against.items():
+            ax.errorbar(values, means, yerr=np.nan_to_num(ses), marker="o", capsize=3, label=label)  # no bar from one seed
+        values = sorted({v for vs, _, _ in against.values() for v in vs})
+        if min(values) > 0 and max(values) / min(values) > 20:
+            ax.set_xscale("log")
+        ax.set_xticks(values)
         ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
-        ax.set_xlabel("number of agents N")
+        ax.set_xlabel(x)
         ax.set_ylabel("final cumulative regret")
-        ax.set_title("final regret against N")
+        ax.set_title(f"final regret against {x}")
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -180,17 +180,28 @@ def draw_outcomes(res):
     return fig
 
 
-_N_SUFFIX = re.compile(r"\s*\(N=(\d+)\)$")
+def tag_series(res, algorithms, x: str) -> dict:
+    """{series label: [(x value, curve), ...] sorted by x} for the curves whose tags hold `x`: curves with
+    the same other tags form one series (its label those tags' values), and a series needs at least
+    two x values. A grid point's hyper-parameters are tags too, so a grid is swept like any other."""
+    tags = res.metadata.get("tags", {})
+    series: dict = {}
+    for curve in algorithms:
+        own = tags.get(curve, {})
+        if x not in own:
+            continue
+        rest = {k: v for k, v in own.items() if k != x}
+        label = ", ".join(f"{v}" if k == "method" else f"{k}={v}" for k, v in sorted(rest.items())) or x
+        series.setdefault(label, []).append((own[x], curve))
+    return {label: sorted(m) for label, m in series.items() if len({v for v, _ in m}) > 1}
 
 
-def agent_count_groups(algorithms, problems: dict) -> dict:
-    """{label: [(N, curve), ...] sorted by N} for curves named "<label> (N=k)" of which at least two
-    N values share a label; N is the curve's number of agents (metadata), else k of its name."""
-    groups: dict = {}
-    for alg in algorithms:
-        match = _N_SUFFIX.search(alg)
-        if match:
-            label = alg[:match.start()]
-            n = int(problems.get(alg, {}).get("num_agents", match.group(1)))
-            groups.setdefault(label, []).append((n, alg))
-    return {label: sorted(members) for label, members in groups.items() if len({n for n, _ in members}) > 1}
+def final_against_tag(res, x: str) -> dict:
+    """{series label: (x values, final regret means, standard errors)} of the panel "final regret
+    against x" (`tag_series` over the shown curves), read from the summary rows."""
+    final = {row["algorithm"]: row for row in summary_rows(res)}
+    out = {}
+    for label, members in tag_series(res, shown_curves(res), x).items():
+        out[label] = ([v for v, _ in members], [final[c]["final_regret_mean"] for _, c in members],
+                      [final[c]["final_regret_se"] for _, c in members])
+    return out

@@ -200,42 +200,44 @@ def summary_markdown(results: Results) -> str:
             spread = final[best]["final_regret_std" if std else "final_regret_se"]
             lines.append(f"| {base} | {label} | {final[best]['final_regret_mean']:.3f} +- {spread:.3f} | "
                          f"{len(md['grids'][base])} |")
-    lines += _epoch_tables(results)
+    lines += _declared_tables(results)
     return _summary_lines(md, lines)
 
 
-EPOCH_COLUMNS = ("epoch_length", "inducing", "p", "sigma2_max", "active_before", "active_after", "best_survived")
-
-
-def epoch_rows(results: Results, alg: str) -> list:
-    """Per communication round of a phased algorithm (one that reports the diagnostic epoch_length, as
-    DUETS does): {"step": t, column: mean over seeds} for EPOCH_COLUMNS. The rounds happen at the
-    same steps in every run (the schedule is fixed)."""
-    per = results.arrays[alg]
+def round_rows(results: Results, curve: str, columns) -> list:
+    """Per communication round of a curve: {"step": t, column: mean over seeds} for each diagnostic in
+    `columns`, at the steps where any run had a round (a phased algorithm's schedule is fixed)."""
+    per = results.arrays[curve]
     steps = np.flatnonzero(per["rounds"].max(axis=0) > 0)
-    return [{"step": int(t), **{c: float(per[f"diag/{c}"][:, t].mean()) for c in EPOCH_COLUMNS}} for t in steps]
+    return [{"step": int(t), **{c: float(per[f"diag/{c}"][:, t].mean()) for c in columns}} for t in steps]
 
 
-def _epoch_tables(results: Results) -> list:
-    """Markdown lines: the per-epoch diagnostics of every phased curve shown (a grid's chosen point)."""
+def _declared_tables(results: Results) -> list:
+    """Markdown lines: the per-round tables that the shown curves' algorithms declare (`core.Table`)."""
     lines = []
-    for alg in shown_curves(results):
-        if "diag/epoch_length" not in results.arrays[alg]:
-            continue
-        lines += ["", f"{alg}, per epoch (means over seeds; the round follows step t, counted from 1):", "",
-                  "| t | T_j | inducing points | p_j | sigma^2_max | active before | active after | best kept |",
-                  "|---|---|---|---|---|---|---|---|"]
-        for r in epoch_rows(results, alg):
-            lines.append(f"| {r['step'] + 1} | {r['epoch_length']:.0f} | {r['inducing']:.1f} | {r['p']:.3f} | "
-                         f"{r['sigma2_max']:.4f} | {r['active_before']:.1f} | {r['active_after']:.1f} | "
-                         f"{r['best_survived']:.2f} |")
+    declared = results.metadata.get("tables", {})
+    for curve in shown_curves(results):
+        for table in declared.get(curve, []):
+            columns = table["columns"]
+            lines += ["", f"{curve}, {table['title']} (means over seeds; the round follows step t, counted from 1):",
+                      "", "| t | " + " | ".join(columns.values()) + " |", "|---" * (len(columns) + 1) + "|"]
+            for r in round_rows(results, curve, columns):
+                lines.append(f"| {r['step'] + 1} | " + " | ".join(f"{r[c]:.4g}" for c in columns) + " |")
+    return lines
+
+
+def _info_lines(md: dict) -> list:
+    """Markdown lines: each problem's structural numbers (`Problem.info`)."""
+    lines = []
+    for problem, info in md.get("problem_info", {}).items():
+        lines += ["", f"{problem}: " + ", ".join(f"{k} = {v}" for k, v in info.items())]
     return lines
 
 
 def _summary_lines(md: dict, body: list) -> str:
     """The summary: title, description, `body`, then the runs with errors and the notes."""
     lines = [f"# {md.get('experiment', 'results')} ({md.get('size', '')})", "", md.get("description", ""), ""]
-    lines += body
+    lines += body + _info_lines(md)
     if md.get("errors"):
         lines += ["", "Runs with errors (their numbers are not to be trusted):", ""]
         lines += [f"- {curve}: {message}" for curve, message in md["errors"].items()]

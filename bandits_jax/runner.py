@@ -46,6 +46,7 @@ import contextlib
 import hashlib
 import json
 import re
+import functools
 import time
 from typing import Callable, NamedTuple, Optional, Sequence
 
@@ -538,16 +539,24 @@ class TrialOutput(NamedTuple):
 
 def trial_run(arms: Arms, trial: Trial, base_key: int) -> Callable:
     """ONE trial: (seed, params) -> {outcome: scalar, "errors": int32}, the instance drawn with the
-    seed's problem key and the trial run with its algorithm key of the trial's stream."""
+    seed's problem key and the trial run with its algorithm key of the trial's stream.
+
+    The trial never holds the instance: it gets `arms.public(instance)` (None where the world has
+    none) and `pull(counts, key)`, and returns its agents' answers [N] under "answer", which the runner
+    judges against `arms.answer(instance)` into the outcome "correct" (every agent right)."""
     stream = check_stream(trial.name, trial.stream)
 
     def one(seed, params):
         problem_key, algorithm_key = problem_and_algorithm_keys(seed_key(seed, base_key))
-        out = trial.run(stream_key(algorithm_key, stream), params, arms,
-                        arms.init(init_keys(problem_key, algorithm_key)[0]))
+        instance = arms.init(init_keys(problem_key, algorithm_key)[0])
+        public = None if arms.public is None else arms.public(instance)
+        out = dict(trial.run(stream_key(algorithm_key, stream), params, arms, public,
+                             functools.partial(arms.pull, instance)))
+        if "answer" in out:
+            out["correct"] = jnp.all(out.pop("answer") == arms.answer(instance))
         if set(out) != set(trial.outcomes) | {"errors"}:
             raise ValueError(f"{trial.name}: run returned {sorted(out)}, expected its declared outcomes "
-                             f"{sorted(trial.outcomes)} and 'errors'")
+                             f"{sorted(trial.outcomes)} and 'errors' (an 'answer' becomes 'correct')")
         return out
 
     return one

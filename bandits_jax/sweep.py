@@ -35,7 +35,9 @@ import jax
 import numpy as np
 
 from .core import ConfigError, Trial
-from .experiments.registry import RUN_KEYS, build_runs, get_experiment, grid_names, resolve_config
+from .curves import resolve
+from .experiments.registry import RUN_KEYS, Experiment, build_curves, resolve_config
+from .experiments.catalog import get_experiment
 from .results import atomic_savez, atomic_write_text, save_results, summary_markdown, Results
 from .runner import (OUTPUT_KEYS, TrialOutput, describe_errors, horizon_sizes, package_version, precision_scope,
                      run_batch, run_identity, run_start, run_trials)
@@ -56,7 +58,7 @@ def default_curves_dir() -> Path:
 
 
 def run_experiment(
-    name: str,
+    name,
     size: str = "paper",
     overrides: Optional[dict] = None,
     out: Optional[Path] = None,
@@ -66,39 +68,39 @@ def run_experiment(
     curves=None,
     only: tuple = (),
 ) -> Path:
-    """Run (or resume) experiment `name`; returns the output folder.
+    """Run (or resume) experiment `name` (a registered name, or an `Experiment`); returns the output folder.
 
-    only: algorithm names; when given, only those algorithms are run (or resumed) and the results
+    only: curve names; when given, only those algorithms are run (or resumed) and the results
     file holds only them. Their chunks are stored as usual, so a later run without `only` reuses
     them: a long experiment can be filled in algorithm by algorithm.
     curves: the curve cache folder (None: `default_curves_dir()`; False: no cache).
     """
-    exp = get_experiment(name)
+    exp = name if isinstance(name, Experiment) else get_experiment(name)
+    name = exp.name
     config = resolve_config(exp, size, overrides or {})
     if chunk is not None and chunk < 1:
         raise ConfigError(f"--chunk must be at least 1, got {chunk}")
-    runs = _selected_runs(exp, config, only)
+    resolved = _selected_runs(exp, config, only)
+    runs = [(r.problem, r.algorithm, r.curve.grid) for r in resolved]
     named = _named_curves(exp.name, runs)
+    identities = _identities(resolved, {n: hp for n, _, hp in named}, config)  # traces every start and step
     out = Path(out) if out is not None else default_out_dir(name, size)
     _claim_out_dir(out, exp.name, size, config)
     seeds = list(range(config["first_seed"], config["first_seed"] + config["seeds"]))
     log = (lambda msg: None) if quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
     cache_dir = None if curves is False else Path(curves) if curves is not None else default_curves_dir()
     cached = {}  # curve -> identity, for curves with seeds taken from the cache
-    identities = {}
     timing = {}
     arrays = {}
     errors = {}  # curve -> one line naming its runs' error bits ("" when none)
     compiled: dict = {}
-    hparams = {n: hp for n, _, hp in named}
-    for _, alg, grid in runs:  # before anything is computed
-        for point in [alg.name] if grid is None else grid_names(alg.name, grid):
-            _claim_stream(out, point, alg.stream)
-    for problem, alg, grid in runs:
-        point_names = [alg.name] if grid is None else grid_names(alg.name, grid)
+    for run in resolved:  # before anything is computed
+        for point in run.curve.point_names():
+            _claim_stream(out, point, run.algorithm.stream)
+    for run in resolved:
+        problem, alg, grid = run.problem, run.algorithm, run.curve.grid
+        point_names = run.curve.point_names()
         for point in point_names:
-            identities[point] = run_identity(problem, alg, hparams[point], base_key=config["base_key"],
-                                             precision=config["precision"])
             if cache_dir is not None and _take_cached(out, point, cache_dir / identities[point], seeds, log):
                 cached[point] = identities[point]
         compile_s, run_s, computed = _run_missing(out, problem, alg, grid, point_names, seeds, config, chunk,
@@ -111,7 +113,7 @@ def run_experiment(
                 timing[point]["shared_grid_call"] = alg.name
             arrays[point] = _assemble(_chunk_folder(out, point), seeds)
             errors[point] = _error_message(alg, arrays[point]["errors"], seeds)
-    metadata = _metadata(exp, size, config, seeds, runs, named, {
+    metadata = _metadata(exp, size, config, seeds, resolved, named, {
         "identities": identities, "cached": cached, "timing": timing,
         "errors": {curve: message for curve, message in errors.items() if message}})
     save_results(out, arrays, seeds, metadata)
@@ -130,18 +132,38 @@ def run_experiment(
     return out
 
 
+def _identities(resolved, hparams: dict, config: dict) -> dict:
+    """{stored curve name: `runner.run_identity`}. Tracing every curve's start and step before anything
+    is computed is also the check that each algorithm fits its problem: a failure there is a
+    ConfigError naming the pair, with the first line of what went wrong."""
+    identities = {}
+    for run in resolved:
+        for point in run.curve.point_names():
+            try:
+                identities[point] = run_identity(run.problem, run.algorithm, hparams[point],
+                                                 base_key=config["base_key"], precision=config["precision"])
+            except ConfigError as err:
+                raise ConfigError(f"{run.curve.algorithm.name} does not fit {run.curve.problem.name}: {err}") from None
+            except (TypeError, ValueError, IndexError) as err:
+                first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+                raise ConfigError(f"{run.curve.algorithm.name} does not fit {run.curve.problem.name}: its step "
+                                  f"fails on that problem ({type(err).__name__}: {first})") from None
+    return identities
+
+
 def _selected_runs(exp, config, only) -> list:
-    """The experiment's (problem, algorithm, grid) triples, those named in `only` when it is given."""
-    runs = build_runs(exp, config)
+    """The experiment's resolved curves (`curves.Run`), those named in `only` when it is given."""
+    curves = build_curves(exp, config)
     if only:
-        known = [alg.name for _, alg, _ in runs]
+        known = [c.name for c in curves]
         unknown = [n for n in only if n not in known]
         if unknown:
-            raise ConfigError(f"{exp.name}: unknown algorithm(s) {', '.join(map(repr, unknown))} in --only; "
+            raise ConfigError(f"{exp.name}: unknown curve(s) {', '.join(map(repr, unknown))} in --only; "
                               f"this experiment has: {', '.join(known)}")
-        runs = [r for r in runs if r[1].name in only]
-    if len({isinstance(alg, Trial) for _, alg, _ in runs}) > 1:
-        raise ValueError(f"{exp.name}: an experiment runs regret curves or phase-level trials, not both")
+        curves = [c for c in curves if c.name in only]
+    runs = resolve(curves)
+    if len({isinstance(r.algorithm, Trial) for r in runs}) > 1:
+        raise ConfigError(f"{exp.name}: an experiment runs regret curves or phase-level trials, not both")
     return runs
 
 
@@ -154,18 +176,21 @@ def _named_curves(name: str, runs) -> list:
             named.append((alg.name, problem, alg.defaults))
         else:
             points = [alg.with_defaults(**hp).defaults for _, hp in grid]
-            named += [(n, problem, hp) for n, hp in zip(grid_names(alg.name, grid), points)]
+            named += [(f"{alg.name} [{label}]", problem, hp) for (label, _), hp in zip(grid, points)]
     names = [c[0] for c in named]
     if len(set(names)) != len(names):
         raise ValueError(f"{name}: algorithm names must be unique, got {names}")
     return named
 
 
-def _metadata(exp, size: str, config: dict, seeds, runs, named, outcome_of_run: dict) -> dict:
-    """metadata.json: the experiment, its configuration and curves, and `outcome_of_run` (identities,
-    cached curves, timing, errors), with the versions and devices."""
+def _metadata(exp, size: str, config: dict, seeds, resolved, named, outcome_of_run: dict) -> dict:
+    """metadata.json: the experiment, its configuration and curves (as data: specs, grids, streams and
+    tags), the problems' structural numbers, the tables its algorithms declare, and `outcome_of_run`
+    (identities, cached curves, timing, errors), with the versions and devices."""
+    runs = [(r.problem, r.algorithm, r.curve.grid) for r in resolved]
     problems = list({id(p): p for p, _, _ in runs}.values())
     outcomes = {k: o._asdict() for _, alg, _ in runs if isinstance(alg, Trial) for k, o in alg.outcomes.items()}
+    points = {n: r for r in resolved for n in r.curve.point_names()}
     return {
         "experiment": exp.name,
         "size": size,
@@ -177,9 +202,14 @@ def _metadata(exp, size: str, config: dict, seeds, runs, named, outcome_of_run: 
         "algorithms": [n for n, _, _ in named],
         "algorithm_problems": {n: {"problem": p.name, "num_agents": p.num_agents} for n, p, _ in named},
         "algorithm_hparams": {n: hp for n, _, hp in named},
-        "algorithm_streams": {n: alg.stream for _, alg, grid in runs
-                              for n in ([alg.name] if grid is None else grid_names(alg.name, grid))},
-        "grids": {a.name: grid_names(a.name, g) for _, a, g in runs if g is not None},
+        "algorithm_streams": {n: r.algorithm.stream for n, r in points.items()},
+        "grids": {r.curve.name: r.curve.point_names() for r in resolved if r.curve.grid is not None},
+        "curves": [r.curve.as_dict() for r in resolved],
+        "tags": {n: t for r in resolved for n, t in r.curve.point_tags().items()},
+        "x": exp.x,
+        "problem_info": {p.name: dict(p.info) for p in problems if p.info},
+        "tables": {n: [t._asdict() for t in r.algorithm.tables] for n, r in points.items()
+                   if getattr(r.algorithm, "tables", ())},
         **({"outcomes": outcomes} if outcomes else {}),
         **outcome_of_run,
         "agents": exp.agents,

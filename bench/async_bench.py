@@ -50,8 +50,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from bandits_jax import runner
-from bandits_jax.experiments import async_exps
-from bandits_jax.experiments.registry import get_experiment, resolve_config
+from bandits_jax.experiments.registry import build_runs, resolve_config
+from bandits_jax.experiments.catalog import get_experiment
 from bandits_jax.runner import cumulative_regret, run_batch
 
 from . import harness
@@ -105,12 +105,9 @@ def numpy_horizon(args, horizon: int) -> int:
 
 
 def build(cfg: dict):
-    """(problem, {name: algorithm}) exactly as the experiment builds them: its problem (the first of
-    its runs, whichever form its `build` returns) and `async_exps.algorithms(config, spec)`."""
-    built = get_experiment(EXPERIMENT).build(cfg)
-    problem = built[0] if hasattr(built[0], "spec") else built[0][0]
-    algs = async_exps.algorithms(cfg, problem.spec)
-    return problem, dict(zip(async_exps.ALGORITHMS, algs))
+    """(problem, {name: algorithm}) exactly as the experiment builds them (its resolved curves)."""
+    runs = build_runs(get_experiment(EXPERIMENT), cfg)
+    return runs[0][0], {alg.name: alg for _, alg, _ in runs}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -299,8 +296,8 @@ def sizing_horizon(args, horizon: int) -> int:
 # ------------------------------------------------------------------------------------ OneKernelUCB storage
 def dense_variant(cfg: dict, problem):
     """OneKernelUCB as the experiment builds it, with the dense segment-grown storage."""
-    return dict(zip(async_exps.ALGORITHMS, async_exps.algorithms({**cfg, "one_storage": "dense"},
-                                                                 problem.spec)))["OneKernelUCB"]
+    del problem
+    return build({**cfg, "one_storage": "dense"})[1]["OneKernelUCB"]
 
 
 def panel_work(problem) -> float:

@@ -20,7 +20,8 @@ import jax
 import numpy as np
 
 from bandits_jax.experiments import duets as duets_exp
-from bandits_jax.experiments.registry import get_experiment, resolve_config
+from bandits_jax.experiments.registry import build_runs, resolve_config
+from bandits_jax.experiments.catalog import get_experiment
 from bandits_jax.problems.candidates import FUNCTIONS
 from bandits_jax.runner import run_batch
 
@@ -47,8 +48,9 @@ def build(args):
     """(problem, {row name: algorithm}, config) of duets/h1 at the paper (or quick) size, beta = 1."""
     exp = get_experiment(EXPERIMENT)
     cfg = resolve_config(exp, "paper", QUICK if args.quick else {})
-    problem = exp.build(cfg)[0][0]
-    algs = {a.name: a for _, a, _ in exp.build(cfg)}
+    runs = build_runs(exp, cfg)
+    problem = runs[0][0]
+    algs = {a.name: a for _, a, _ in runs}
     return problem, {"DUETS": algs["DUETS"], "DisKernelUCB-duets": algs["DisKernelUCB"]}, cfg
 
 

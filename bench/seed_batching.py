@@ -35,7 +35,8 @@ CASES = (
 
 def build(experiment: str, curve: str, overrides: dict):
     """(problem, algorithm, config) of one curve of a registered experiment at its smoke size."""
-    from bandits_jax.experiments.registry import build_runs, get_experiment, resolve_config
+    from bandits_jax.experiments.registry import build_runs, resolve_config
+    from bandits_jax.experiments.catalog import get_experiment
 
     exp = get_experiment(experiment)
     config = resolve_config(exp, "smoke", {k: str(v) for k, v in overrides.items()})

@@ -14,7 +14,8 @@ import pytest
 from bandits_jax import sweep
 from bandits_jax.core import ConfigError
 from bandits_jax.experiments import async_exps
-from bandits_jax.experiments.registry import build_runs, experiments, get_experiment, resolve_config
+from bandits_jax.experiments.registry import build_runs, resolve_config
+from bandits_jax.experiments.catalog import experiments, get_experiment
 from bandits_jax.results import load_results
 from helpers import REAL_DIR, needs_data
 
@@ -145,16 +146,17 @@ def test_overflow_is_an_error():
     for name, capacity in (("Async-KernelUCB", "dict_capacity"), ("Async-KernelUCB", "buffer_capacity"),
                            ("Approx-DisKernelUCB", "dict_capacity"), ("NKernelUCB", "nkernel_capacity")):
         assert f"raise {capacity}" in describe_errors(algs[name], sum(algs[name].errors))
-    from bandits_jax.algorithms.dis_kernel import n_kernel_ucb
+    from bandits_jax.algorithms import make_algorithm, wrap_algorithm
+    from bandits_jax.algorithms.wrappers import ERR_CAPPED_HISTORY
 
-    capped = async_exps.capped_history(n_kernel_ucb(), 3)
+    capped = wrap_algorithm(make_algorithm("n_kernel_ucb"), "capped_history", rows=3)
     with jax.enable_x64(True):
         contexts, rewards, arrivals, active = async_arrays(2, 3, 2, 10, seed=0)
         _, _, _, _, reps = replay(capped, EnvSpec(2, 3, 2, 10, one_active=True), None, jnp.asarray(contexts),
                                   jnp.asarray(rewards), jnp.asarray(active), jax.random.PRNGKey(0))
     full = np.array([np.sum(arrivals[:t] == arrivals[t]) >= 3 for t in range(10)])  # the client's 4th point on
     assert full.any()
-    np.testing.assert_array_equal(np.asarray(reps.errors) == async_exps.ERR_CAPPED_HISTORY, full)
+    np.testing.assert_array_equal(np.asarray(reps.errors) == ERR_CAPPED_HISTORY, full)
 
 
 def test_smoke_end_to_end(tmp_path):

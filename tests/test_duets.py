@@ -209,9 +209,10 @@ def test_n_kernel_ucb_on_candidates_matches_reference(form):
         if form == "kernel_ucb":
             alg = on_candidates(kernel_ucb("rbf", lam=0.2, beta=0.5, lengthscale=0.2, first="uniform"))
         else:
+            from bandits_jax.algorithms import build_algorithm
             from bandits_jax.experiments.duets import algorithms as duets_algorithms
             config = dict(duets_exp_config(), horizon=T, beta=0.5)
-            alg = next(a for a in duets_algorithms(config, "branin") if a.name == "N-KernelUCB")
+            alg = build_algorithm(dict(duets_algorithms(config, "branin"))["N-KernelUCB"])
         actions, _, eps, f, X, keys = drive(alg, "branin", N, T, M)
         u_first = agent_uniforms(keys[0], N)
     out = ref.n_kernel_ucb_np(X, f, eps, u_first, beta=0.5, lam=0.2, lengthscale=0.2, noise_std=0.2)

@@ -14,7 +14,8 @@ from jax.flatten_util import ravel_pytree
 
 from bandits_jax import sweep
 from bandits_jax.core import ConfigError
-from bandits_jax.experiments.registry import build_runs, experiments, get_experiment, resolve_config
+from bandits_jax.experiments.registry import build_runs, resolve_config
+from bandits_jax.experiments.catalog import experiments, get_experiment
 from bandits_jax.results import load_results
 from bandits_jax.runner import horizon_sizes, precision_scope, run_identity, run_start
 from helpers import REAL_DIR

@@ -25,7 +25,8 @@ import pytest
 
 from bandits_jax.algorithms import fn_ucb as fn
 from bandits_jax.core import ConfigError, EnvSpec, Sizes
-from bandits_jax.experiments.registry import build_runs, get_experiment, resolve_config
+from bandits_jax.experiments.registry import build_runs, resolve_config
+from bandits_jax.experiments.catalog import get_experiment
 from bandits_jax.runner import replay
 from helpers import REAL_DIR
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bandits_jax.experiments.registry import build_runs, experiments, grid_names, resolve_config
+from bandits_jax.experiments.registry import build_runs, grid_names, resolve_config
+from bandits_jax.experiments.catalog import experiments
 from bandits_jax.problems.datasets import DataNotFoundError
 from bandits_jax.runner import COMM_KEYS, run_batch
 from helpers import data_dir_default

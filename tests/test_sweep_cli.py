@@ -9,29 +9,47 @@ import numpy as np
 import pytest
 
 from bandits_jax import sweep
-from bandits_jax.algorithms.uniform import uniform_random
+from bandits_jax.algorithms import register_algorithm
 from bandits_jax.cli import main
 from bandits_jax.core import ConfigError
+from bandits_jax.curves import Curve, Spec
 from bandits_jax.experiments.registry import Experiment, _REGISTRY, register
+from bandits_jax.problems import register_problem
 from bandits_jax.results import load_results, summary_rows
 
 sys.path.insert(0, str(Path(__file__).parent))
 from toy import breaks_at_eps, history_greedy, toy_problem  # noqa: E402
 
 
+def toy_greedy(eps: float = 0.5, comm_per_step: float = 0.0):
+    """HistoryGreedy (tests/toy.py) with its eps."""
+    return history_greedy(comm_per_step).with_defaults(eps=eps)
+
+
+def toy_breaks(eps: float = 0.5):
+    """BreaksAtEps (tests/toy.py) with its eps."""
+    return breaks_at_eps().with_defaults(eps=eps)
+
+
+register_problem("test-toy", toy_problem)
+register_algorithm("test_greedy", toy_greedy)
+register_algorithm("test_breaks", toy_breaks)
+
+
+def _toy_problem(config):
+    return Spec("test-toy", {"horizon": config["horizon"], "num_agents": config["num_agents"]})
+
+
 def _toy_build(config):
     if config["eps"] < 0:
         raise ConfigError(f"eps must be >= 0, got {config['eps']}")
-    alg = history_greedy().with_defaults(eps=config["eps"])
-    return toy_problem(horizon=config["horizon"], num_agents=config["num_agents"]), [alg, uniform_random()]
+    return [Curve("HistoryGreedy", _toy_problem(config), Spec("test_greedy", {"eps": config["eps"]})),
+            Curve("Random", _toy_problem(config), Spec("uniform_random"))]
 
 
 def _data_build(config):
-    from bandits_jax.problems import make_problem
-
-    problem = make_problem("magic", num_agents=1, horizon=config["horizon"], data_dir=config["data_dir"],
-                           download=False)
-    return problem, [uniform_random()]
+    problem = Spec("magic", dict(num_agents=1, horizon=config["horizon"], data_dir=config["data_dir"], download=False))
+    return [Curve("Random", problem, Spec("uniform_random"))]
 
 
 if "test/magic" not in _REGISTRY:
@@ -46,8 +64,9 @@ GRID = [("eps=0", {"eps": 0.0}), ("eps=0.5", {"eps": 0.5}), ("eps=3", {"eps": 3.
 
 
 def _toy_grid_build(config):
-    problem, (alg, rand) = _toy_build(config)
-    return [(problem, alg, GRID), (problem, rand, config["bad_grid"] and [("x=1", {"x": 1.0})] or None)]
+    alg, rand = _toy_build(config)
+    return [Curve(alg.name, alg.problem, alg.algorithm, tuple(GRID)),
+            Curve(rand.name, rand.problem, rand.algorithm, config["bad_grid"] and (("x=1", {"x": 1.0}),) or None)]
 
 
 if "test/toy-grid" not in _REGISTRY:
@@ -78,10 +97,10 @@ def test_grid_is_one_call_per_algorithm_and_equals_separate_runs(tmp_path, monke
 
 
 def _broken_build(config):
-    problem = toy_problem(horizon=config["horizon"], num_agents=2)
-    grid = [("eps=1e6", {"eps": 1e6}), ("eps=10", {"eps": 10.0})]
-    plain = [(problem, breaks_at_eps().with_defaults(eps=10.0), None)] if config["plain"] else []
-    return [(problem, breaks_at_eps(), grid)] + plain
+    problem = Spec("test-toy", {"horizon": config["horizon"], "num_agents": 2})
+    grid = (("eps=1e6", {"eps": 1e6}), ("eps=10", {"eps": 10.0}))
+    plain = [Curve("HistoryGreedy", problem, Spec("test_breaks", {"eps": 10.0}))] if config["plain"] else []
+    return [Curve("HistoryGreedy", problem, Spec("test_breaks"), grid)] + plain
 
 
 if "test/toy-broken" not in _REGISTRY:
@@ -168,8 +187,8 @@ TOY_STREAM = {"Random": 0}  # the key stream test/toy-stream gives its Random cu
 
 
 def _toy_stream_build(config):
-    problem, (alg, rand) = _toy_build(config)
-    return problem, [alg, rand._replace(stream=TOY_STREAM["Random"])]
+    alg, rand = _toy_build(config)
+    return [alg, Curve(rand.name, rand.problem, rand.algorithm, stream=TOY_STREAM["Random"])]
 
 
 if "test/toy-stream" not in _REGISTRY:
@@ -212,7 +231,7 @@ def test_only_runs_a_subset_and_a_full_run_reuses_it(tmp_path, monkeypatch):
     calls.clear()
     full = load_results(sweep.run_experiment("test/toy", "smoke", out=out, quiet=True, plot=False))
     assert calls == ["HistoryGreedy"] and full.algorithms == ["HistoryGreedy", "Random"]
-    with pytest.raises(ConfigError, match="unknown algorithm.*'random'.*has: HistoryGreedy, Random"):
+    with pytest.raises(ConfigError, match="unknown curve.*'random'.*has: HistoryGreedy, Random"):
         sweep.run_experiment("test/toy", "smoke", out=out, quiet=True, plot=False, only=("random",))
 
 
@@ -246,6 +265,12 @@ def test_bad_input_is_one_line_and_exit_2_before_compiling(argv, needle, capsys,
     assert len(err.splitlines()) == 1 and needle in err
 
 
+def _toy_comm_build(c):
+    problem = Spec("test-toy", {"horizon": c["horizon"], "num_agents": c["num_agents"]})
+    return [Curve("Random", problem, Spec("uniform_random")),
+            Curve("HistoryGreedy", problem, Spec("test_greedy", {"comm_per_step": 3.0}))]
+
+
 def test_a_curve_has_one_color_in_every_panel(tmp_path):
     """A curve that does not communicate is left out of the communication panels; the others keep their colors."""
     import matplotlib.pyplot as plt
@@ -256,8 +281,7 @@ def test_a_curve_has_one_color_in_every_panel(tmp_path):
     if "test/toy-comm" not in _REGISTRY:
         register(Experiment("test/toy-comm", "toy: a silent and a communicating algorithm", {"num_agents": 2},
                             {"smoke": {"horizon": 20, "seeds": 2}},
-                            lambda c: (toy_problem(horizon=c["horizon"], num_agents=c["num_agents"]),
-                                       [uniform_random(), history_greedy(comm_per_step=3.0)])))
+                            _toy_comm_build))
     fig = draw_results(load_results(sweep.run_experiment("test/toy-comm", "smoke", out=tmp_path / "c", quiet=True,
                                                          plot=False)))
     regret_ax, comm_ax, tradeoff_ax = fig.axes
@@ -289,8 +313,7 @@ def test_plot_figure_of_several_folders(tmp_path, capsys):
     if "test/toy-comm" not in _REGISTRY:
         register(Experiment("test/toy-comm", "toy: a silent and a communicating algorithm", {"num_agents": 2},
                             {"smoke": {"horizon": 20, "seeds": 2}},
-                            lambda c: (toy_problem(horizon=c["horizon"], num_agents=c["num_agents"]),
-                                       [uniform_random(), history_greedy(comm_per_step=3.0)])))
+                            _toy_comm_build))
     a = sweep.run_experiment("test/toy-comm", "smoke", out=tmp_path / "a", quiet=True, plot=False)
     b = sweep.run_experiment("test/toy-comm", "smoke", out=tmp_path / "b", quiet=True, plot=False,
                              overrides={"horizon": 12})
@@ -326,17 +349,6 @@ def test_bench_subcommand_passes_its_options_through(monkeypatch):
     monkeypatch.setattr(bench_main, "main", lambda argv: seen.append(list(argv)) or 0)
     assert main(["bench", "--quick", "--only", "linucb"]) == 0
     assert seen == [["--quick", "--only", "linucb"]]
-
-
-def test_agent_count_groups_for_the_final_regret_against_n_panel():
-    from bandits_jax.plotting import agent_count_groups
-
-    names = ["cosine: FN-UCB (N=5)", "cosine: FN-UCB (N=1)", "NeuralUCB", "square: FN-UCB (N=2)", "X (N=3)", "X (N=3) "]
-    problems = {"cosine: FN-UCB (N=5)": {"num_agents": 5}, "cosine: FN-UCB (N=1)": {"num_agents": 1}}
-    # square has one N only, so no line; X's second name does not end in "(N=k)"
-    assert agent_count_groups(names, problems) == {
-        "cosine: FN-UCB": [(1, "cosine: FN-UCB (N=1)"), (5, "cosine: FN-UCB (N=5)")]}
-    assert agent_count_groups(["A (N=1)", "A (N=2)"], {}) == {"A": [(1, "A (N=1)"), (2, "A (N=2)")]}
 
 
 def test_grid_choice_skips_points_marked_broken():

@@ -1,10 +1,13 @@
-"""Algorithms by name, beside the problem registry.
+"""Algorithms and algorithm wrappers by name: the one way experiments, the CLI, tests and users build them.
 
     make_algorithm("kernel_ucb", lam=0.1, beta=0.5)      KernelUCB with those defaults
-    make_algorithm("async_kernel_ucb", dict_capacity=512)
+    build_algorithm(Spec("n_kernel_ucb", {}, (("capped_history", {"rows": 256}),)))
 
-`ALGORITHMS` maps each name to "module:factory"; a factory validates its options (ConfigError before
-anything compiles) and returns a `core.Algorithm` (or a `core.Trial` for the phase-level ones). A new algorithm is one module plus one line here.
+`ALGORITHMS` maps each name to "module:factory" (or to a factory, for names added with
+`register_algorithm`); a factory checks its options (ConfigError before anything compiles) and
+returns a `core.Algorithm` (or a `core.Trial` for the phase-level ones). `WRAPPERS` maps each
+wrapper name to a function `wrapper(algorithm, **options) -> algorithm`. A name's description is
+the first line of its factory's docstring (`bandits-jax list --algorithms`).
 """
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ import importlib
 import inspect
 
 from .._cpu import cpu_guard
-from ..core import Algorithm, ConfigError, Trial
+from ..core import Algorithm, ConfigError, Trial, describe
 
 ALGORITHMS = {
     "uniform_random": "uniform:uniform_random",
@@ -31,17 +34,36 @@ ALGORITHMS = {
     "fed_glb_ucb": "fed_glb:fed_glb_ucb",
     "async_kernel_ucb": "async_kernel:async_kernel_ucb",
     "approx_dis_kernel_ucb": "approx_dis_kernel:approx_dis_kernel_ucb",
+    "duets": "duets:duets",
     "uniform_allocation": "elimination:uniform_allocation",
     "successive_elimination": "elimination:successive_elimination",
 }
+
+WRAPPERS = {
+    "on_candidates": "base:on_candidates",
+    "capped_history": "wrappers:capped_history",
+}
+
+
+def register_algorithm(name: str, factory) -> None:
+    """Add a factory under a new name (a user's own algorithm, a test's toy)."""
+    if name in ALGORITHMS and _load(ALGORITHMS[name]) is not factory:
+        raise ValueError(f"algorithm {name!r} is registered already")
+    ALGORITHMS[name] = factory
+
+
+def register_wrapper(name: str, wrapper) -> None:
+    """Add an algorithm wrapper `wrapper(algorithm, **options) -> algorithm` under a new name."""
+    if name in WRAPPERS and _load(WRAPPERS[name]) is not wrapper:
+        raise ValueError(f"wrapper {name!r} is registered already")
+    WRAPPERS[name] = wrapper
 
 
 def algorithm_factory(name: str):
     """The factory function registered under `name`."""
     if name not in ALGORITHMS:
-        raise ConfigError(f"unknown algorithm {name!r}; known: {', '.join(ALGORITHMS)}")
-    module, function = ALGORITHMS[name].split(":")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), function)
+        raise ConfigError(f"unknown algorithm {name!r}; `bandits-jax list --algorithms` shows the known ones")
+    return _load(ALGORITHMS[name])
 
 
 def algorithm_options(name: str) -> list:
@@ -49,18 +71,53 @@ def algorithm_options(name: str) -> list:
     return list(inspect.signature(algorithm_factory(name)).parameters)
 
 
+def algorithm_descriptions() -> dict:
+    """{name: the first line of its factory's docstring}."""
+    return {name: describe(algorithm_factory(name)) for name in ALGORITHMS}
+
+
 def make_algorithm(name: str, **options) -> Algorithm | Trial:
     """Build algorithm `name` (one of ALGORITHMS) with keyword options (float hyper-parameters set its
     defaults; the rest are static options); unknown options raise ConfigError."""
     factory = algorithm_factory(name)
     cpu_guard()  # a factory may build arrays
-    params = inspect.signature(factory).parameters
-    if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        unknown = sorted(set(options) - set(params))
+    return factory(**checked_options(f"algorithm {name}", factory, options))
+
+
+def wrap_algorithm(algorithm, name: str, **options):
+    """`algorithm` through the wrapper registered under `name`."""
+    if name not in WRAPPERS:
+        raise ConfigError(f"unknown algorithm wrapper {name!r}; known: {', '.join(WRAPPERS)}")
+    wrapper = _load(WRAPPERS[name])
+    return wrapper(algorithm, **checked_options(f"wrapper {name}", wrapper, options, skip=1))
+
+
+def build_algorithm(spec):
+    """The algorithm of a `curves.Spec`: the named factory with its options, then its wrappers in order."""
+    algorithm = make_algorithm(spec.name, **spec.options)
+    for name, options in spec.wrappers:
+        algorithm = wrap_algorithm(algorithm, name, **options)
+    return algorithm
+
+
+def checked_options(what: str, function, options: dict, skip: int = 0) -> dict:
+    """`options`, refused (ConfigError) where `function` (less its first `skip` parameters) has no
+    parameter of that name."""
+    params = list(inspect.signature(function).parameters.values())[skip:]
+    if not any(p.kind is p.VAR_KEYWORD for p in params):
+        known = [p.name for p in params]
+        unknown = sorted(set(options) - set(known))
         if unknown:
-            raise ConfigError(f"algorithm {name}: unknown option(s) {', '.join(unknown)}; "
-                              f"known: {', '.join(params) or 'none'}")
-    return factory(**options)
+            raise ConfigError(f"{what}: unknown option(s) {', '.join(unknown)}; known: {', '.join(known) or 'none'}")
+    return options
 
 
-__all__ = ["ALGORITHMS", "make_algorithm", "algorithm_factory", "algorithm_options"]
+def _load(target):
+    if callable(target):
+        return target
+    module, function = target.split(":")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), function)
+
+
+__all__ = ["ALGORITHMS", "WRAPPERS", "make_algorithm", "build_algorithm", "wrap_algorithm", "register_algorithm",
+           "register_wrapper", "algorithm_factory", "algorithm_options", "algorithm_descriptions"]

@@ -48,7 +48,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ..core import Algorithm, ConfigError, EnvSpec, Param, Sizes, declare_params, float_dtype, report
+from ..core import Algorithm, ConfigError, EnvSpec, Param, Sizes, Table, declare_params, float_dtype, report
 from ..kernels import krr, nystrom
 from ..kernels.functions import Kernel
 from .base import capacity_ladder, kernel_params, resolve_kernel, sized_switch
@@ -269,6 +269,12 @@ def nystrom_mean(config: DuetsConfig, kp, lam, X, U, in_S, c, s):
 
 
 # ------------------------------------------------------------------------------ factory
+# the per-epoch diagnostics its summaries show (the round follows step t, counted from 1)
+EPOCH_TABLE = Table("per epoch", {"epoch_length": "T_j", "inducing": "inducing points", "p": "p_j",
+                                  "sigma2_max": "sigma^2_max", "active_before": "active before",
+                                  "active_after": "active after", "best_survived": "best kept"})
+
+
 def duets(horizon: int, first_epoch: int = 2, kernel: Union[str, Kernel] = "rbf", beta=1.0, p0=10.0, lam=0.2,
           lengthscale=1.0, *, eig_tol: float = 1e-10) -> Algorithm:
     """DUETS (module docstring) for a horizon of `horizon` steps with T_1 = first_epoch.
@@ -285,4 +291,4 @@ def duets(horizon: int, first_epoch: int = 2, kernel: Union[str, Kernel] = "rbf"
     return Algorithm(NAME, declare_params(NAME, PARAMS, given), partial(init, config), partial(select, config),
                      partial(update, config), None, {},
                      f"DUETS ({kern.name} kernel): uniform queries from the active set with shared randomness, "
-                     f"epochs {list(config.schedule.steps)}")
+                     f"epochs {list(config.schedule.steps)}", tables=(EPOCH_TABLE,))

@@ -37,15 +37,15 @@ def uniform_allocation(budget: int = 1000) -> Trial:
     """Fixed budget: each agent pulls every arm budget // K times (budget: pulls per agent, >= K)."""
     check_capacity("Uniform allocation", "budget", budget)
 
-    def run(key, params, arms, instance):
-        del params
+    def run(key, params, arms, public, pull):
+        del params, public
         if budget < arms.num_arms:  # raised while tracing, before anything compiles
             raise ConfigError(f"Uniform allocation: budget {budget} is below the {arms.num_arms} arms of "
                               f"{arms.name}; give every arm at least one pull")
         per_arm = budget // arms.num_arms
         counts = jnp.full((arms.num_agents, arms.num_arms), per_arm, jnp.int32)
-        sums = arms.pull(instance, counts, key)
-        return _outcome(arms, instance, sums, jnp.asarray(per_arm * arms.num_agents * arms.num_arms),
+        sums = pull(counts, key)
+        return _outcome(sums, jnp.asarray(per_arm * arms.num_agents * arms.num_arms),
                         jnp.asarray(1), jnp.asarray(0, jnp.int32))
 
     return Trial("Uniform allocation", {}, run, OUTCOMES,
@@ -57,7 +57,8 @@ def successive_elimination(delta: float = 0.05, sigma: float = 1.0, max_rounds: 
     check_capacity("Successive elimination", "max_rounds", max_rounds)
     declared = declare_params("Successive elimination", PARAMS, {"delta": delta, "sigma": sigma})
 
-    def run(key, params, arms, instance):
+    def run(key, params, arms, public, pull):
+        del public
         n, k = arms.num_agents, arms.num_arms
         dtype = float_dtype()
 
@@ -67,7 +68,7 @@ def successive_elimination(delta: float = 0.05, sigma: float = 1.0, max_rounds: 
         def one_round(s):
             r = s["r"] + 1
             pulling = s["alive"] & (s["alive"].sum(1, keepdims=True) > 1)
-            sums = s["sums"] + arms.pull(instance, pulling.astype(jnp.int32), jax.random.fold_in(key, r))
+            sums = s["sums"] + pull(pulling.astype(jnp.int32), jax.random.fold_in(key, r))
             counts = s["counts"] + pulling
             mean = sums / jnp.maximum(counts, 1)
             radius = params["sigma"] * jnp.sqrt(2.0 * jnp.log(4.0 * k * r.astype(dtype) ** 2 / params["delta"]) / r)
@@ -80,7 +81,7 @@ def successive_elimination(delta: float = 0.05, sigma: float = 1.0, max_rounds: 
         end = lax.while_loop(going, one_round, start)
         mean = jnp.where(end["alive"], end["sums"] / jnp.maximum(end["counts"], 1), -jnp.inf)
         errors = jnp.where(jnp.any(end["alive"].sum(1) > 1), MAX_ROUNDS, 0).astype(jnp.int32)
-        return _outcome(arms, instance, mean, end["counts"].sum(), end["r"], errors)
+        return _outcome(mean, end["counts"].sum(), end["r"], errors)
 
     return Trial("Successive elimination", declared, run, OUTCOMES,
                  errors={MAX_ROUNDS: f"some agent kept two or more arms after max_rounds = {max_rounds} rounds; "
@@ -88,7 +89,6 @@ def successive_elimination(delta: float = 0.05, sigma: float = 1.0, max_rounds: 
                  description="fixed-confidence successive elimination (Even-Dar et al. 2006)")
 
 
-def _outcome(arms, instance, scores, samples, rounds, errors) -> dict:
-    """The outcome dict: every agent's answer argmax(scores[n]) compared with its best arm."""
-    correct = jnp.all(jnp.argmax(scores, axis=1) == arms.answer(instance))
-    return {"correct": correct, "samples": samples, "rounds": rounds, "errors": errors}
+def _outcome(scores, samples, rounds, errors) -> dict:
+    """The trial's output: every agent's answer argmax(scores[n]) (the runner judges it into "correct")."""
+    return {"answer": jnp.argmax(scores, axis=1), "samples": samples, "rounds": rounds, "errors": errors}

@@ -62,15 +62,9 @@ from typing import Optional
 
 import jax.numpy as jnp
 
-from ..algorithms.approx_dis_kernel import approx_dis_kernel_ucb
-from ..algorithms.async_kernel import async_kernel_ucb
-from ..algorithms.dis_kernel import n_kernel_ucb, one_kernel_ucb
-from ..algorithms.dis_linear import dis_lin_ucb, fed_lin_ucb
-from ..algorithms.fed_glb import fed_glb_ucb
-from ..algorithms.uniform import uniform_random
 from ..core import ConfigError
-from ..problems import make_problem
-from .registry import Experiment, number_list, register
+from ..curves import Curve, Spec, problem_of
+from .registry import Experiment, parse_list, register
 
 ALGORITHMS = ("Async-KernelUCB", "Approx-DisKernelUCB", "OneKernelUCB", "NKernelUCB", "FedGLB-UCB", "DisLinUCB",
               "FedLinUCB", "Random")
@@ -169,32 +163,9 @@ def thresholds(config, spec) -> dict:
 
 
 # ------------------------------------------------------------------------------------ algorithms
-ERR_CAPPED_HISTORY = 1 << 16
-CAPPED_HISTORY_MESSAGE = "a client's history outgrew nkernel_capacity; raise nkernel_capacity"
-
-
-def capped_history(algorithm, rows: int):
-    """NKernelUCB (per-client histories `state.n`, `state.y` [N, C]) with at most `rows` history rows
-    per client: its Sizing's rows are capped, and a step at which an active client's history is
-    already full reports ERR_CAPPED_HISTORY (its point would be lost)."""
-    if ERR_CAPPED_HISTORY in algorithm.errors:
-        raise ValueError(f"{algorithm.name} already uses error bit {ERR_CAPPED_HISTORY}")
-
-    def capped_rows(spec, t_end):
-        return max(1, min(int(t_end), rows))
-
-    def update(params, state, step, actions, rewards, aux, key):
-        full = jnp.any(step.active & (state.n >= state.y.shape[-1]))
-        state, rep = algorithm.update(params, state, step, actions, rewards, aux, key)
-        return state, rep._replace(errors=rep.errors | jnp.where(full, ERR_CAPPED_HISTORY, 0))
-
-    return algorithm._replace(update=update, sizing=algorithm.sizing._replace(rows=capped_rows),
-                              errors={**algorithm.errors, ERR_CAPPED_HISTORY: CAPPED_HISTORY_MESSAGE})
-
-
 def algorithms(config, spec) -> list:
-    """The seven algorithms of the paper and the uniformly random policy (the floor every learner
-    must beat) for a problem of spec, in the order of ALGORITHMS.
+    """(name, algorithm Spec) of the seven algorithms of the paper and the uniformly random policy (the
+    floor every learner must beat) for a problem of spec, in the order of ALGORITHMS.
 
     One client is active per step: the problems declare it (`EnvSpec.one_active`), so every
     baseline scores the active client only (the same action as scoring all N clients, at a
@@ -209,18 +180,20 @@ def algorithms(config, spec) -> list:
     nk = config["nkernel_capacity"]
     if not isinstance(nk, int) or nk < 1:
         raise ConfigError(f"nkernel_capacity must be a positive integer, got {nk!r}")
-    return [
-        async_kernel_ucb(q=config["q"], threshold=th["async_D"], dict_capacity=config["async_dict_capacity"],
-                         buffer_capacity=config["async_buffer_capacity"], **kern),
-        approx_dis_kernel_ucb(q=config["q"], threshold=th["approx_D"],
-                              dict_capacity=config["approx_dict_capacity"], **kern),
-        one_kernel_ucb(storage=config["one_storage"], **kern),
-        capped_history(n_kernel_ucb(**kern), nk),
-        fed_glb_ucb(lam=lam, alpha=alpha, c_mu=config["glb_c_mu"], threshold=th["glb_D"]),
-        dis_lin_ucb(lam=lam, alpha=alpha, threshold=th["dislin_D"]),
-        fed_lin_ucb(lam=lam, alpha=alpha, alpha_c=th["fedlin_alpha_c"]),
-        uniform_random(),
+    specs = [
+        Spec("async_kernel_ucb", dict(kern, q=config["q"], threshold=th["async_D"],
+                                      dict_capacity=config["async_dict_capacity"],
+                                      buffer_capacity=config["async_buffer_capacity"])),
+        Spec("approx_dis_kernel_ucb", dict(kern, q=config["q"], threshold=th["approx_D"],
+                                           dict_capacity=config["approx_dict_capacity"])),
+        Spec("one_kernel_ucb", dict(kern, storage=config["one_storage"])),
+        Spec("n_kernel_ucb", kern, (("capped_history", {"rows": nk}),)),
+        Spec("fed_glb_ucb", dict(lam=lam, alpha=alpha, c_mu=config["glb_c_mu"], threshold=th["glb_D"])),
+        Spec("dis_lin_ucb", dict(lam=lam, alpha=alpha, threshold=th["dislin_D"])),
+        Spec("fed_lin_ucb", dict(lam=lam, alpha=alpha, alpha_c=th["fedlin_alpha_c"])),
+        Spec("uniform_random"),
     ]
+    return list(zip(ALGORITHMS, specs))
 
 
 # ------------------------------------------------------------------------------------ problems
@@ -231,15 +204,14 @@ def _common(config):
 
 def _synthetic(name):
     def problem(config):
-        return make_problem(name, dim=config["dim"], noise_std=config["noise_std"], **_common(config))
+        return Spec(name, dict(_common(config), dim=config["dim"], noise_std=config["noise_std"]))
 
     return problem
 
 
 def _uci(name):
     def problem(config):
-        return make_problem(name, data_dir=config["data_dir"] or None, n_init=config["kmeans_n_init"],
-                            **_common(config))
+        return Spec(name, dict(_common(config), data_dir=config["data_dir"] or None, n_init=config["kmeans_n_init"]))
 
     return problem
 
@@ -248,53 +220,54 @@ def _standin(name):
     def problem(config):
         sizes = {k: config["standin_" + k] for k in ("total_users", "total_items", "num_ratings", "num_users",
                                                        "num_items")}
-        return make_problem(name, **sizes, **_common(config))
+        return Spec(name, dict(_common(config), **sizes))
 
     return problem
 
 
-def grid_points(config, algorithm) -> Optional[list]:
-    """The (gamma, alpha) grid of the paper as [(label, params)] for one algorithm (None: grid off).
+def grid_points(config, algorithm: Spec) -> Optional[tuple]:
+    """The (gamma, alpha) grid of the paper as ((label, params), ...) for one algorithm (None: grid off).
 
     grid_values "0.1,1,4" (the paper's) gives 9 points for a kernel method (gamma -> its
     lengthscale 1 / sqrt(2 gamma)) and 3 (alpha only) for the linear and GLB methods; the random
     policy has no hyper-parameter and runs once.
     """
-    if not config["grid"] or "alpha" not in algorithm.params:
+    if not config["grid"] or "alpha" not in algorithm.options:
         return None
-    values = number_list(config, "grid_values")
+    values = parse_list(config, "grid_values", float, allow_empty=True)
     if not values or min(values) <= 0:
         raise ConfigError(f"grid_values must be positive numbers, got {config['grid_values']!r}")
-    if "lengthscale" not in algorithm.params:
-        return [(f"alpha={a:g}", {"alpha": a}) for a in values]
-    return [(f"gamma={g:g}, alpha={a:g}", {"lengthscale": 1.0 / math.sqrt(2.0 * g), "alpha": a})
-            for g in values for a in values]
-
-
-def _d_values(config, key):
-    values = number_list(config, key)
-    if min(values, default=0.0) < 0:
-        raise ConfigError(f"{key} must be >= 0, got {str(config[key]).strip()!r}")
-    return values
+    if "lengthscale" not in algorithm.options:
+        return tuple((f"alpha={a:g}", {"alpha": a}) for a in values)
+    return tuple((f"gamma={g:g}, alpha={a:g}", {"lengthscale": 1.0 / math.sqrt(2.0 * g), "alpha": a})
+                 for g in values for a in values)
 
 
 def d_sweep(config, algs) -> list:
-    """Extra copies of Async-KernelUCB and Approx-DisKernelUCB at the thresholds of `async_D_values`
-    and `approx_D_values` (comma-separated; empty: none), named "<algorithm> (D=<value>)"."""
+    """(method, curve name, Spec) of extra copies of Async-KernelUCB and Approx-DisKernelUCB at the thresholds of
+    `async_D_values` and `approx_D_values` (comma-separated; empty: none), named "<algorithm> (D=<value>)"."""
     out = []
     for name, key in (("Async-KernelUCB", "async_D_values"), ("Approx-DisKernelUCB", "approx_D_values")):
-        base = next(a for a in algs if a.name == name)
-        for D in _d_values(config, key):
-            out.append(base.with_defaults(threshold=D)._replace(name=f"{name} (D={D:g})"))
+        base = dict(algs)[name]
+        for D in parse_list(config, key, float, 0.0, allow_empty=True):
+            out.append((name, f"{name} (D={D:g})", base.with_options(threshold=D)))
     return out
+
+
+def _tags(method: str, alg: Spec) -> dict:
+    """A curve's tags: its method, and for the two swept methods their threshold D (the x of a D sweep)."""
+    swept = method in ("Async-KernelUCB", "Approx-DisKernelUCB")
+    return {"method": method, **({"D": alg.options["threshold"]} if swept else {})}
 
 
 def _build(make):
     def build(config):
         problem = make(config)
-        algs = algorithms(config, problem.spec)
-        algs += d_sweep(config, algs)
-        return [(problem, alg, grid_points(config, alg)) for alg in algs]
+        algs = algorithms(config, problem_of(problem).spec)  # the thresholds' default rule reads N, d, T
+        curves = [Curve(name, problem, alg, grid_points(config, alg), tags=_tags(name, alg)) for name, alg in algs]
+        curves += [Curve(name, problem, alg, grid_points(config, alg), tags=_tags(base, alg))
+                   for base, name, alg in d_sweep(config, algs)]
+        return curves
 
     return build
 
@@ -333,6 +306,7 @@ for _name, _problem, _defaults, _maker, _smoke, _description, _note in ENVIRONME
         agents="sum",
         se_ddof=0,
         notes=_note + NOTES,
+        x="D",
     ))
 
-__all__ = ["ALGORITHMS", "algorithms", "thresholds", "capped_history", "ERR_CAPPED_HISTORY"]
+__all__ = ["ALGORITHMS", "algorithms", "thresholds"]

@@ -35,14 +35,10 @@ sums of the current epoch ([M] each), as its data are discarded at every epoch e
 """
 from __future__ import annotations
 
-from ..algorithms.approx_dis_kernel import approx_dis_kernel_ucb
-from ..algorithms.base import on_candidates
-from ..algorithms.dis_kernel import dis_kernel_ucb
-from ..algorithms.duets import duets
-from ..algorithms.uniform import uniform_random
 from ..core import ConfigError
-from ..problems.candidates import FUNCTIONS, candidate_problem
-from .registry import Experiment, number_list, register
+from ..curves import Curve, Spec
+from ..problems.candidates import FUNCTIONS
+from .registry import Experiment, parse_list, register
 
 DEFAULTS = {
     "num_agents": 10, "noise_std": 0.2, "num_candidates": 2000, "candidate_seed": 0, "lam": 0.2,
@@ -67,47 +63,52 @@ NOTES = (
 
 
 def _betas(config) -> list:
-    values = number_list(config, "beta_grid")
+    values = parse_list(config, "beta_grid", float, allow_empty=True)
     if not values or min(values) < 0:
         raise ConfigError(f"beta_grid must be numbers >= 0, got {config['beta_grid']!r}")
     return values
 
 
+ON_CANDIDATES = (("on_candidates", {}),)
+
+
 def algorithms(config, function: str) -> list:
-    """The five methods of the module docstring for one function."""
+    """(name, algorithm Spec) of the five methods of the module docstring for one function."""
     ls, lam, T = FUNCTIONS[function][3], config["lam"], config["horizon"]
+    kern = dict(kernel="rbf", lam=lam, alpha=config["beta"], lengthscale=ls, mechanics="duets")
     return [
-        duets(T, config["first_epoch"], beta=config["beta"], p0=config["p0"], lam=lam, lengthscale=ls),
-        on_candidates(dis_kernel_ucb("rbf", lam=lam, alpha=config["beta"], threshold=config["dis_D"],
-                                     lengthscale=ls, mechanics="duets", storage="candidates",
-                                     buffer_capacity=min(T, config["dis_slots"]))),
-        on_candidates(approx_dis_kernel_ucb("rbf", lam=lam, alpha=config["beta"], q=config["q_bar"],
-                                            threshold=config["approx_D"], lengthscale=ls, mechanics="duets",
-                                            forced_sync=config["forced_sync"],
-                                            dict_capacity=config["approx_dict_capacity"],
-                                            storage=config["approx_storage"], buffer_capacity=T)),
-        on_candidates(dis_kernel_ucb("rbf", lam=lam, alpha=config["beta"], threshold=float("inf"), lengthscale=ls,
-                                     mechanics="duets", storage="candidates", buffer_capacity=T))._replace(
-            name="N-KernelUCB", description="N-KernelUCB: DisKernelUCB that never synchronises (spec test 7)"),
-        uniform_random(),
+        ("DUETS", Spec("duets", dict(horizon=T, first_epoch=config["first_epoch"], beta=config["beta"],
+                                     p0=config["p0"], lam=lam, lengthscale=ls))),
+        ("DisKernelUCB", Spec("dis_kernel_ucb", dict(kern, threshold=config["dis_D"], storage="candidates",
+                                                     buffer_capacity=min(T, config["dis_slots"])), ON_CANDIDATES)),
+        ("Approx-DisKernelUCB", Spec("approx_dis_kernel_ucb", dict(
+            kern, q=config["q_bar"], threshold=config["approx_D"], forced_sync=config["forced_sync"],
+            dict_capacity=config["approx_dict_capacity"], storage=config["approx_storage"], buffer_capacity=T),
+            ON_CANDIDATES)),
+        # N-KernelUCB: DisKernelUCB that never synchronises (spec test 7)
+        ("N-KernelUCB", Spec("dis_kernel_ucb", dict(kern, threshold=float("inf"), storage="candidates",
+                                                    buffer_capacity=T), ON_CANDIDATES)),
+        ("Random", Spec("uniform_random")),
     ]
 
 
-def beta_grid(config, algorithm):
-    """[(label, hparams)] over beta_grid for an algorithm with a beta (alpha for the UCB baselines);
-    None without grid or for Random."""
-    name = "beta" if "beta" in algorithm.params else "alpha" if "alpha" in algorithm.params else None
+def beta_grid(config, algorithm: Spec):
+    """((label, hparams), ...) over beta_grid for an algorithm with a beta (alpha for the UCB
+    baselines); None without grid or for Random."""
+    name = "beta" if "beta" in algorithm.options else "alpha" if "alpha" in algorithm.options else None
     if not config["grid"] or name is None:
         return None
-    return [(f"beta={b:g}", {name: b}) for b in _betas(config)]
+    return tuple((f"beta={b:g}", {name: b}) for b in _betas(config))
 
 
 def _build(function: str):
     def build(config):
-        problem = candidate_problem(function, config["num_agents"], config["horizon"],
-                                    noise_std=config["noise_std"], num_candidates=config["num_candidates"],
-                                    seed=config["candidate_seed"])
-        return [(problem, alg, beta_grid(config, alg)) for alg in algorithms(config, function)]
+        problem = Spec(f"duets-{function}", dict(num_agents=config["num_agents"], horizon=config["horizon"],
+                                                 noise_std=config["noise_std"],
+                                                 num_candidates=config["num_candidates"],
+                                                 seed=config["candidate_seed"]))
+        return [Curve(name, problem, alg, beta_grid(config, alg), tags={"method": name})
+                for name, alg in algorithms(config, function)]
 
     return build
 

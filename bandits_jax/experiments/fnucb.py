@@ -46,15 +46,9 @@ from __future__ import annotations
 
 import math
 
-from bandits_jax.kernels.ntk import pad_to_even
-
-from ..algorithms.fn_ucb import fn_ucb
-from ..algorithms.kernel import kernel_ts, kernel_ucb
-from ..algorithms.linear import lints, linucb
-from ..algorithms.neural import neural_ts, neural_ucb
 from ..core import ConfigError
-from ..problems import make_problem
-from .registry import Experiment, register
+from ..curves import Curve, Spec
+from .registry import Experiment, parse_list, register
 
 MODES = ("authors", "paper")
 SYNTHETIC = ("cosine", "square")
@@ -106,22 +100,6 @@ STREAM_AGENTS = 100_000
 
 
 # ------------------------------------------------------------------------------------ parsing
-def _list(config, key, kind, minimum=None, allow_empty=False):
-    raw = config[key]
-    parts = [p.strip() for p in str(raw).split(",") if p.strip()]
-    try:
-        values = [kind(p) for p in parts]
-    except ValueError:
-        raise ConfigError(f"{key} must be a comma-separated list of {kind.__name__}, got {raw!r}") from None
-    if not values and not allow_empty:
-        raise ConfigError(f"{key} must list at least one value, got {raw!r}")
-    if minimum is not None and any(v < minimum for v in values):
-        raise ConfigError(f"{key}: every value must be >= {minimum}, got {raw!r}")
-    if len(set(values)) != len(values):
-        raise ConfigError(f"{key} lists a value twice: {raw!r}")
-    return values
-
-
 def _mode(config):
     if config["mode"] not in MODES:
         raise ConfigError(f"mode must be one of {', '.join(MODES)}, got {config['mode']!r}")
@@ -141,187 +119,163 @@ def curve_stream(family: str, n: int) -> int:
 
 
 # ------------------------------------------------------------------------------------ problems
-class _Problems:
-    """Builds each (problem name, N) once per experiment build (data files are read once)."""
-
-    def __init__(self, config):
-        self.config = config
-        self.cache = {}
-
-    def __call__(self, name, n):
-        key = (name, n)
-        if key not in self.cache:
-            self.cache[key] = self._make(name, n)
-        return self.cache[key]
-
-    def _make(self, name, n):
-        c = self.config
-        if name in SYNTHETIC:
-            problem = make_problem(name, num_agents=n, num_arms=c.get("num_arms", 4), dim=c.get("dim", 10),
-                                   horizon=c["horizon"], noise_std=c.get("noise_std", 0.01))
-        elif name in REAL:
-            shuffle = c["shuffle"] or ("authors" if _mode(c) == "authors" else "per_seed")
-            problem = make_problem(name, num_agents=n, horizon=c["horizon"], data_dir=c["data_dir"] or None,
-                                   shuffle=shuffle)
-        else:
-            raise ConfigError(f"unknown problem {name!r}; choose from {', '.join(SYNTHETIC + REAL)}")
-        if _mode(c) == "paper" and problem.spec.dim % 2:
-            problem = _padded(problem)
-        return problem
+def problem_spec(config, name, n) -> Spec:
+    """The spec of problem `name` with n agents in the experiment's mode (the paper's network needs an
+    even d: `pad_to_even` in mode=paper)."""
+    c = config
+    if name in SYNTHETIC:
+        spec = Spec(name, dict(num_agents=n, num_arms=c.get("num_arms", 4), dim=c.get("dim", 10),
+                               horizon=c["horizon"], noise_std=c.get("noise_std", 0.01)))
+    elif name in REAL:
+        shuffle = c["shuffle"] or ("authors" if _mode(c) == "authors" else "per_seed")
+        spec = Spec(name, dict(num_agents=n, horizon=c["horizon"], data_dir=c["data_dir"] or None, shuffle=shuffle))
+    else:
+        raise ConfigError(f"unknown problem {name!r}; choose from {', '.join(SYNTHETIC + REAL)}")
+    return spec._replace(wrappers=(("pad_to_even", {}),)) if _mode(c) == "paper" else spec
 
 
-def _padded(problem):
-    """The same problem with one zero column appended to every context (paper network needs even d)."""
-    base = problem.contexts
-    spec = problem.spec._replace(dim=problem.spec.dim + 1)
-    return problem._replace(
-        spec=spec,
-        contexts=lambda inst, t, key: pad_to_even(base(inst, t, key)),
-        mean_reward=problem.mean_reward,  # reads the labels, not the context values
-        description=problem.description + " (contexts zero-padded to even d for the paper network)",
-    )
-
-
-# ------------------------------------------------------------------------------------ algorithms
-def _fn(config, name, n, *, lam=None, nu_tk=None, **options):
-    """FN-UCB named `name` for n agents, in the experiment's mode, on the stream of (FN-UCB, n)."""
+# ------------------------------------------------------------------------------------ curves
+def _fn(config, name, problem, n, *, lam=None, nu_tk=None, tags=None, **options) -> Curve:
+    """The curve of FN-UCB named `name` on `problem` with n agents, in the experiment's mode, on the
+    stream of (FN-UCB, n)."""
     mode = _mode(config)
     kw = dict(FN_OPTIONS[mode])
     if mode == "paper" and config["covariance"] == "diag":
         kw["minmax_mean"] = True  # footnote 4: the mean term rescaled across the arms under diag
     kw.update(options)
-    alg = fn_ucb(lam=config["lam"] if lam is None else lam, nu_tkn=config["nu_tkn"],
-                 nu_tk=config["nu_tk"] if nu_tk is None else nu_tk, D=kw.pop("D", 0.0), lr=config["lr"],
-                 width=config["width"], covariance=config["covariance"], train_steps=config["train_steps"],
-                 train_until=config["train_until"], alpha_warmup=config["alpha_warmup"],
-                 alpha_ramp=config["alpha_ramp"], **kw)
-    return alg._replace(name=name, stream=curve_stream("FN-UCB", n))
+    kw.setdefault("D", 0.0)
+    opts = dict(lam=config["lam"] if lam is None else lam, nu_tkn=config["nu_tkn"],
+                nu_tk=config["nu_tk"] if nu_tk is None else nu_tk, lr=config["lr"], width=config["width"],
+                covariance=config["covariance"], train_steps=config["train_steps"],
+                train_until=config["train_until"], alpha_warmup=config["alpha_warmup"],
+                alpha_ramp=config["alpha_ramp"], **kw)
+    return Curve(name, problem_spec(config, problem, n), Spec("fn_ucb", opts), stream=curve_stream("FN-UCB", n),
+                 tags={"method": "FN-UCB", "N": n, **(tags or {})})
 
 
-def _neural(config, prefix="", lam=None):
+def _neural(config, problem, prefix="", lam=None, tags=None) -> list:
     """Neural UCB and Neural TS for one agent, each on its own stream."""
     mode = _mode(config)
     lam = config["lam"] if lam is None else lam
     if config["nu_code"] < 0:
         raise ConfigError(f"nu_code must be >= 0, got {config['nu_code']}")
     scale = math.sqrt(lam * config["nu_code"])  # the code's sqrt(lam * nu) bonus multiplier
-    kw = dict(lr=config["lr"], width=config["width"], train_steps=config["train_steps"],
+    kw = dict(lam=lam, lr=config["lr"], width=config["width"], train_steps=config["train_steps"],
               train_until=config["train_until"], covariance=config["covariance"], **NEURAL_OPTIONS[mode])
-    ucb = neural_ucb(lam=lam, beta=scale, **kw)
-    ts = neural_ts(lam=lam, nu=scale, **kw)
-    return [ucb._replace(name=prefix + "NeuralUCB", stream=curve_stream("NeuralUCB", 1)),
-            ts._replace(name=prefix + "NeuralTS", stream=curve_stream("NeuralTS", 1))]
+    p = problem_spec(config, problem, 1)
+    return [Curve(prefix + "NeuralUCB", p, Spec("neural_ucb", dict(kw, beta=scale)),
+                  stream=curve_stream("NeuralUCB", 1), tags={"method": "NeuralUCB", "N": 1, **(tags or {})}),
+            Curve(prefix + "NeuralTS", p, Spec("neural_ts", dict(kw, nu=scale)),
+                  stream=curve_stream("NeuralTS", 1), tags={"method": "NeuralTS", "N": 1, **(tags or {})})]
 
 
-def _fn_family(config, problems, problem_name, n_values, prefix=""):
-    return [(problems(problem_name, n), _fn(config, f"{prefix}FN-UCB (N={n})", n)) for n in n_values]
+def _fn_family(config, problem, n_values, prefix="", tags=None) -> list:
+    return [_fn(config, f"{prefix}FN-UCB (N={n})", problem, n, tags=tags) for n in n_values]
 
 
 # ------------------------------------------------------------------------------------ builds
-def _build_vs_n(problem_name):
+def _build_vs_n(problem):
     def build(config):
-        problems = _Problems(config)
-        runs = _fn_family(config, problems, problem_name, _list(config, "n_values", int, 1))
+        curves = _fn_family(config, problem, parse_list(config, "n_values", int, 1))
         if config["baselines"]:
-            runs += [(problems(problem_name, 1), alg) for alg in _neural(config)]
-        return runs
+            curves += _neural(config, problem)
+        return curves
 
     return build
 
 
 def build_fig1c(config):
-    problems = _Problems(config)
     n = config["num_agents"]
     if n < 1:
         raise ConfigError(f"num_agents must be >= 1, got {n}")
-    p = problems("cosine", n)
     authors = _mode(config) == "authors"
-    runs = [
-        (p, _fn(config, "FN-UCB", n)),
-        (p, _fn(config, "FN-UCB (UCB_a only)", n, alpha_mode="zero")),
-        (p, _fn(config, "FN-UCB (UCB_b only)", n, alpha_mode="one")),
+    curves = [
+        _fn(config, "FN-UCB", "cosine", n),
+        _fn(config, "FN-UCB (UCB_a only)", "cosine", n, alpha_mode="zero", tags={"ablation": "UCB_a only"}),
+        _fn(config, "FN-UCB (UCB_b only)", "cosine", n, alpha_mode="one", tags={"ablation": "UCB_b only"}),
         # with the code's shared network (Q1) every agent's "own" network is the aggregate, so the
         # ablation is run with separate networks (authors_code off) in both modes
-        (p, _fn(config, "FN-UCB (no NN aggregation)", n, aggregate_params=False, authors_code=False)),
+        _fn(config, "FN-UCB (no NN aggregation)", "cosine", n, aggregate_params=False, authors_code=False,
+            tags={"ablation": "no NN aggregation"}),
     ]
     if authors and config["separate_reference"]:
-        runs.append((p, _fn(config, "FN-UCB (separate networks)", n, authors_code=False)))
+        curves.append(_fn(config, "FN-UCB (separate networks)", "cosine", n, authors_code=False,
+                          tags={"ablation": "separate networks"}))
     if config["n1_reference"] and n != 1:
-        runs.append((problems("cosine", 1), _fn(config, "FN-UCB (N=1)", 1)))
-    return runs
+        curves.append(_fn(config, "FN-UCB (N=1)", "cosine", 1))
+    return curves
 
 
-def _build_vs_D(problem_name):
+def _build_vs_D(problem):
     def build(config):
-        problems = _Problems(config)
         n = config["num_agents"]
         if n < 1:
             raise ConfigError(f"num_agents must be >= 1, got {n}")
-        p = problems(problem_name, n)
-        runs = []
-        for D in _list(config, "D_values", float, 0.0):
+        curves = []
+        for D in parse_list(config, "D_values", float, 0.0):
             name = "FN-UCB (every round)" if D == 0 else f"FN-UCB (D={_fmt(D)})"
-            runs.append((p, _fn(config, name, n, D=D)))
-        return runs
+            curves.append(_fn(config, name, problem, n, D=D, tags={"D": D}))
+        return curves
 
     return build
 
 
 def build_fig3(config):
-    problems = _Problems(config)
-    runs = []
-    for prob in _list(config, "problems", str):
-        for n in _list(config, "n_values", int, 1):
-            runs.append((problems(prob, n), _fn(config, f"{prob}: FN-UCB (N={n})", n, variant="full")))
-            runs.append((problems(prob, n), _fn(config, f"{prob}: FN-UCB Less Comm. (N={n})", n, variant="less")))
-    return runs
+    curves = []
+    for prob in parse_list(config, "problems", str):
+        for n in parse_list(config, "n_values", int, 1):
+            curves.append(_fn(config, f"{prob}: FN-UCB (N={n})", prob, n, variant="full",
+                              tags={"problem": prob, "variant": "full"}))
+            curves.append(_fn(config, f"{prob}: FN-UCB Less Comm. (N={n})", prob, n, variant="less",
+                              tags={"problem": prob, "variant": "less"}))
+    return curves
 
 
 def build_fig6(config):
-    problems = _Problems(config)
-    runs = []
-    for prob in _list(config, "problems", str):
-        runs += _fn_family(config, problems, prob, _list(config, "n_values", int, 1), prefix=f"{prob}: ")
-    return runs
+    curves = []
+    for prob in parse_list(config, "problems", str):
+        curves += _fn_family(config, prob, parse_list(config, "n_values", int, 1), prefix=f"{prob}: ",
+                             tags={"problem": prob})
+    return curves
 
 
-def _linear_kernel(config, prefix):
+def _linear_kernel(config, problem, prefix) -> list:
     authors = _mode(config) == "authors"
     lam = config["lin_lam"]
     if lam <= 0:
         raise ConfigError(f"lin_lam must be > 0, got {lam}")
     lin_cap = config["lin_max_history"] or None
     ker_cap = config["kernel_max_history"] or None
+    p = problem_spec(config, problem, 1)
     out = []
-    for nu in _list(config, "lin_nus", float, 0.0):
+    for nu in parse_list(config, "lin_nus", float, 0.0):
         s = math.sqrt(lam * nu)  # the code's variance scale lam * nu
-        tag = f" (nu={_fmt(nu)})"
         kern = dict(kernel=config["kernel"], lam=lam, lengthscale=config["lengthscale"], max_history=ker_cap)
-        algs = {
-            "LinUCB": linucb(lam=lam, beta=s, bonus="quadratic" if authors else "norm", max_history=lin_cap),
-            "LinTS": lints(lam=lam, nu=s, max_history=lin_cap),
-            "KernelUCB": kernel_ucb(beta=s, **kern),
-            "KernelTS": kernel_ts(nu=s, var_floor=1e-6 if authors else 0.0, **kern),
+        specs = {
+            "LinUCB": Spec("linucb", dict(lam=lam, beta=s, bonus="quadratic" if authors else "norm",
+                                          max_history=lin_cap)),
+            "LinTS": Spec("lints", dict(lam=lam, nu=s, max_history=lin_cap)),
+            "KernelUCB": Spec("kernel_ucb", dict(kern, beta=s)),
+            "KernelTS": Spec("kernel_ts", dict(kern, nu=s, var_floor=1e-6 if authors else 0.0)),
         }
         # one stream per method: its nu values are a knob of one family (paired)
-        out += [alg._replace(name=prefix + family + tag, stream=curve_stream(family, 1))
-                for family, alg in algs.items()]
+        out += [Curve(f"{prefix}{family} (nu={_fmt(nu)})", p, spec, stream=curve_stream(family, 1),
+                      tags={"method": family, "problem": problem, "nu": nu}) for family, spec in specs.items()]
     return out
 
 
 def build_fig4(config):
-    problems = _Problems(config)
-    runs = []
-    for prob in _list(config, "problems", str):
+    curves = []
+    for prob in parse_list(config, "problems", str):
         real = prob in REAL
         c = dict(config, lam=config["lam_real"] if real else config["lam_synthetic"],
                  nu_tk=config["nu_tk_real"] if real else config["nu_tk_synthetic"])
         prefix = f"{prob}: "
-        p1 = problems(prob, 1)
-        runs += [(p1, alg) for alg in _linear_kernel(config, prefix)]
-        runs += [(p1, alg) for alg in _neural(c, prefix)]
-        runs += _fn_family(c, problems, prob, _list(config, "fn_n_values", int, 1, allow_empty=True), prefix)
-    return runs
+        curves += _linear_kernel(config, prob, prefix)
+        curves += _neural(c, prob, prefix, tags={"problem": prob})
+        curves += _fn_family(c, prob, parse_list(config, "fn_n_values", int, 1, allow_empty=True), prefix,
+                             tags={"problem": prob})
+    return curves
 
 
 # ------------------------------------------------------------------------------------ registry
@@ -329,11 +283,11 @@ def _notes(extra):
     return f"{NOTE_AUTHORS} {extra}".strip()
 
 
-def _register(name, description, defaults, build, notes, smoke, paper=None):
+def _register(name, description, defaults, build, notes, smoke, paper=None, x=""):
     register(Experiment(
         name=name, description=description, defaults=defaults,
         sizes={"smoke": {**SMOKE, **smoke}, "paper": {**PAPER, **(paper or {})}},
-        build=build, agents="mean", se_ddof=0, notes=_notes(notes),
+        build=build, agents="mean", se_ddof=0, notes=_notes(notes), x=x,
     ))
 
 
@@ -346,7 +300,7 @@ for _fig, _prob in (("fig1a", "cosine"), ("fig1b", "square")):
         "lam = nu_TKN = nu_TK = 0.1, baselines' code nu = 0.01 (multiplier sqrt(lam nu)); width 20, full "
         "covariance, communication every iteration (D = 0). Claims: FN-UCB(N=1) ~ Neural UCB ~ Neural TS; "
         "larger N helps, N = 2 already by much.",
-        smoke={"n_values": "1,2"}, paper=PAPER_SYNTHETIC,
+        smoke={"n_values": "1,2"}, paper=PAPER_SYNTHETIC, x="N",
     )
 
 _register(
@@ -370,7 +324,7 @@ _register(
     "D = 0 communicates every iteration. Paper: 348.0 (D=5), 380.0 (D=4), 456.7 (D=2.5) rounds out of 5000 "
     "(see the summary's communication rounds); the D values are in the code's trigger units (diagonal "
     "log det of raw-gradient features) and mean something else under mode=paper.",
-    smoke={"num_agents": 2, "D_values": "5,0"}, paper=PAPER_SYNTHETIC,
+    smoke={"num_agents": 2, "D_values": "5,0"}, paper=PAPER_SYNTHETIC, x="D",
 )
 
 for _fig, _prob in (("fig2a", "shuttle"), ("fig2b", "magic")):
@@ -382,7 +336,7 @@ for _fig, _prob in (("fig2a", "shuttle"), ("fig2b", "magic")):
         "lam = 10, nu_TKN = 0.1, nu_TK = 0.01, baselines' code nu = 0.01; width 20, full covariance. Data: the "
         "authors' preprocessing; shuffle='' means each agent's fixed order (mode=authors, as the code) or a "
         "new order per seed (mode=paper).",
-        smoke={"n_values": "1,2"},
+        smoke={"n_values": "1,2"}, x="N",
     )
 
 _register(
@@ -393,7 +347,7 @@ _register(
     _build_vs_n("shuttle"),
     "lam = 10, nu_TKN = 0.1, nu_TK = 0.01; every covariance diagonal, width 50. Paper: regrets generally "
     f"below those of Fig. 2a. {NOTE_DIAG_MODES}",
-    smoke={"n_values": "1,2"},
+    smoke={"n_values": "1,2"}, x="N",
 )
 
 _register(
@@ -403,7 +357,7 @@ _register(
     _build_vs_D("shuttle"),
     "Paper: 3850.7, 4442.7, 4906.3 communication rounds for D = 0.05, 0.03, 0.01; more communication, lower "
     f"regret. D in the code's trigger units. {NOTE_DIAG_MODES}",
-    smoke={"num_agents": 2, "D_values": "0.05,0"},
+    smoke={"num_agents": 2, "D_values": "0.05,0"}, x="D",
 )
 
 _register(
@@ -414,7 +368,7 @@ _register(
     "The paper does not state N for this figure; N = 2 and 5 are our choice. Full FN-UCB broadcasts every "
     "agent's inverse and averages the N norms in UCB_b; Less Comm. broadcasts their mean. Paper: the curves "
     "are very similar.",
-    smoke={"problems": "cosine", "n_values": "2"}, paper=PAPER_SYNTHETIC,
+    smoke={"problems": "cosine", "n_values": "2"}, paper=PAPER_SYNTHETIC, x="N",
 )
 
 _register(
@@ -446,5 +400,5 @@ _register(
     "The configuration of Figs. 1a/1b: with the same seeds these runs equal those FN-UCB curves (the curve "
     "cache takes them from finished fig1a/1b runs); the summary's final regret per N is the figure. Paper: the final "
     "regret decreases with N.",
-    smoke={"problems": "cosine", "n_values": "1,2"}, paper=PAPER_SYNTHETIC,
+    smoke={"problems": "cosine", "n_values": "1,2"}, paper=PAPER_SYNTHETIC, x="N",
 )

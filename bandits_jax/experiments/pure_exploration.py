@@ -9,10 +9,8 @@ kind: it shows what the sweep does with outputs that are not regret curves.
 """
 from __future__ import annotations
 
-from ..algorithms.elimination import successive_elimination, uniform_allocation
-from ..problems.arms import gaussian_arms
-from .fnucb import _list
-from .registry import Experiment, register
+from ..curves import Curve, Spec
+from .registry import Experiment, parse_list, register
 
 DEFAULTS = {
     "num_agents": 1,
@@ -26,10 +24,12 @@ DEFAULTS = {
 
 
 def build(config):
-    arms = gaussian_arms(config["num_agents"], config["num_arms"], config["gap"], config["noise_std"])
-    elimination = successive_elimination(sigma=config["noise_std"], max_rounds=config["max_rounds"])
-    grid = [(f"delta={d:g}", {"delta": d}) for d in _list(config, "delta_values", float)]
-    return [(arms, elimination, grid), (arms, uniform_allocation(config["budget"]), None)]
+    arms = Spec("gaussian-arms", {k: config[k] for k in ("num_agents", "num_arms", "gap", "noise_std")})
+    grid = tuple((f"delta={d:g}", {"delta": d}) for d in parse_list(config, "delta_values", float))
+    elimination = Spec("successive_elimination", {"sigma": config["noise_std"], "max_rounds": config["max_rounds"]})
+    return [Curve("Successive elimination", arms, elimination, grid, tags={"method": "successive elimination"}),
+            Curve("Uniform allocation", arms, Spec("uniform_allocation", {"budget": config["budget"]}),
+                  tags={"method": "uniform allocation", "budget": config["budget"]})]
 
 
 register(Experiment(

@@ -13,10 +13,9 @@ agents, mean +- standard error over seeds.
 """
 from __future__ import annotations
 
-from ..algorithms.kernel import kernel_ucb
-from ..algorithms.uniform import uniform_random
-from .fnucb import SYNTH_DEFAULTS, _fn_family, _list, _neural, _Problems
-from .registry import Experiment, register
+from ..curves import Curve, Spec
+from .fnucb import SYNTH_DEFAULTS, _fn_family, _neural, problem_spec
+from .registry import Experiment, parse_list, register
 
 DEFAULTS = {
     **SYNTH_DEFAULTS,
@@ -29,16 +28,12 @@ DEFAULTS = {
 
 
 def build(config):
-    problems = _Problems(config)
-    runs = _fn_family(config, problems, "cosine", _list(config, "n_values", int, 1))
-    single = problems("cosine", 1)
-    algorithms = [
-        _neural(config)[0],
-        kernel_ucb(kernel=config["kernel"], lam=config["kernel_lam"], beta=config["kernel_beta"],
-                   lengthscale=config["lengthscale"]),
-        uniform_random(),
-    ]
-    return runs + [(single, alg) for alg in algorithms]
+    single = problem_spec(config, "cosine", 1)
+    kernel = Spec("kernel_ucb", dict(kernel=config["kernel"], lam=config["kernel_lam"], beta=config["kernel_beta"],
+                                     lengthscale=config["lengthscale"]))
+    return (_fn_family(config, "cosine", parse_list(config, "n_values", int, 1)) + _neural(config, "cosine")[:1]
+            + [Curve("KernelUCB", single, kernel, tags={"method": "KernelUCB", "N": 1}),
+               Curve("Random", single, Spec("uniform_random"), tags={"method": "Random", "N": 1})])
 
 
 register(Experiment(

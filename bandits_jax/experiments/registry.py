@@ -1,10 +1,11 @@
 """Named experiments: one per paper figure or table, each with a `smoke` and a `paper` size.
 
-An experiment is a configuration dict with typed defaults, size overrides, and a `build`
-function that turns a resolved configuration into (problem, [algorithms]), or into a list of
-(problem, algorithm) pairs (an `Arms` world and a `Trial` for a phase-level experiment) when the algorithms run on different problems (e.g. different numbers
-of agents; `build_runs` gives the pairs in both cases). Building validates
-everything (names, signs, shapes, data files) and compiles nothing, so bad input fails fast.
+An experiment is data: a configuration dict with typed defaults, size overrides, and a `build`
+function that turns a resolved configuration into a list of `curves.Curve` (display name, problem
+spec, algorithm spec, optional grid, key stream, tags). The sweep resolves every spec through the
+registries (`curves.resolve`); `build_runs` gives the built (problem, algorithm, grid) triples.
+Building validates everything (names, signs, shapes, data files) and compiles nothing, so bad input
+fails fast. `Experiment.x` names a tag (e.g. "N") that the plot puts on an x-axis.
 
 Every configuration has the keys `seeds`, `first_seed`, `horizon`, `precision`, `base_key`
 `first_segment` (the length of the first capacity segment: fewer, longer segments compile
@@ -18,6 +19,7 @@ import dataclasses
 from typing import Callable
 
 from ..core import ConfigError
+from ..curves import Curve, grid_names, resolve  # noqa: F401  (grid_names: re-exported)
 
 COMMON_DEFAULTS = {"seeds": 8, "first_seed": 0, "horizon": 1000, "precision": "float64", "base_key": 0,
                    "first_segment": 128, "vmap_size": 0}
@@ -36,6 +38,7 @@ class Experiment:
     band:    what +- means in summaries and plot bands: "se" (the standard error) or "std" (the
              spread over runs, as the DUETS paper's Figure 1 draws).
     notes:   a paragraph copied into every summary (stand-ins, deviations from the paper).
+    x:       a tag whose values the plot puts on an x-axis (final regret against it), "" for none.
     """
 
     name: str
@@ -47,6 +50,7 @@ class Experiment:
     se_ddof: int = 0
     band: str = "se"
     notes: str = ""
+    x: str = ""
 
 
 _REGISTRY: dict = {}
@@ -63,41 +67,20 @@ def register(exp: Experiment) -> Experiment:
     return exp
 
 
-def experiments() -> dict:
-    from . import quickstart  # noqa: F401  (registers itself)
-    from . import fnucb  # noqa: F401
-    from . import async_exps  # noqa: F401
-    from . import pure_exploration  # noqa: F401
-    from . import duets  # noqa: F401
-
-    return dict(sorted(_REGISTRY.items()))
-
-
-def get_experiment(name: str) -> Experiment:
-    known = experiments()
-    if name not in known:
-        raise ConfigError(f"unknown experiment {name!r}; `bandits-jax list` shows the {len(known)} known ones")
-    return known[name]
+def build_curves(exp: Experiment, config: dict) -> list:
+    """The experiment's curves for a resolved configuration (a ConfigError when build returns anything
+    but Curves)."""
+    built = list(exp.build(config))
+    bad = [type(c).__name__ for c in built if not isinstance(c, Curve)]
+    if bad:
+        raise ConfigError(f"{exp.name}: build must return Curves (experiments are data), got {', '.join(bad)}")
+    return built
 
 
 def build_runs(exp: Experiment, config: dict) -> list:
-    """The experiment's runs as (problem, algorithm, grid) triples, whichever form `build` returns.
-
-    `build` returns (problem, [algorithms]), or a list of (problem, algorithm) pairs, or of
-    (problem, algorithm, grid) triples, where grid is None or a list of (label, hparams) points:
-    the algorithm then runs at every point, all points and seeds in ONE compiled call, and each
-    point is stored as its own curve named "<algorithm> [<label>]" (see `grid_names`).
-    """
-    built = exp.build(config)
-    if isinstance(built, tuple) and len(built) == 2 and not isinstance(built[1], tuple) and hasattr(built[0], "spec"):
-        problem, algorithms = built
-        return [(problem, alg, None) for alg in algorithms]
-    return [(item[0], item[1], item[2] if len(item) > 2 else None) for item in built]
-
-
-def grid_names(alg_name: str, grid) -> list:
-    """The stored curve names of an algorithm run over grid points [(label, hparams)]."""
-    return [f"{alg_name} [{label}]" for label, _ in grid]
+    """The experiment's runs as (problem, algorithm, grid) triples, each algorithm carrying its curve's
+    name and stream; grid is None or ((label, hparams), ...), every point stored as "<name> [<label>]"."""
+    return [(run.problem, run.algorithm, run.curve.grid) for run in resolve(build_curves(exp, config))]
 
 
 def resolve_config(exp: Experiment, size: str, overrides: dict) -> dict:
@@ -119,14 +102,22 @@ def resolve_config(exp: Experiment, size: str, overrides: dict) -> dict:
     return config
 
 
-def number_list(config: dict, key: str) -> list:
-    """The floats of config[key], a comma-separated string ("0.2,0.5,1"; empty items skipped); a
-    ConfigError names the key when an item is not a number. Bounds are the caller's to check."""
-    raw = str(config[key]).strip()
+def parse_list(config: dict, key: str, kind=float, minimum=None, allow_empty: bool = False) -> list:
+    """The values of config[key], a comma-separated string ("0.2,0.5,1"; empty items skipped), each of
+    type `kind`; a ConfigError names the key when an item does not parse, when the list is empty
+    (unless allow_empty), when a value is below `minimum`, or when a value is repeated."""
+    raw = config[key]
     try:
-        return [float(v) for v in raw.split(",") if v.strip()]
+        values = [kind(p.strip()) for p in str(raw).split(",") if p.strip()]
     except ValueError:
-        raise ConfigError(f"{key} must be comma-separated numbers, got {raw!r}") from None
+        raise ConfigError(f"{key} must be a comma-separated list of {kind.__name__}, got {raw!r}") from None
+    if not values and not allow_empty:
+        raise ConfigError(f"{key} must list at least one value, got {raw!r}")
+    if minimum is not None and any(v < minimum for v in values):
+        raise ConfigError(f"{key}: every value must be >= {minimum}, got {raw!r}")
+    if len(set(values)) != len(values):
+        raise ConfigError(f"{key} lists a value twice: {raw!r}")
+    return values
 
 
 def parse_value(key: str, raw, default):

@@ -1,37 +1,29 @@
-"""Bandit problems by name.
+"""Bandit problems (and phase-level Arms worlds) by name: the one way to build them.
 
     make_problem("cosine", num_agents=5)                 synthetic, FN-UCB setting by default
     make_problem("shuttle", num_agents=2, data_dir=...)  classification bandit from a dataset
+    build_problem(Spec("shuttle", {}, (("pad_to_even", {}),)))
 
-`PROBLEMS` maps each name to a one-line description.
+`BUILDERS` maps each name to its builder, `WRAPPERS` each problem wrapper to a function
+`wrapper(problem, **options) -> problem`; `register_problem` adds a user's own. A name's description
+is the first line of its builder's docstring (`problem_descriptions`, `bandits-jax list --problems`).
 """
 from __future__ import annotations
 
 import inspect
+
+import jax.numpy as jnp
+
+from bandits_jax.kernels import ntk
+
 from .._cpu import cpu_guard
-from ..core import ConfigError, Problem
+from ..core import ConfigError, Problem, describe
 from . import arms, async_env, datasets, ratings, synthetic
+from . import candidates
 from .classification import classification_bandit
 from .datasets import DataNotFoundError, load_dataset
 from .synthetic import cosine, linear, square
 
-PROBLEMS = {
-    "cosine": "synthetic, h(x) = cos(3 <a, x>), fresh unit contexts (FN-UCB Sec. 5.1; K=4, d=10)",
-    "square": "synthetic, h(x) = 10 <a, x>^2, fresh unit contexts (FN-UCB Sec. 5.1; K=4, d=10)",
-    "linear": "synthetic, h(x) = <theta, x>, fresh unit contexts (K=4, d=10 by default)",
-    "shuttle": "Statlog Shuttle classification as a bandit: K=7 arms, block one-hot contexts d=63",
-    "magic": "MAGIC Gamma Telescope classification as a bandit: K=2 arms, block one-hot contexts d=20",
-    "mushroom": "Mushroom (one-hot) classification as a bandit: K=2 arms, block one-hot contexts d=196",
-    "async-f1": "asynchronous, f = cos(3 <x, theta*>), 20 fresh arms in the unit ball of d=20, one active client per step",
-    "async-f2": "asynchronous, f = u^3 - 3u^2 - u + 3 with u = <x, theta*>, 20 fresh arms in the d=20 unit ball",
-    "async-magic": "asynchronous MAGIC Telescope: 20 fixed k-means centroid arms (d=10), Bernoulli(P(gamma | cluster))",
-    "async-mushroom": "asynchronous Mushroom: 20 fixed k-means centroid arms (one-hot d), Bernoulli(P(edible | cluster))",
-    "movielens": "asynchronous MovieLens from a local ratings file: SVD user+item contexts d=20, 1 positive + 19 negatives",
-    "yelp": "asynchronous Yelp from a local ratings file: SVD user+item contexts d=20, 1 positive + 19 negatives",
-    "movielens-standin": "synthetic stand-in for MovieLens: low-rank generated ratings, same construction (d=20, K=20)",
-    "yelp-standin": "synthetic stand-in for Yelp: low-rank generated ratings, same construction (d=20, K=20)",
-    "gaussian-arms": "pure exploration: N agents x K fixed Gaussian arms, best arm ahead by a set gap",
-}
 
 
 def _dataset_problem(name: str, num_classes: int):
@@ -50,8 +42,8 @@ def _dataset_problem(name: str, num_classes: int):
                                      preprocess=preprocess, shuffle=shuffle, name=name)
 
     build.__name__ = name
-    build.__doc__ = (f"The {name} dataset as a {num_classes}-armed classification bandit "
-                     "(see classification_bandit; data located as in datasets.load_dataset).")
+    build.__doc__ = (f"The {name} data set as a {num_classes}-armed classification bandit: block one-hot "
+                     "contexts (see classification_bandit; data located as in datasets.load_dataset).")
     return build
 
 
@@ -74,11 +66,68 @@ BUILDERS = {
 }
 
 
+def pad_to_even(problem: Problem) -> Problem:
+    """The same problem with one zero column appended to every context where d is odd (the paper's
+    FN-UCB network needs an even d); the means read the labels, not the context values."""
+    if problem.spec.dim % 2 == 0:
+        return problem
+    base = problem.contexts
+    return problem._replace(
+        spec=problem.spec._replace(dim=problem.spec.dim + 1),
+        contexts=lambda inst, t, key: ntk.pad_to_even(base(inst, t, key)),
+        description=problem.description + " (contexts zero-padded to even d for the paper network)",
+    )
+
+
+def candidates_as_contexts(problem: Problem) -> Problem:
+    """A problem with a public candidate set (`Problem.public` {"candidates": [K, d]}) whose candidates
+    are also every agent's contexts at every step ([N, K, d]), so that contextual algorithms (LinUCB,
+    KernelUCB, FN-UCB, ...) run on it; the means, rewards and public part are unchanged."""
+    if problem.public is None:
+        raise ConfigError(f"candidates_as_contexts: {problem.name} has no public candidate set")
+    spec, public = problem.spec, problem.public
+
+    def contexts(instance, t, key):
+        X = public(instance)["candidates"]
+        return jnp.broadcast_to(X, (spec.num_agents,) + X.shape)
+
+    return problem._replace(contexts=contexts, description=problem.description + " (candidates as contexts)")
+
+
+BUILDERS.update({f"duets-{f}": candidates.named(f) for f in candidates.FUNCTIONS})
+WRAPPERS = {"pad_to_even": pad_to_even, "candidates_as_contexts": candidates_as_contexts}
+
+
+def register_problem(name: str, builder) -> None:
+    """Add a problem builder under a new name (a user's own world, a test's toy)."""
+    if name in BUILDERS and BUILDERS[name] is not builder:
+        raise ValueError(f"problem {name!r} is registered already")
+    BUILDERS[name] = builder
+
+
+def problem_descriptions() -> dict:
+    """{name: the first line of its builder's docstring}."""
+    return {name: describe(b) for name, b in BUILDERS.items()}
+
+
+PROBLEMS = problem_descriptions()  # {name: description}, for listings
+
+
 def problem_options(name: str) -> list:
     """The keyword arguments accepted by `make_problem(name, ...)`."""
     if name not in BUILDERS:
-        raise ConfigError(f"unknown problem {name!r}; known: {', '.join(PROBLEMS)}")
+        raise ConfigError(f"unknown problem {name!r}; `bandits-jax list --problems` shows the known ones")
     return list(inspect.signature(BUILDERS[name]).parameters)
+
+
+def build_problem(spec):
+    """The problem of a `curves.Spec`: the named builder with its options, then its wrappers in order."""
+    problem = make_problem(spec.name, **spec.options)
+    for name, options in spec.wrappers:
+        if name not in WRAPPERS:
+            raise ConfigError(f"unknown problem wrapper {name!r}; known: {', '.join(WRAPPERS)}")
+        problem = WRAPPERS[name](problem, **options)
+    return problem
 
 
 def make_problem(name: str, **kwargs):
@@ -93,6 +142,6 @@ def make_problem(name: str, **kwargs):
 
 
 __all__ = [
-    "PROBLEMS", "BUILDERS", "make_problem", "problem_options", "classification_bandit", "cosine", "square",
+    "PROBLEMS", "BUILDERS", "WRAPPERS", "make_problem", "build_problem", "register_problem", "problem_descriptions", "problem_options", "classification_bandit", "cosine", "square",
     "linear", "load_dataset", "DataNotFoundError", "datasets", "synthetic", "async_env", "ratings",
 ]

@@ -221,7 +221,9 @@ def fixed_arm_bandit(arms, means, num_agents: int, horizon: int, *, name: str, a
     """A bandit whose candidate set is the same K arms [K, d] every step, with Bernoulli(means [K]).
 
     contexts: [N, K, d] (arms broadcast); means: [N, K]; instance: {} (nothing is drawn per run
-    except arrivals and rewards, which come from the per-step keys).
+    except arrivals and rewards, which come from the per-step keys). The arms are public
+    ({"candidates": [K, d], "best": the best arm's index}, as `candidates.candidate_problem` gives
+    them), so that candidate-set algorithms (DUETS) run on it too.
     """
     arms = np.asarray(arms, np.float64)
     p = np.asarray(means, np.float64)
@@ -241,8 +243,12 @@ def fixed_arm_bandit(arms, means, num_agents: int, horizon: int, *, name: str, a
         del instance, t
         return jnp.broadcast_to(jnp.asarray(p, ctx.dtype), (num_agents, num_arms))
 
+    def public(instance):
+        del instance
+        return {"candidates": jnp.asarray(arms, float_dtype()), "best": jnp.asarray(int(np.argmax(p)), jnp.int32)}
+
     return Problem(name=name, spec=spec, init=init, contexts=contexts, mean_reward=mean_reward,
-                   sample_rewards=shared_bernoulli_rewards, active=active, description=description)
+                   sample_rewards=shared_bernoulli_rewards, active=active, description=description, public=public)
 
 
 def async_classification(
@@ -283,6 +289,9 @@ def async_classification(
 
 
 # ----------------------------------------------------------------------------------- registry builders
+FORMULAS = {"f1": "f = cos(3 <x, theta*>)", "f2": "f = u^3 - 3u^2 - u + 3 with u = <x, theta*>"}
+
+
 def _synthetic_builder(kind: str):
     def build(num_agents: int = 100, horizon: int = 10000, *, num_arms: int = 20, dim: int = 20,
               noise_std: float = 0.1, arrivals: Union[str, Sequence[int], None] = "uniform") -> Problem:
@@ -290,7 +299,8 @@ def _synthetic_builder(kind: str):
                                arrivals=arrivals)
 
     build.__name__ = build.__qualname__ = f"async_{kind}"
-    build.__doc__ = f"async-{kind}: see async_synthetic (defaults N = 100, T = 10^4, K = 20, d = 20, noise 0.1)."
+    build.__doc__ = (f"asynchronous {kind}: {FORMULAS[kind]}, 20 fresh arms in the d = 20 unit ball, one active "
+                     f"client per step (see async_synthetic).")
     return build
 
 
@@ -302,7 +312,8 @@ def _classification_builder(dataset: str):
                                     num_arms=num_arms, kmeans_seed=kmeans_seed, n_init=n_init, arrivals=arrivals)
 
     build.__name__ = build.__qualname__ = f"async_{dataset}"
-    build.__doc__ = f"async-{dataset}: see async_classification (defaults N = 100, T = 10^4, 20 k-means arms)."
+    build.__doc__ = (f"asynchronous {dataset}: 20 fixed k-means centroid arms, Bernoulli rewards of the cluster's "
+                     f"class share (see async_classification).")
     return build
 
 

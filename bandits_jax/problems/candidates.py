@@ -135,6 +135,8 @@ def candidate_problem(name: str, num_agents: int = 10, horizon: int = 50, *, noi
         sample_rewards=core.gaussian_rewards(noise_std), public=public,
         description=(f"{name} on {spec.num_arms} fixed candidates in the {where} of R^{dim} (seed {seed}), "
                      f"{num_agents} agents querying every step, noise std {noise_std:g}"),
+        info={"candidates": int(spec.num_arms), "dim": int(dim), "max_value": round(float(values[best]), 6),
+              "runner_up_gap": round(float(values[best] - np.partition(values, -2)[-2]), 6)},
     )
 
 
@@ -147,7 +149,8 @@ def named(name: str):
                                  seed=seed)
 
     build.__name__ = name
-    build.__doc__ = f"{name} on its fixed candidate set (see candidate_problem)."
+    build.__doc__ = (f"{name} on a fixed public candidate set (DUETS, Sec. 5): every agent picks among the same "
+                     f"candidates (see candidate_problem).")
     return build
 
 

@@ -315,6 +315,9 @@ def standin_problem(dataset: str, num_agents: int = 100, horizon: int = 10000, *
                           description=description)
 
 
+TITLES = {"movielens": "MovieLens", "yelp": "Yelp"}
+
+
 def _builder(dataset: str, standin: bool):
     if standin:
         def build(num_agents: int = 100, horizon: int = 10000, *, seed=None, total_users: int = 2500,
@@ -323,14 +326,16 @@ def _builder(dataset: str, standin: bool):
             return standin_problem(dataset, num_agents, horizon, seed=seed, total_users=total_users,
                                    total_items=total_items, num_ratings=num_ratings, num_users=num_users,
                                    num_items=num_items, rank=rank, num_arms=num_arms, arrivals=arrivals)
-        build.__doc__ = f"Synthetic stand-in for {dataset}: see standin_problem."
+        build.__doc__ = (f"synthetic stand-in for {TITLES[dataset]}: low-rank generated ratings, the same construction "
+                         f"(see standin_problem).")
     else:
         def build(num_agents: int = 100, horizon: int = 10000, *, path=None, data_dir=None,
                   num_users: int = 2000, num_items: int = 10000, rank: int = 10, num_arms: int = 20,
                   arrivals="uniform") -> Problem:
             return ratings_problem(dataset, num_agents, horizon, path=path, data_dir=data_dir, num_users=num_users,
                                    num_items=num_items, rank=rank, num_arms=num_arms, arrivals=arrivals)
-        build.__doc__ = f"{dataset} from a local ratings file: see ratings_problem and load_ratings."
+        build.__doc__ = (f"asynchronous {TITLES[dataset]} from a local ratings file: SVD user+item contexts, 1 positive + "
+                         f"19 negatives (see ratings_problem).")
     build.__name__ = build.__qualname__ = dataset + ("_standin" if standin else "")
     return build
 

@@ -7,7 +7,8 @@ Keys are "experiment|curve|output": regret summed over agents [S, T] and comm_up
 [S, T], float64.
 """
 import sys, time, numpy as np
-from bandits_jax.experiments.registry import experiments, build_runs, resolve_config, grid_names
+from bandits_jax.experiments.registry import build_runs, resolve_config, grid_names
+from bandits_jax.experiments.catalog import experiments
 from bandits_jax.runner import run_batch
 out = {}
 for name, exp in experiments().items():
