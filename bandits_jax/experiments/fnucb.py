@@ -48,7 +48,7 @@ import math
 
 from bandits_jax.kernels.ntk import pad_to_even
 
-from ..algorithms.fn_ucb import fn_ucb
+from ..algorithms.fn_ucb import fn_ucb, fn_ucb_authors
 from ..algorithms.kernel import kernel_ts, kernel_ucb
 from ..algorithms.linear import lints, linucb
 from ..algorithms.neural import neural_ts, neural_ucb
@@ -60,11 +60,16 @@ MODES = ("authors", "paper")
 SYNTHETIC = ("cosine", "square")
 REAL = ("shuttle", "magic")
 
+# FN-UCB of each mode: the registered algorithm and its options. `_fn(..., separate=True)` runs
+# the paper's protocol (separate networks on all local data) with the mode's network, features,
+# loss and trigger: in mode=authors that is fn_ucb with the code's choices (fig1c's ablations).
 FN_OPTIONS = {
-    "authors": dict(parameterization="authors", feature_scale="raw", loss="authors", trigger="diag",
-                    authors_code=True),
-    "paper": dict(parameterization="paper", feature_scale="sqrt_m", loss="paper", trigger="exact",
-                  authors_code=False),
+    "authors": (fn_ucb_authors, {}),
+    "paper": (fn_ucb, dict(parameterization="paper", feature_scale="sqrt_m", loss="paper", trigger="exact")),
+}
+FN_SEPARATE = {
+    "authors": (fn_ucb, dict(parameterization="authors", feature_scale="raw", loss="authors", trigger="diag")),
+    "paper": FN_OPTIONS["paper"],
 }
 NEURAL_OPTIONS = {
     "authors": dict(parameterization="authors", feature_scale="raw", loss="authors"),
@@ -183,18 +188,20 @@ def _padded(problem):
 
 
 # ------------------------------------------------------------------------------------ algorithms
-def _fn(config, name, n, *, lam=None, nu_tk=None, **options):
-    """FN-UCB named `name` for n agents, in the experiment's mode, on the stream of (FN-UCB, n)."""
+def _fn(config, name, n, *, lam=None, nu_tk=None, separate=False, **options):
+    """FN-UCB named `name` for n agents, in the experiment's mode, on the stream of (FN-UCB, n);
+    separate=True: with separate networks trained on all local data in either mode."""
     mode = _mode(config)
-    kw = dict(FN_OPTIONS[mode])
+    factory, kw = (FN_SEPARATE if separate else FN_OPTIONS)[mode]
+    kw = dict(kw)
     if mode == "paper" and config["covariance"] == "diag":
         kw["minmax_mean"] = True  # footnote 4: the mean term rescaled across the arms under diag
     kw.update(options)
-    alg = fn_ucb(lam=config["lam"] if lam is None else lam, nu_tkn=config["nu_tkn"],
-                 nu_tk=config["nu_tk"] if nu_tk is None else nu_tk, D=kw.pop("D", 0.0), lr=config["lr"],
-                 width=config["width"], covariance=config["covariance"], train_steps=config["train_steps"],
-                 train_until=config["train_until"], alpha_warmup=config["alpha_warmup"],
-                 alpha_ramp=config["alpha_ramp"], **kw)
+    alg = factory(lam=config["lam"] if lam is None else lam, nu_tkn=config["nu_tkn"],
+                  nu_tk=config["nu_tk"] if nu_tk is None else nu_tk, D=kw.pop("D", 0.0), lr=config["lr"],
+                  width=config["width"], covariance=config["covariance"], train_steps=config["train_steps"],
+                  train_until=config["train_until"], alpha_warmup=config["alpha_warmup"],
+                  alpha_ramp=config["alpha_ramp"], **kw)
     return alg._replace(name=name, stream=curve_stream("FN-UCB", n))
 
 
@@ -241,11 +248,11 @@ def build_fig1c(config):
         (p, _fn(config, "FN-UCB (UCB_a only)", n, alpha_mode="zero")),
         (p, _fn(config, "FN-UCB (UCB_b only)", n, alpha_mode="one")),
         # with the code's shared network (Q1) every agent's "own" network is the aggregate, so the
-        # ablation is run with separate networks (authors_code off) in both modes
-        (p, _fn(config, "FN-UCB (no NN aggregation)", n, aggregate_params=False, authors_code=False)),
+        # ablation is run with separate networks (fn_ucb with the mode's network) in both modes
+        (p, _fn(config, "FN-UCB (no NN aggregation)", n, aggregate_params=False, separate=True)),
     ]
     if authors and config["separate_reference"]:
-        runs.append((p, _fn(config, "FN-UCB (separate networks)", n, authors_code=False)))
+        runs.append((p, _fn(config, "FN-UCB (separate networks)", n, separate=True)))
     if config["n1_reference"] and n != 1:
         runs.append((problems("cosine", 1), _fn(config, "FN-UCB (N=1)", 1)))
     return runs
@@ -357,8 +364,9 @@ _register(
     "UCB_a only = alpha 0 throughout; UCB_b only = alpha 1 from the first iteration (the network trains in "
     "every round); no NN aggregation = UCB_b with the agent's own network. Under the code's shared network "
     "(mode=authors) the agents' own networks are the aggregate, so the no-aggregation ablation runs with "
-    "separate networks (authors_code off); 'FN-UCB (separate networks)' is its reference with aggregation "
-    "(mode=authors only). 'FN-UCB (N=1)' is the reference curve whose panel the paper leaves unclear.",
+    "separate networks (the paper's protocol, fn_ucb, with the code's network); 'FN-UCB (separate networks)' "
+    "is its reference with aggregation (mode=authors only). 'FN-UCB (N=1)' is the reference curve whose "
+    "panel the paper leaves unclear.",
     smoke={"n1_reference": False, "separate_reference": False}, paper=PAPER_SYNTHETIC,
 )
 
