@@ -454,3 +454,17 @@ def test_bad_configuration_raises(kwargs, match):
     with pytest.raises(ConfigError, match=match):
         fn.fn_ucb(**kwargs)
 
+
+def test_the_two_registered_names_compose_their_pieces():
+    """fn_ucb is the paper's protocol, fn_ucb_authors the code's; each refuses the other's own options."""
+    from bandits_jax.algorithms import make_algorithm
+
+    paper, authors = config_of(make_algorithm("fn_ucb")), config_of(make_algorithm("fn_ucb_authors"))
+    assert (paper.networks, paper.training) == (fn.SEPARATE, fn.ALL_DATA)
+    assert (authors.networks, authors.training) == (fn.SHARED, fn.ROUND_DATA)
+    assert (paper.parameterization, paper.feature_scale, paper.loss, paper.trigger) == ("paper", "sqrt_m", "paper",
+                                                                                         "exact")
+    assert {k: getattr(authors, k) for k in fn.AUTHORS_CODE} == fn.AUTHORS_CODE
+    for name, option in (("fn_ucb_authors", "minmax_mean"), ("fn_ucb_authors", "loss"), ("fn_ucb", "authors_code")):
+        with pytest.raises(ConfigError, match=f"unknown option.*{option}"):
+            make_algorithm(name, **{option: True})
