@@ -51,7 +51,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable
 
-from bandits_jax.algorithms.fn_ucb import fn_ucb
+from bandits_jax.algorithms.fn_ucb import fn_ucb_authors
 from bandits_jax.algorithms.kernel import kernel_ucb
 from bandits_jax.algorithms.linear import linucb
 from bandits_jax.algorithms.neural import neural_ucb
@@ -74,8 +74,9 @@ QUICK_FIRST_SEGMENT = 25     # so that the quick run still has (two) doubling se
 NEURAL = dict(width=20, depth=2, train_steps=30, train_until=2000, covariance="full")
 FN_HORIZON, FN_AGENTS = 5000, 10
 FN_HP = dict(lam=0.1, nu_tkn=0.1, nu_tk=0.1, D=0.0, lr=0.01)
-FN_OPTIONS = dict(covariance="full", train_steps=30, train_until=2000, alpha_warmup=3, alpha_ramp=700,
-                  feature_scale="raw", loss="authors", trigger="diag", authors_code=True)
+FN_OPTIONS = dict(covariance="full", train_steps=30, train_until=2000, alpha_warmup=3, alpha_ramp=700)
+# what fn_ucb_authors fixes, as the NumPy loop's options (its network is the code's in any case)
+FN_AUTHORS_CODE = dict(feature_scale="raw", loss="authors", trigger="diag", authors_code=True)
 
 
 @dataclass(frozen=True)
@@ -171,12 +172,13 @@ def cases() -> list:
         ),
         Case(
             name="FN-UCB", problem_name="cosine",
-            build=lambda: fn_ucb(**FN_HP, width=NEURAL["width"], parameterization="authors", **FN_OPTIONS),
-            numpy_agent=lambda: numpy_loop.fn_ucb_agents(NEURAL["width"], **FN_HP, **FN_OPTIONS),
+            build=lambda: fn_ucb_authors(**FN_HP, width=NEURAL["width"], **FN_OPTIONS),
+            numpy_agent=lambda: numpy_loop.fn_ucb_agents(NEURAL["width"], **FN_HP, **FN_OPTIONS, **FN_AUTHORS_CODE),
             numpy_seeds=1, ceiling="flops",
             model="flops/agent-step = train_steps x 6 x C x p + (K + 6) p^2 (fnucb/fig1a, N = 10, D = 0)",
             work=fn_ucb_flops, horizon=FN_HORIZON, num_agents=FN_AGENTS,
-            settings={**FN_HP, "width": NEURAL["width"], "parameterization": "authors", **FN_OPTIONS},
+            settings={**FN_HP, "width": NEURAL["width"], "parameterization": "authors", **FN_OPTIONS,
+                      **FN_AUTHORS_CODE},
             quick=dict(num_agents=2),
         ),
     ]

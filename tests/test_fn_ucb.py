@@ -105,6 +105,20 @@ CASES = {
 }
 
 
+AUTHORS_CODE = ("authors_code", "parameterization", "feature_scale", "loss", "trigger")
+
+
+def build(hp, options):
+    """fn_ucb, or with authors_code=True fn_ucb_authors, which fixes the code's network, features,
+    loss and trigger (checked to be the case's)."""
+    if not options.get("authors_code"):
+        return fn.fn_ucb(**hp, width=M, train_steps=3, **options)
+    alg = fn.fn_ucb_authors(**hp, width=M, train_steps=3,
+                            **{k: v for k, v in options.items() if k not in AUTHORS_CODE})
+    assert all(getattr(config_of(alg), k) == options[k] for k in AUTHORS_CODE[1:])
+    return alg
+
+
 @functools.lru_cache(maxsize=None)
 def run_case(case):
     D, options = CASES[case]
@@ -113,7 +127,7 @@ def run_case(case):
     contexts, rewards = make_data(len(case))
     capacities = {0: 16, 16: T} if case.startswith("less") else None  # a mid-run resize changes nothing
     with jax.enable_x64(True):
-        alg = fn.fn_ucb(**hp, width=M, train_steps=3, **options)
+        alg = build(hp, options)
         actions, info, init_state, state = drive(alg, contexts, rewards, capacities)
         biases = options.get("parameterization", "paper") == "authors"
         perm = numpy_order(init_state.nets.theta0, biases)
@@ -439,3 +453,18 @@ def test_runner_d_zero_communicates_after_the_first_step_and_plotting_convention
 def test_bad_configuration_raises(kwargs, match):
     with pytest.raises(ConfigError, match=match):
         fn.fn_ucb(**kwargs)
+
+
+def test_the_two_registered_names_compose_their_pieces():
+    """fn_ucb is the paper's protocol, fn_ucb_authors the code's; each refuses the other's own options."""
+    from bandits_jax.algorithms import make_algorithm
+
+    paper, authors = config_of(make_algorithm("fn_ucb")), config_of(make_algorithm("fn_ucb_authors"))
+    assert (paper.networks, paper.training) == (fn.SEPARATE, fn.ALL_DATA)
+    assert (authors.networks, authors.training) == (fn.SHARED, fn.ROUND_DATA)
+    assert (paper.parameterization, paper.feature_scale, paper.loss, paper.trigger) == ("paper", "sqrt_m", "paper",
+                                                                                         "exact")
+    assert {k: getattr(authors, k) for k in fn.AUTHORS_CODE} == fn.AUTHORS_CODE
+    for name, option in (("fn_ucb_authors", "minmax_mean"), ("fn_ucb_authors", "loss"), ("fn_ucb", "authors_code")):
+        with pytest.raises(ConfigError, match=f"unknown option.*{option}"):
+            make_algorithm(name, **{option: True})

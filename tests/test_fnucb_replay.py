@@ -67,7 +67,8 @@ def test_authors_mode_chooses_the_authors_arms(num_agents):
     # the recording's configuration (data README): Less Comm., full covariance, width 20, D = 0, ...
     assert (config.variant, config.covariance, config.width, config.train_steps, config.train_until) == \
         ("less", "full", 20, 30, 2000)
-    assert (config.alpha_warmup, config.alpha_ramp, config.authors_code, config.trigger) == (3, 700, True, "diag")
+    assert (config.alpha_warmup, config.alpha_ramp, config.trigger) == (3, 700, "diag")
+    assert (config.networks, config.training) == (fn.SHARED, fn.ROUND_DATA)  # the authors' code: Q1 and Q2
     assert alg.defaults == dict(lam=0.1, nu_tkn=0.1, nu_tk=0.1, D=0.0, lr=0.01)
     with jax.enable_x64(True):
         _, actions, _, regret, _ = replay(

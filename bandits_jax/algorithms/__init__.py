@@ -26,6 +26,7 @@ ALGORITHMS = {
     "neural_ucb": "neural:neural_ucb",
     "neural_ts": "neural:neural_ts",
     "fn_ucb": "fn_ucb:fn_ucb",
+    "fn_ucb_authors": "fn_ucb:fn_ucb_authors",
     "dis_kernel_ucb": "dis_kernel:dis_kernel_ucb",
     "one_kernel_ucb": "dis_kernel:one_kernel_ucb",
     "n_kernel_ucb": "dis_kernel:n_kernel_ucb",

@@ -1,101 +1,28 @@
-"""FN-UCB: federated neural upper confidence bound (Dai et al., ICLR 2023), N synchronous agents.
+"""FN-UCB: federated neural UCB (Dai et al., ICLR 2023), N synchronous agents; spec fn-ucb.md.
 
-One `core.Algorithm` whose state holds a leading agent axis [N] for the per-agent parts and
-unbatched global parts (the server's synchronised statistics). Agents act in parallel (vmap);
-a communication round, started by ANY agent's trigger, runs inside `update` under `base.batch_cond`
-at the end of the iteration, and its results are used from the next iteration on.
+Two registered algorithms built from the same pieces (docs/algorithms/fn_ucb.md walks through
+both): `fn_ucb`, the paper's Algorithms 1-2 [P], and `fn_ucb_authors`, the authors' released
+code [C] (one network shared by the agents, data joining it only in training rounds).
 
-Features. phi(x) = c * g(x; theta0), g = d f / d theta at the FIXED initial parameters theta0
-shared by all agents [P]; c = 1/sqrt(m) (feature_scale="sqrt_m", [P]) or c = 1 ("raw", [C]).
-p = number of network parameters.
+Iteration s, agent i, features phi = c * d f(x; theta_f) / d theta [p] at theta_f = theta0 [P]
+or the shared network [C], c = 1 / sqrt(m) or 1:
+    V_i   = lam I + W_sync + W_new_i,   theta_i = V_i^{-1} (B_sync + B_new_i)
+    UCB_a = phi . theta_i + nu_tkn sqrt(lam) ||phi||_{V_i^{-1}}
+    UCB_b = f(x; theta_sync) + nu_tk sqrt(lam) ||phi||_{Vinv_sync}     ("full": mean of N norms)
+    a_i   = argmax (1 - alpha_s) UCB_a + alpha_s UCB_b,   alpha_s = clip((s - 3) / 700, 0, 1)
+    round when any (s - t_last)(log det V_i - log det V_last) > D: train the networks,
+    theta_sync = their mean (or the shared one), Vinv_sync = mean_i (V^local_i)^{-1},
+    W_sync += sum_i W_new_i, B_sync += sum_i B_new_i, W_new = B_new = 0, t_last = s.
 
-Per iteration s = 0, 1, ... (0-based; `step.t` = s) and agent i, contexts x_k [K, d]:
+State (`FNUCBState`): networks theta [N, ...], theta0, theta_sync and histories X [N, C, d],
+y [N, C], n [N]; the covariance tracker (`fn_ucb_cov.Covariances`, [N, p, p] or [N, p]);
+b_new [N, p], b_sync [p], t_last, the adaptive alpha and its contexts [M, d].
 
-    V_i     = lam I + W_sync + W_new_i,   theta_i = V_i^{-1} (B_sync + B_new_i)
-    UCB_a   = phi_k . theta_i + nu_tkn sqrt(lam) ||phi_k||_{V_i^{-1}}
-    UCB_b   = f(x_k; theta_sync) + nu_tk sqrt(lam) * bonus_k
-              variant="less" [P, the main experiments]: bonus_k = ||phi_k||_{Vinv_sync},
-                  Vinv_sync = (1/N) sum_j (V^local_j)^{-1}   (a mean of INVERSES)
-              variant="full" [P]: bonus_k = (1/N) sum_j ||phi_k||_{(V^local_j)^{-1}} (mean of norms)
-    score   = (1 - alpha) UCB_a + alpha UCB_b   (UCB_a alone while alpha = 0);  a_i = argmax_k
-    after observing y_i:  W_new_i += phi phi^T, B_new_i += y phi, V^local_i += phi phi^T (never reset)
-    trigger_i = (s - t_last) * (log det V_i - log det V_last) > D
-
-The log-determinant is the true one from the Cholesky factor of V_i (trigger="exact", [P]) or
-the authors' diagonal surrogate sum_j log diag(V_i)_j (trigger="diag", [C]). Since t_last
-starts at 0 and s is 0-based, the first iteration never communicates; D = 0 communicates at
-every later iteration [C].
-
-Communication round at the end of iteration s (every agent takes part):
-    1. while s < train_until: each agent trains its own network, warm-started from its current
-       parameters, by `train_steps` full-batch gradient-descent steps (optax SGD, rate lr) on its
-       whole local history (masked fixed-capacity buffer):
-         loss="paper" [P, eq. (1)]:  1/2 sum (f - y)^2 + m lam / 2 ||theta - theta0||^2
-         loss="authors" [C]:         mean (f - y)^2 + (lam / n) / 2 ||theta||^2 (decay toward 0)
-       (the same objective as `neural.training_loss`, which is reused).
-    2. theta_sync = FedAvg (mean) of the agents' parameters.
-    3. Vinv_sync = mean_i (V^local_i)^{-1} ("less"), or the N inverses are kept ("full").
-    4. W_sync += sum_i W_new_i, B_sync += sum_i B_new_i; W_new_i = B_new_i = 0;
-       V_last = lam I + W_sync (its inverse updated as `fn_ucb_cov` says); t_last = s.
-    5. alpha_mode="adaptive": alpha = min_i sigma_min,i / sigma_max,i with
-       sigma_i(x) = sqrt(lam) ||phi(x)||_{(V^local_i)^{-1}} over a fixed sample of contexts [P*].
-
-Covariances (`fn_ucb_cov`). covariance="full" keeps every matrix as an inverse, updated by
-Sherman-Morrison per step and by rank-N Woodbury updates at a round (a fresh O(p^3)
-factorisation only after rare rounds); covariance="diag" [P, Sec. 3.5] replaces every p x p matrix
-by its diagonal (then both triggers coincide). A step costs O(N p^2) plus the round's training.
-Option minmax_mean (diag only, footnote 4 [P], not in the code, default off): the mean term of
-UCB_a is rescaled to [0, 1] across the K contexts (fnucb/fig2c and fig2d switch it on in
-mode=paper).
-
-alpha. alpha_mode="linear" (default; the experiments' schedule [P, C] with the code's
-indexing): alpha_s = clip((s - alpha_warmup) / alpha_ramp, 0, 1), i.e. 0 for s <= 3, 699/700
-at s = 702, 1 from s = 703 on with the defaults 3 and 700. "adaptive": the sigma_min / sigma_max
-rule (used at every iteration, the general algorithm of App. F) over `alpha_contexts` [M, d],
-or M contexts drawn once at init by `alpha_sampler(key) -> [M, d]`; alpha = 0 until the first
-round. "zero" (alpha = 0: UCB_a only) and "one" (alpha = 1 from the start: UCB_b only) are the
-ablations of Fig. 1c, as is aggregate_params=False (UCB_b uses the agent's own parameters).
-alpha_epoch_start=True is the variant analysed in Theorem 1 [P]: the weight of any mode is used
-only at the FIRST iteration of each epoch (s = 0, and s = t_last + 1 after a round at t_last)
-and alpha = 0 at every other iteration; with a round at every iteration (D = 0) it changes
-nothing from s = 2 on. Default False: the general algorithm (App. F), alpha at every iteration.
-
-Network. parameterization="paper" [P] (no biases, sqrt(m) output, symmetric init: f(x; theta0)
-= 0 on duplicated inputs; d and m even) or "authors" [C] (biases, N(0, 1) init); see
-`kernels.ntk`. Defaults are the paper's; to reproduce the published curves use
-parameterization="authors", feature_scale="raw", loss="authors", trigger="diag",
-authors_code=True, lam and nu on the raw-gradient scale.
-
-authors_code=True emulates two quirks of the official code [C] (off by default):
-    Q1: one network shared by all agents: in a training round the agents train it one after
-        another (agent 0 first, each from the previous agent's result), the features are taken
-        at its CURRENT parameters, and theta_sync is that network.
-    Q2: an observation enters an agent's training set only in a training round (its own
-        observation of that iteration), and training rounds are the rounds with s <
-        train_until and alpha_{s+1} > 0 (alpha_{s+1} > 0 also gates the update of Vinv_sync).
-
-Communication accounting (spec Sec. 4), reported by `update` per iteration: rounds = 1 in an
-iteration with a round; comm_up = N * upload; comm_down = broadcast, counted ONCE per round (a
-multicast to all agents), in scalars:
-    diag:  upload 4p + 1; broadcast 4p + 1 ("less") or 3p + 1 + N p ("full").
-    full:  upload 2p^2 + 2p + 1; broadcast 2p^2 + 2p + 1 ("less") or (N + 1) p^2 + 2p + 1 ("full");
-           with triangular=True each symmetric p x p matrix counts p (p + 1) / 2.
-
-Inactive agents (active[i] = False) add nothing and raise no trigger but take part in rounds.
-
-Per-step diagnostics (`Report.diagnostics`): "trigger", the largest trigger_i of the active
-agents (0 when none is active; a round happened iff it exceeds D), and "alpha", the weight used.
-
-Structure. The round (a `base.batch_cond` on "any agent triggers": rare per run, it retrains
-every network) and, inside it, the retraining (a `batch_cond` on s < train_until) stay one
-conditional for a whole batch of runs; the alpha schedule reads the unbatched step index
-`step.t`. Parts: `fn_ucb_cov` (covariance tracker and trigger), the alpha schedule
-(`alpha_now`, `adaptive_alpha`), the trainer (`train_agents`), the round (`round_`).
-
-Float hyper-parameters (traced `params`): lam > 0, nu_tkn >= 0, nu_tk >= 0, D >= 0, lr >= 0.
-Everything else is the static `FNUCBConfig`. The history buffers [N, C, d] declare
-`Sizing.rows` (C = min(t_end, train_until) rows) and `resize`, so the runner grows them in
-doubling segments.
+Pieces: the covariance tracker and trigger (`fn_ucb_cov`), the alpha schedule (`alpha_now`), the
+networks (`Networking`: SEPARATE or SHARED) and the training data (`TrainingData`: ALL_DATA or
+ROUND_DATA). A factory picks them; `assemble` binds them to one static `FNUCBConfig`. The round and
+the retraining are `base.batch_cond`s (one conditional for a batch of runs). Float
+hyper-parameters (traced): lam, nu_tkn, nu_tk, D, lr.
 """
 from __future__ import annotations
 
@@ -116,6 +43,7 @@ from .fn_ucb_cov import Covariances
 from .neural import check_even_dim, check_int, feature_scale, gradient_descent, rows1, training_loss
 
 NAME = "FN-UCB"
+NAME_AUTHORS = "FN-UCB (authors' code)"
 VARIANTS = ("less", "full")
 COVARIANCES = ("full", "diag")
 FEATURE_SCALES = ("sqrt_m", "raw")
@@ -123,12 +51,49 @@ LOSSES = ("paper", "authors")
 TRIGGERS = ("exact", "diag")
 ALPHA_MODES = ("linear", "adaptive", "zero", "one")
 BOOLS = (True, False)
+# the defaults of both algorithms, each written here once: the float hyper-parameters (traced) ...
 PARAMS = {"lam": Param(0.1, "positive"), "nu_tkn": Param(0.1, "nonnegative"), "nu_tk": Param(0.1, "nonnegative"),
           "D": Param(0.0, "nonnegative"), "lr": Param(0.01, "nonnegative")}
+# ... and the static options they share (each algorithm's own options are in its factory's signature)
+OPTIONS = dict(width=20, depth=2, variant="less", covariance="full", alpha_mode="linear", alpha_warmup=3,
+               alpha_ramp=700, alpha_contexts=None, alpha_sampler=None, train_steps=30, train_until=2000,
+               triangular=False)
+# the authors' code [C]: its network (biases, N(0, 1) init), raw gradients, mean-squared loss with
+# decay toward 0, diagonal log-det trigger; no min-max rescaling, alpha at every iteration
+AUTHORS_CODE = dict(parameterization="authors", feature_scale="raw", loss="authors", trigger="diag",
+                    aggregate_params=True, minmax_mean=False, alpha_epoch_start=False)
+
+
+class Networking(NamedTuple):
+    """How the agents' networks relate: a piece a factory picks, SEPARATE [P] or SHARED [C, Q1].
+
+    feature_params(nets) -> the parameters phi is taken at.
+    ucb_b_mean(config, nets, contexts [N, K, d]) -> UCB_b's mean [N, K].
+    train(config, (params, nets)) -> every agent's parameters [N, ...] after a training round.
+    aggregate(theta [N, ...]) -> theta_sync.
+    """
+
+    feature_params: Callable
+    ucb_b_mean: Callable
+    train: Callable
+    aggregate: Callable
+
+
+class TrainingData(NamedTuple):
+    """Which observations the networks train on: a piece, ALL_DATA [P] or ROUND_DATA [C, Q2].
+
+    observe(config, nets, s, x [N, d], y [N], write [N]) -> nets, at every iteration.
+    round(config, nets, s, x, y, write) -> (nets, train_now, gate) at a round: whether the networks
+    train and whether Vinv_sync is refreshed.
+    """
+
+    observe: Callable
+    round: Callable
 
 
 class FNUCBConfig(NamedTuple):
-    """Static options (module docstring); alpha_contexts [M, d] or alpha_sampler for "adaptive"."""
+    """Static options (`fn_ucb`, `fn_ucb_authors`) and the two pieces; alpha_contexts [M, d] or
+    alpha_sampler for alpha_mode "adaptive"."""
 
     width: int
     depth: int
@@ -144,17 +109,18 @@ class FNUCBConfig(NamedTuple):
     aggregate_params: bool
     train_steps: int
     train_until: int
-    authors_code: bool
     minmax_mean: bool
     triangular: bool
     alpha_epoch_start: bool
-    alpha_contexts: Any = None
-    alpha_sampler: Optional[Callable] = None
+    networks: Networking
+    training: TrainingData
+    alpha_contexts: Any
+    alpha_sampler: Optional[Callable]
 
 
 class Networks(NamedTuple):
     """The networks and their training data. theta: [N, ...] each agent's parameters (flax dict;
-    identical under Q1); theta0: the initial parameters (shared, fixed); theta_sync: the FedAvg
+    identical under SHARED); theta0: the initial parameters (shared, fixed); theta_sync: the
     parameters UCB_b uses; X [N, C, d], y [N, C], n [N] int32: training histories (rows >= n zero)."""
 
     theta: Any
@@ -198,9 +164,8 @@ def init(config: FNUCBConfig, key, spec: EnvSpec, params, sizes, public=None) ->
     k_net, k_alpha = jax.random.split(key)
     theta0 = init_mlp(k_net, d, config.width, config.depth, config.parameterization, dtype)
     p = sum(leaf.size for leaf in jax.tree_util.tree_leaves(theta0))
-    nets = Networks(theta=jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (N,) + a.shape), theta0),
-                    theta0=theta0, theta_sync=theta0, X=jnp.zeros((N, C, d), dtype), y=jnp.zeros((N, C), dtype),
-                    n=jnp.zeros((N,), jnp.int32))
+    nets = Networks(theta=per_agent(theta0, N), theta0=theta0, theta_sync=theta0, X=jnp.zeros((N, C, d), dtype),
+                    y=jnp.zeros((N, C), dtype), n=jnp.zeros((N,), jnp.int32))
     return FNUCBState(nets=nets, covs=cov.init(config, N, p, lam, dtype), b_new=jnp.zeros((N, p), dtype),
                       b_sync=jnp.zeros((p,), dtype), t_last=jnp.zeros((), jnp.int32), alpha=jnp.zeros((), dtype),
                       alpha_x=alpha_contexts(config, k_alpha, d, dtype))
@@ -223,8 +188,7 @@ def with_network(state: FNUCBState, theta0) -> FNUCBState:
                           f"got {_layout(theta0)}")
     dtype = state.b_sync.dtype
     theta0 = jax.tree_util.tree_map(lambda a: jnp.asarray(a, dtype), theta0)
-    N = state.b_new.shape[0]
-    theta = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (N,) + a.shape), theta0)
+    theta = per_agent(theta0, state.b_new.shape[0])
     return state._replace(nets=state.nets._replace(theta=theta, theta0=theta0, theta_sync=theta0))
 
 
@@ -239,7 +203,7 @@ def select(config: FNUCBConfig, params, state: FNUCBState, step, key):
     del key
     dtype = state.b_sync.dtype
     contexts = step.contexts.astype(dtype)
-    fparams = feature_params(config, state.nets)
+    fparams = config.networks.feature_params(state.nets)
     _, phi = jax.vmap(lambda X: features(config, fparams, X))(contexts)  # [N, K, p]
     ucb_a = cov.ucb_a(config, params, state.covs, state.b_sync, state.b_new, phi)
     bonus_b = cov.bonus_b(config, state.covs, phi)
@@ -250,11 +214,8 @@ def select(config: FNUCBConfig, params, state: FNUCBState, step, key):
 
 
 def ucb_b_mean(config: FNUCBConfig, nets: Networks, contexts):
-    """UCB_b's mean [N, K]: f(x_k; theta_sync), or the agent's own network (ablation, or Q1's one
-    shared network)."""
-    if config.aggregate_params and not config.authors_code:
-        return jax.vmap(lambda X: mlp_apply(nets.theta_sync, X))(contexts)
-    return jax.vmap(mlp_apply)(nets.theta, contexts)
+    """UCB_b's mean [N, K] for contexts [N, K, d], as the networks piece takes it."""
+    return config.networks.ucb_b_mean(config, nets, contexts)
 
 
 # ------------------------------------------------------------------------------ update
@@ -263,25 +224,23 @@ def update(config: FNUCBConfig, params, state: FNUCBState, step, actions, reward
     del aux, key
     dtype = state.b_sync.dtype
     s = jnp.asarray(step.t, jnp.int32)
-    N = step.contexts.shape[0]
     alpha_used = alpha_now(config, state, s)
     chosen = jnp.take_along_axis(step.contexts.astype(dtype), actions[:, None, None], axis=1)[:, 0, :]  # [N, d]
-    _, phi = features(config, feature_params(config, state.nets), chosen)  # [N, p]
+    _, phi = features(config, config.networks.feature_params(state.nets), chosen)  # [N, p]
     on = step.active.astype(dtype)
     phi = phi * on[:, None]  # an inactive agent adds a zero feature: every update is a no-op
     y = jnp.asarray(rewards, dtype) * on
 
     covs, pending = cov.observe(config, state.covs, phi)
-    nets = state.nets
-    if not config.authors_code:  # every observation joins the training set while training goes on
-        nets = append(nets, chosen, y, step.active & (s < config.train_until))
+    nets = config.training.observe(config, state.nets, s, chosen, y, step.active)
     crit = (s - state.t_last).astype(dtype) * (cov.trigger_logdet(config, covs, params["lam"]) - covs.logdet_last)
     comm = jnp.any(step.active & (crit > params["D"]))
     state = state._replace(nets=nets, covs=covs, b_new=state.b_new + y[:, None] * phi)
     state = batch_cond(comm, partial(round_, config), partial(no_round, config),
                        (params, state, s, chosen, y, step.active, pending))
 
-    up, down = comm_per_round(state.b_sync.shape[0], N, config.variant, config.covariance, config.triangular)
+    up, down = comm_per_round(state.b_sync.shape[0], step.contexts.shape[0], config.variant, config.covariance,
+                              config.triangular)
     c = comm.astype(dtype)
     trigger = jnp.max(jnp.where(step.active, crit, 0.0))
     return state, report(dtype, c * up, c * down, c, trigger=trigger, alpha=alpha_used)
@@ -294,63 +253,108 @@ def no_round(config: FNUCBConfig, operand) -> FNUCBState:
 
 
 def round_(config: FNUCBConfig, operand) -> FNUCBState:
-    """The communication round at the end of iteration s (module docstring, steps 1-5)."""
+    """The communication round at the end of iteration s: (re)train the networks as the two pieces
+    say, synchronise the statistics, and (alpha_mode "adaptive") recompute alpha."""
     params, state, s, chosen, y, active, _ = operand
-    nets = state.nets
-    if config.authors_code:  # Q2: the round's own observations enter the training set, in training rounds
-        gate = alpha_gate(config, s)
-        train_now = (s < config.train_until) & gate
-        nets = append(nets, chosen, y, active & train_now)
-    else:
-        gate = jnp.asarray(True)
-        train_now = s < config.train_until
-    theta = batch_cond(train_now, partial(train_agents, config), lambda op: op[1].theta, (params, nets))
-    if config.authors_code:
-        theta_sync = jax.tree_util.tree_map(lambda a: a[0], theta)
-    else:
-        theta_sync = jax.tree_util.tree_map(lambda a: jnp.mean(a, axis=0), theta)
+    nets, train_now, gate = config.training.round(config, state.nets, s, chosen, y, active)
+    theta = batch_cond(train_now, partial(config.networks.train, config), lambda op: op[1].theta, (params, nets))
+    nets = nets._replace(theta=theta, theta_sync=config.networks.aggregate(theta))
     alpha = state.alpha
     if config.alpha_mode == "adaptive":
-        fp = jax.tree_util.tree_map(lambda a: a[0], theta) if config.authors_code else nets.theta0
-        alpha = adaptive_alpha(config, fp, state.alpha_x, cov.local_inverses(config, state.covs))
+        inverses = cov.local_inverses(config, state.covs)
+        alpha = adaptive_alpha(config, config.networks.feature_params(nets), state.alpha_x, inverses)
     return state._replace(
-        nets=nets._replace(theta=theta, theta_sync=theta_sync),
-        covs=cov.synchronise(config, state.covs, params["lam"], gate),
+        nets=nets, covs=cov.synchronise(config, state.covs, params["lam"], gate),
         b_new=jnp.zeros_like(state.b_new), b_sync=state.b_sync + jnp.sum(state.b_new, axis=0), t_last=s, alpha=alpha)
 
 
-# ------------------------------------------------------------------------------ trainer
-def train_agents(config: FNUCBConfig, operand):
-    """Every agent's parameters [N, ...] after `train_steps` SGD steps on its own history (agents
-    with no data keep theta); under Q1 one network trained by the agents in order 0..N-1."""
+# ------------------------------------------------------------------------------ pieces: networks
+def at_theta0(nets: Networks):
+    """[P] phi at the fixed initial parameters theta0."""
+    return nets.theta0
+
+
+def at_shared_network(nets: Networks):
+    """[C, Q1] phi at the shared network's current parameters."""
+    return first_agent(nets.theta)
+
+
+def sync_or_own_mean(config: FNUCBConfig, nets: Networks, contexts):
+    """[P] f(x_k; theta_sync), or with aggregate_params=False (Fig. 1c's ablation) the agent's own network."""
+    if config.aggregate_params:
+        return jax.vmap(lambda X: mlp_apply(nets.theta_sync, X))(contexts)
+    return own_mean(config, nets, contexts)
+
+
+def own_mean(config: FNUCBConfig, nets: Networks, contexts):
+    """f(x_k; theta_i) with each agent's own parameters (under SHARED: the one network)."""
+    del config
+    return jax.vmap(mlp_apply)(nets.theta, contexts)
+
+
+def train_separate(config: FNUCBConfig, operand):
+    """[P] every agent trains its own network on its own history (agents with no data keep theta)."""
     params, nets = operand
-
-    def train1(theta, X, y, n):
-        loss = partial(training_loss, config.loss, config.width, params["lam"], theta0=nets.theta0, X=X, y=y, n=n)
-        return gradient_descent(loss, theta, params["lr"], jnp.where(n > 0, config.train_steps, 0))
-
-    if not config.authors_code:
-        return jax.vmap(train1)(nets.theta, nets.X, nets.y, nets.n)
-    shared = jax.tree_util.tree_map(lambda a: a[0], nets.theta)
-    shared, _ = lax.scan(lambda th, xs: (train1(th, *xs), None), shared, (nets.X, nets.y, nets.n))
-    N = nets.n.shape[0]
-    return jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (N,) + a.shape), shared)
+    return jax.vmap(partial(train_one, config, params, nets.theta0))(nets.theta, nets.X, nets.y, nets.n)
 
 
-def append(nets: Networks, x, y, write) -> Networks:
-    """Append row (x_i, y_i) to agent i's history where write[i]; x [N, d], y [N]."""
-    C = nets.y.shape[1]
-    row = jnp.where(write, nets.n, C)  # index C is out of bounds: the write is dropped
-    X = jax.vmap(lambda a, r, v: a.at[r].set(v, mode="drop"))(nets.X, row, x)
-    Y = jax.vmap(lambda a, r, v: a.at[r].set(v, mode="drop"))(nets.y, row, y)
-    return nets._replace(X=X, y=Y, n=nets.n + write.astype(jnp.int32))
+def train_shared(config: FNUCBConfig, operand):
+    """[C, Q1] one network, trained by the agents in order 0..N-1 (each from the previous result)."""
+    params, nets = operand
+    one = partial(train_one, config, params, nets.theta0)
+    shared, _ = lax.scan(lambda th, xs: (one(th, *xs), None), first_agent(nets.theta), (nets.X, nets.y, nets.n))
+    return per_agent(shared, nets.n.shape[0])
 
 
-def resize(state: FNUCBState, sizes) -> FNUCBState:
-    """The same run with histories of sizes.rows rows (zero padding; no number changes)."""
-    rows_ = int(sizes.rows)
-    pad = jax.vmap(lambda a: pad_rows(a, rows_))
-    return state._replace(nets=state.nets._replace(X=pad(state.nets.X), y=pad(state.nets.y)))
+def train_one(config: FNUCBConfig, params, theta0, theta, X, y, n):
+    """`train_steps` full-batch SGD steps (rate lr) from theta on one history X [C, d], y [C] of n
+    rows, on `neural.training_loss` (none when n = 0)."""
+    loss = partial(training_loss, config.loss, config.width, params["lam"], theta0=theta0, X=X, y=y, n=n)
+    return gradient_descent(loss, theta, params["lr"], jnp.where(n > 0, config.train_steps, 0))
+
+
+def fedavg(theta):
+    """[P] theta_sync = the mean of the agents' parameters [N, ...]."""
+    return jax.tree_util.tree_map(lambda a: jnp.mean(a, axis=0), theta)
+
+
+def the_shared_network(theta):
+    """[C, Q1] theta_sync = the one network (agent 0's copy of it)."""
+    return first_agent(theta)
+
+
+SEPARATE = Networking(at_theta0, sync_or_own_mean, train_separate, fedavg)
+SHARED = Networking(at_shared_network, own_mean, train_shared, the_shared_network)
+
+
+# ------------------------------------------------------------------------------ pieces: training data
+def append_while_training(config: FNUCBConfig, nets: Networks, s, x, y, write) -> Networks:
+    """[P] every observation joins the agent's history while s < train_until."""
+    return append(nets, x, y, write & (s < config.train_until))
+
+
+def keep_history(config: FNUCBConfig, nets: Networks, s, x, y, write) -> Networks:
+    """[C, Q2] nothing joins the history outside a training round."""
+    del config, s, x, y, write
+    return nets
+
+
+def train_before_until(config: FNUCBConfig, nets: Networks, s, x, y, write):
+    """[P] every round trains while s < train_until and refreshes Vinv_sync."""
+    del x, y, write
+    return nets, s < config.train_until, jnp.asarray(True)
+
+
+def append_in_training_rounds(config: FNUCBConfig, nets: Networks, s, x, y, write):
+    """[C, Q2] the training rounds are those with s < train_until and alpha_{s+1} > 0, and only in
+    them this iteration's observations join; alpha_{s+1} > 0 also gates Vinv_sync."""
+    gate = alpha_gate(config, s)
+    train_now = (s < config.train_until) & gate
+    return append(nets, x, y, write & train_now), train_now, gate
+
+
+ALL_DATA = TrainingData(append_while_training, train_before_until)
+ROUND_DATA = TrainingData(keep_history, append_in_training_rounds)
 
 
 # ------------------------------------------------------------------------------ alpha
@@ -376,7 +380,7 @@ def alpha_now(config: FNUCBConfig, state: FNUCBState, s):
 
 
 def alpha_gate(config: FNUCBConfig, s):
-    """alpha_{s+1} > 0 (Q2's training rounds)."""
+    """alpha_{s+1} > 0 (the authors' training rounds)."""
     if config.alpha_mode == "linear":
         return (s + 1) > config.alpha_warmup
     return jnp.asarray(config.alpha_mode != "zero")
@@ -407,16 +411,40 @@ def features(config: FNUCBConfig, theta, X):
     return ntk_values_and_features(mlp_apply, theta, X, feature_scale(config.feature_scale, config.width))
 
 
-def feature_params(config: FNUCBConfig, nets: Networks):
-    """theta0, fixed; under Q1 the features drift with the one shared network."""
-    if config.authors_code:
-        return jax.tree_util.tree_map(lambda a: a[0], nets.theta)
-    return nets.theta0
+def append(nets: Networks, x, y, write) -> Networks:
+    """Append row (x_i, y_i) to agent i's history where write[i]; x [N, d], y [N]."""
+    C = nets.y.shape[1]
+    row = jnp.where(write, nets.n, C)  # index C is out of bounds: the write is dropped
+    X = jax.vmap(lambda a, r, v: a.at[r].set(v, mode="drop"))(nets.X, row, x)
+    Y = jax.vmap(lambda a, r, v: a.at[r].set(v, mode="drop"))(nets.y, row, y)
+    return nets._replace(X=X, y=Y, n=nets.n + write.astype(jnp.int32))
+
+
+def resize(state: FNUCBState, sizes) -> FNUCBState:
+    """The same run with histories of sizes.rows rows (zero padding; no number changes)."""
+    rows_ = int(sizes.rows)
+    pad = jax.vmap(lambda a: pad_rows(a, rows_))
+    return state._replace(nets=state.nets._replace(X=pad(state.nets.X), y=pad(state.nets.y)))
+
+
+def per_agent(tree, num_agents: int):
+    """Every leaf broadcast to a leading agent axis [N, ...]."""
+    return jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (num_agents,) + a.shape), tree)
+
+
+def first_agent(tree):
+    """Agent 0's slice of a tree with a leading agent axis (under SHARED: the one network)."""
+    return jax.tree_util.tree_map(lambda a: a[0], tree)
 
 
 def comm_per_round(p: int, num_agents: int, variant: str = "less", covariance: str = "full",
                    triangular: bool = False) -> tuple:
-    """(scalars up, scalars down) of one round: up = N * upload, down = one multicast broadcast."""
+    """(scalars up, scalars down) of one round: up = N * upload, down = one multicast broadcast.
+
+    diag: upload 4p + 1, broadcast 4p + 1 ("less") or 3p + 1 + N p ("full"); full: upload
+    2 mat + 2p + 1, broadcast the same ("less") or (N + 1) mat + 2p + 1 ("full"), mat = p^2 (or
+    p (p + 1) / 2 with triangular=True).
+    """
     if covariance == "full":
         mat = p * (p + 1) // 2 if triangular else p * p
         up = 2 * mat + 2 * p + 1
@@ -435,8 +463,8 @@ def check_config(config: FNUCBConfig) -> FNUCBConfig:
         check_int(NAME, field, getattr(c, field), low)
     for field, allowed in (("variant", VARIANTS), ("covariance", COVARIANCES), ("parameterization", PARAMETERIZATIONS),
                            ("feature_scale", FEATURE_SCALES), ("loss", LOSSES), ("trigger", TRIGGERS),
-                           ("alpha_mode", ALPHA_MODES), ("aggregate_params", BOOLS), ("authors_code", BOOLS),
-                           ("minmax_mean", BOOLS), ("triangular", BOOLS), ("alpha_epoch_start", BOOLS)):
+                           ("alpha_mode", ALPHA_MODES), ("aggregate_params", BOOLS), ("minmax_mean", BOOLS),
+                           ("triangular", BOOLS), ("alpha_epoch_start", BOOLS)):
         check_static(NAME, field, getattr(c, field), allowed)
     if c.parameterization == "paper" and c.width % 2:
         raise ConfigError(f"{NAME}: parameterization='paper' needs an even width, got {c.width}")
@@ -447,55 +475,56 @@ def check_config(config: FNUCBConfig) -> FNUCBConfig:
     return config
 
 
-# ------------------------------------------------------------------------------ factory
-def fn_ucb(
-    lam=0.1,
-    nu_tkn=0.1,
-    nu_tk=0.1,
-    D=0.0,
-    lr=0.01,
-    *,
-    width: int = 20,
-    depth: int = 2,
-    variant: str = "less",
-    covariance: str = "full",
-    parameterization: str = "paper",
-    feature_scale: str = "sqrt_m",
-    loss: str = "paper",
-    trigger: str = "exact",
-    alpha_mode: str = "linear",
-    alpha_warmup: int = 3,
-    alpha_ramp: int = 700,
-    alpha_contexts=None,
-    alpha_sampler: Optional[Callable] = None,
-    aggregate_params: bool = True,
-    train_steps: int = 30,
-    train_until: int = 2000,
-    authors_code: bool = False,
-    minmax_mean: bool = False,
-    triangular: bool = False,
-    alpha_epoch_start: bool = False,
-) -> Algorithm:
-    """FN-UCB as one `core.Algorithm` (module docstring for the method and every option).
+# ------------------------------------------------------------------------------ factories
+def fn_ucb(*, parameterization: str = "paper", feature_scale: str = "sqrt_m", loss: str = "paper",
+           trigger: str = "exact", aggregate_params: bool = True, minmax_mean: bool = False,
+           alpha_epoch_start: bool = False, **options) -> Algorithm:
+    """FN-UCB as the paper writes it [P]: separate networks trained on all local data, FedAvg.
 
-    params (traced): lam > 0, nu_tkn >= 0 (UCB_a width), nu_tk >= 0 (UCB_b width), D >= 0
-    (communication threshold), lr >= 0 (training step size).
-    Static: width m, depth L >= 2, variant "less" [P default] | "full", covariance "full" | "diag",
-    parameterization "paper" [P] | "authors" [C], feature_scale "sqrt_m" [P] | "raw" [C], loss
-    "paper" [P] | "authors" [C], trigger "exact" [P] | "diag" [C], alpha_mode "linear" (default)
-    | "adaptive" | "zero" | "one", alpha_warmup, alpha_ramp (linear schedule), alpha_contexts
-    [M, d] or alpha_sampler(key) -> [M, d] (adaptive), aggregate_params, train_steps,
-    train_until, authors_code (Q1 + Q2), minmax_mean (diag only), triangular (accounting),
-    alpha_epoch_start (Theorem 1's variant: alpha only at the first iteration of an epoch).
-    Report diagnostics: "trigger" and "alpha" (module docstring). Bad options raise ConfigError
-    before anything compiles.
+    Its own options: parameterization "paper" [P] | "authors" [C], feature_scale "sqrt_m" | "raw",
+    loss "paper" (eq. 1) | "authors", trigger "exact" | "diag" (the code's network and trigger on
+    the paper's protocol are Fig. 1c's no-aggregation ablation in mode=authors);
+    aggregate_params=False: UCB_b with the agent's own network (Fig. 1c); minmax_mean: footnote 4's
+    rescaling of UCB_a's mean to [0, 1] across the arms (covariance "diag" only);
+    alpha_epoch_start: Theorem 1's variant, alpha only at the first iteration of an epoch.
+    options: those both algorithms share (`assemble`).
     """
-    config = check_config(FNUCBConfig(
-        width, depth, variant, covariance, parameterization, feature_scale, loss, trigger, alpha_mode, alpha_warmup,
-        alpha_ramp, aggregate_params, train_steps, train_until, authors_code, minmax_mean, triangular,
-        alpha_epoch_start, alpha_contexts, alpha_sampler))
-    declared = declare_params(NAME, PARAMS, dict(lam=lam, nu_tkn=nu_tkn, nu_tk=nu_tk, D=D, lr=lr))
-    return Algorithm(NAME, declared, partial(init, config), partial(select, config), partial(update, config),
-                     Sizing(rows=partial(rows, config), resize=resize), {},
-                     f"FN-UCB ({variant}, width {width}, {covariance} covariance, alpha {alpha_mode}"
-                     f"{', authors-code quirks' if authors_code else ''})")
+    own = dict(parameterization=parameterization, feature_scale=feature_scale, loss=loss, trigger=trigger,
+               aggregate_params=aggregate_params, minmax_mean=minmax_mean, alpha_epoch_start=alpha_epoch_start)
+    return assemble(NAME, SEPARATE, ALL_DATA, own, options, own_names=tuple(own))
+
+
+def fn_ucb_authors(**options) -> Algorithm:
+    """FN-UCB as the authors' released code runs it [C], the code behind the published curves: one
+    network shared by the agents, trained by them in turn, with the features at its current
+    parameters (Q1); observations join the training data only in training rounds, those with
+    alpha_{s+1} > 0 (Q2); the code's network, raw features, loss and diagonal trigger
+    (AUTHORS_CODE). lam and nu are on the raw-gradient scale. options: as `assemble`.
+    """
+    return assemble(NAME_AUTHORS, SHARED, ROUND_DATA, AUTHORS_CODE, options, note=", authors-code quirks")
+
+
+def assemble(name: str, networks: Networking, training: TrainingData, own: dict, options: dict, *,
+             own_names: tuple = (), note: str = "") -> Algorithm:
+    """One `core.Algorithm` from the two pieces, the variant's settings `own` (its factory's options,
+    named `own_names` in messages, or fixed) and the caller's shared `options`.
+
+    options: the float hyper-parameters lam > 0, nu_tkn >= 0 (UCB_a width), nu_tk >= 0 (UCB_b
+    width), D >= 0 (threshold), lr >= 0 (PARAMS gives the defaults), and the static options of
+    OPTIONS: width m, depth L >= 2, variant "less" | "full", covariance "full" | "diag",
+    alpha_mode "linear" | "adaptive" | "zero" | "one", alpha_warmup and alpha_ramp (linear),
+    alpha_contexts [M, d] or alpha_sampler(key) -> [M, d] (adaptive), train_steps, train_until,
+    triangular (accounting). Report diagnostics "trigger" (the largest trigger_i of the active
+    agents) and "alpha" (the weight used). Bad options raise ConfigError before anything compiles.
+    """
+    static = {k: v for k, v in options.items() if k not in PARAMS}
+    unknown = sorted(set(static) - set(OPTIONS))
+    if unknown:
+        raise ConfigError(f"{name}: unknown option(s) {', '.join(unknown)}; "
+                          f"known: {', '.join([*PARAMS, *OPTIONS, *own_names])}")
+    config = check_config(FNUCBConfig(**{**OPTIONS, **static}, **own, networks=networks, training=training))
+    hyper = declare_params(name, PARAMS, {k: v for k, v in options.items() if k in PARAMS})
+    c = config
+    description = f"FN-UCB ({c.variant}, width {c.width}, {c.covariance} covariance, alpha {c.alpha_mode}{note})"
+    return Algorithm(name, hyper, partial(init, c), partial(select, c), partial(update, c),
+                     Sizing(rows=partial(rows, c), resize=resize), {}, description)

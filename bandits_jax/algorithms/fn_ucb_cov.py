@@ -140,7 +140,7 @@ def apply_pending(config, covs: Covariances, pending) -> Covariances:
 def synchronise(config, covs: Covariances, lam, gate) -> Covariances:
     """The round's part: W_sync += sum_i W_new_i, W_new_i = 0, V_last = lam I + W_sync (and its
     log det), every V_i = V_last; Vinv_sync = the agents' local inverses (their mean for "less")
-    where gate holds (authors_code's Q2), else unchanged."""
+    where gate holds (false only in the authors' code's non-training rounds, Q2), else unchanged."""
     inverses = local_inverses(config, covs)
     vinv_new = _mean0(inverses) if config.variant == "less" else inverses
     N = covs.logdet.shape[0]

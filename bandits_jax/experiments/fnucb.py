@@ -54,11 +54,16 @@ MODES = ("authors", "paper")
 SYNTHETIC = ("cosine", "square")
 REAL = ("shuttle", "magic")
 
+# FN-UCB of each mode: the registered name and its options. `_fn(..., separate=True)` runs the paper's
+# protocol (separate networks on all local data) with the mode's network, features, loss and trigger:
+# in mode=authors that is fn_ucb with the code's choices (fig1c's ablations).
 FN_OPTIONS = {
-    "authors": dict(parameterization="authors", feature_scale="raw", loss="authors", trigger="diag",
-                    authors_code=True),
-    "paper": dict(parameterization="paper", feature_scale="sqrt_m", loss="paper", trigger="exact",
-                  authors_code=False),
+    "authors": ("fn_ucb_authors", {}),
+    "paper": ("fn_ucb", dict(parameterization="paper", feature_scale="sqrt_m", loss="paper", trigger="exact")),
+}
+FN_SEPARATE = {
+    "authors": ("fn_ucb", dict(parameterization="authors", feature_scale="raw", loss="authors", trigger="diag")),
+    "paper": FN_OPTIONS["paper"],
 }
 NEURAL_OPTIONS = {
     "authors": dict(parameterization="authors", feature_scale="raw", loss="authors"),
@@ -135,11 +140,12 @@ def problem_spec(config, name, n) -> Spec:
 
 
 # ------------------------------------------------------------------------------------ curves
-def _fn(config, name, problem, n, *, lam=None, nu_tk=None, tags=None, **options) -> Curve:
+def _fn(config, name, problem, n, *, lam=None, nu_tk=None, tags=None, separate=False, **options) -> Curve:
     """The curve of FN-UCB named `name` on `problem` with n agents, in the experiment's mode, on the
-    stream of (FN-UCB, n)."""
+    stream of (FN-UCB, n); separate=True: with separate networks trained on all local data in either mode."""
     mode = _mode(config)
-    kw = dict(FN_OPTIONS[mode])
+    algorithm, kw = (FN_SEPARATE if separate else FN_OPTIONS)[mode]
+    kw = dict(kw)
     if mode == "paper" and config["covariance"] == "diag":
         kw["minmax_mean"] = True  # footnote 4: the mean term rescaled across the arms under diag
     kw.update(options)
@@ -149,7 +155,7 @@ def _fn(config, name, problem, n, *, lam=None, nu_tk=None, tags=None, **options)
                 covariance=config["covariance"], train_steps=config["train_steps"],
                 train_until=config["train_until"], alpha_warmup=config["alpha_warmup"],
                 alpha_ramp=config["alpha_ramp"], **kw)
-    return Curve(name, problem_spec(config, problem, n), Spec("fn_ucb", opts), stream=curve_stream("FN-UCB", n),
+    return Curve(name, problem_spec(config, problem, n), Spec(algorithm, opts), stream=curve_stream("FN-UCB", n),
                  tags={"method": "FN-UCB", "N": n, **(tags or {})})
 
 
@@ -194,12 +200,12 @@ def build_fig1c(config):
         _fn(config, "FN-UCB (UCB_a only)", "cosine", n, alpha_mode="zero", tags={"ablation": "UCB_a only"}),
         _fn(config, "FN-UCB (UCB_b only)", "cosine", n, alpha_mode="one", tags={"ablation": "UCB_b only"}),
         # with the code's shared network (Q1) every agent's "own" network is the aggregate, so the
-        # ablation is run with separate networks (authors_code off) in both modes
-        _fn(config, "FN-UCB (no NN aggregation)", "cosine", n, aggregate_params=False, authors_code=False,
+        # ablation is run with separate networks (fn_ucb with the mode's network) in both modes
+        _fn(config, "FN-UCB (no NN aggregation)", "cosine", n, aggregate_params=False, separate=True,
             tags={"ablation": "no NN aggregation"}),
     ]
     if authors and config["separate_reference"]:
-        curves.append(_fn(config, "FN-UCB (separate networks)", "cosine", n, authors_code=False,
+        curves.append(_fn(config, "FN-UCB (separate networks)", "cosine", n, separate=True,
                           tags={"ablation": "separate networks"}))
     if config["n1_reference"] and n != 1:
         curves.append(_fn(config, "FN-UCB (N=1)", "cosine", 1))
@@ -311,8 +317,9 @@ _register(
     "UCB_a only = alpha 0 throughout; UCB_b only = alpha 1 from the first iteration (the network trains in "
     "every round); no NN aggregation = UCB_b with the agent's own network. Under the code's shared network "
     "(mode=authors) the agents' own networks are the aggregate, so the no-aggregation ablation runs with "
-    "separate networks (authors_code off); 'FN-UCB (separate networks)' is its reference with aggregation "
-    "(mode=authors only). 'FN-UCB (N=1)' is the reference curve whose panel the paper leaves unclear.",
+    "separate networks (the paper's protocol, fn_ucb, with the code's network); 'FN-UCB (separate networks)' "
+    "is its reference with aggregation (mode=authors only). 'FN-UCB (N=1)' is the reference curve whose "
+    "panel the paper leaves unclear.",
     smoke={"n1_reference": False, "separate_reference": False}, paper=PAPER_SYNTHETIC,
 )
 

@@ -13,7 +13,9 @@ Iteration s = 0, 1, ... (0-based), agent i, contexts X [K, d], features G = c * 
     flag[i] = (s - t_last) * (log det V' - log det V_last) > D   (V' = lam I + W_sync + W_new[i])
     any flag -> round: train, FedAvg, Vinv_sync = mean inv(V_local), W_sync += sum W_new, ...
 
-Diagonal covariance keeps vectors and works elementwise. Options follow `fn_ucb` (same names).
+Diagonal covariance keeps vectors and works elementwise. Options follow `fn_ucb` (same names);
+authors_code=True runs the quirks Q1 and Q2 of `fn_ucb_authors` (pass the code's feature_scale,
+loss and trigger with it).
 """
 import numpy as np
 
