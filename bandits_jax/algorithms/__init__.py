@@ -30,6 +30,8 @@ ALGORITHMS = {
     "fed_glb_ucb": "fed_glb:fed_glb_ucb",
     "async_kernel_ucb": "async_kernel:async_kernel_ucb",
     "approx_dis_kernel_ucb": "approx_dis_kernel:approx_dis_kernel_ucb",
+    "duets": "duets:duets",
+    "duets_authors": "duets_authors:duets_authors",
     "uniform_allocation": "elimination:uniform_allocation",
     "successive_elimination": "elimination:successive_elimination",
 }
