@@ -103,7 +103,7 @@ def test_d_sweep_and_grid_build():
     assert [label for label, _ in grids["OneKernelUCB"]] == [
         "gamma=0.5, alpha=0.5", "gamma=0.5, alpha=2", "gamma=2, alpha=0.5", "gamma=2, alpha=2"]
     assert grids["OneKernelUCB"][2][1] == {"lengthscale": pytest.approx(0.5), "alpha": 0.5}
-    assert grids["DisLinUCB"] == [("alpha=0.5", {"alpha": 0.5}), ("alpha=2", {"alpha": 2.0})]
+    assert list(grids["DisLinUCB"]) == [("alpha=0.5", {"alpha": 0.5}), ("alpha=2", {"alpha": 2.0})]
     assert grids["Random"] is None  # no hyper-parameter: one curve
 
 

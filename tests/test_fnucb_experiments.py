@@ -157,7 +157,9 @@ def test_the_paper_mode_of_the_diagonal_figures_rescales_the_mean_by_min_max():
     from bandits_jax.experiments import fnucb
 
     def minmax(config):
-        return fnucb._fn(config, "FN-UCB", 2).init.args[0].minmax_mean
+        from bandits_jax.algorithms import build_algorithm
+
+        return build_algorithm(fnucb._fn(config, "FN-UCB", "cosine", 2).algorithm).init.args[0].minmax_mean
 
     for name in ("fnucb/fig2c", "fnucb/fig2d", "fnucb/fig2a", "fnucb/fig1a"):
         exp = get_experiment(name)

@@ -342,7 +342,7 @@ def test_a_stream_is_part_of_the_curve_identity_and_of_the_trial_key():
     assert len(others) == 3 and same not in others
     # a trial gets the algorithm key of its stream
     arms = make_problem("gaussian-arms", num_agents=1, num_arms=3)
-    draw = Trial("Draw", {}, lambda key, params, arms, inst: {"u": jax.random.uniform(key), "errors": jnp.int32(0)},
+    draw = Trial("Draw", {}, lambda key, params, arms, public, pull: {"u": jax.random.uniform(key), "errors": jnp.int32(0)},
                  {"u": Outcome("mean")})
     for stream in (0, 7):
         out = runner.run_trials(arms, draw._replace(stream=stream), [3, 4], precision="float32")

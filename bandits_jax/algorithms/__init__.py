@@ -36,6 +36,7 @@ ALGORITHMS = {
     "async_kernel_ucb": "async_kernel:async_kernel_ucb",
     "approx_dis_kernel_ucb": "approx_dis_kernel:approx_dis_kernel_ucb",
     "duets": "duets:duets",
+    "duets_authors": "duets_authors:duets_authors",
     "uniform_allocation": "elimination:uniform_allocation",
     "successive_elimination": "elimination:successive_elimination",
 }
@@ -63,7 +64,7 @@ def register_wrapper(name: str, wrapper) -> None:
 def algorithm_factory(name: str):
     """The factory function registered under `name`."""
     if name not in ALGORITHMS:
-        raise ConfigError(f"unknown algorithm {name!r}; `bandits-jax list --algorithms` shows the known ones")
+        raise ConfigError(f"unknown algorithm {name!r}; known: {', '.join(ALGORITHMS)} (`bandits-jax list --algorithms`)")
     return _load(ALGORITHMS[name])
 
 

@@ -70,11 +70,14 @@ class Schedule(NamedTuple):
 
 
 class DuetsConfig(NamedTuple):
-    """Static options: the kernel, the schedule and the eigenvalue floor of K_SS^{-1/2}."""
+    """Static options: the kernel, the schedule, the eigenvalue floor of K_SS^{-1/2}, and the name and
+    factory that messages give."""
 
     kernel: Kernel
     schedule: Schedule
     eig_tol: float
+    name: str = NAME
+    factory: str = "duets"
 
 
 class DuetsState(NamedTuple):
@@ -98,8 +101,14 @@ class DuetsState(NamedTuple):
     server: jax.Array
 
 
-def epoch_schedule(horizon: int, first: int) -> Schedule:
-    """T_1 = first, T_j = floor(sqrt(T T_{j-1})), until the steps reach T (the last one cut)."""
+def floor_next(horizon: int, length: int) -> int:
+    """The paper's next epoch length, floor(sqrt(T T_j)) (exact in integers)."""
+    return math.isqrt(horizon * length)
+
+
+def epoch_schedule(horizon: int, first: int, next_length=floor_next) -> Schedule:
+    """T_1 = first, T_j = next_length(T, T_{j-1}) (floor(sqrt(T T_{j-1})) by default), until the steps
+    reach T (the last one cut)."""
     lengths, steps, starts, t = [], [], [], 0
     length = first
     while t < horizon:
@@ -107,7 +116,7 @@ def epoch_schedule(horizon: int, first: int) -> Schedule:
         steps.append(min(length, horizon - t))
         starts.append(t)
         t += steps[-1]
-        length = math.isqrt(horizon * length)
+        length = next_length(horizon, length)
     return Schedule(tuple(lengths), tuple(steps), tuple(starts))
 
 
@@ -116,10 +125,10 @@ def init(config: DuetsConfig, key, spec: EnvSpec, params, sizes: Sizes, public=N
     """Every candidate active; empty epoch statistics."""
     del params, sizes
     if public is None:
-        raise ConfigError(f"{NAME} needs a problem with a public candidate set (Problem.public)")
+        raise ConfigError(f"{config.name} needs a problem with a public candidate set (Problem.public)")
     if sum(config.schedule.steps) != spec.horizon:
-        raise ConfigError(f"{NAME} was built for a horizon of {sum(config.schedule.steps)} steps, the problem has "
-                          f"{spec.horizon}; build it with duets(horizon={spec.horizon}, ...)")
+        raise ConfigError(f"{config.name} was built for a horizon of {sum(config.schedule.steps)} steps, the "
+                          f"problem has {spec.horizon}; build it with {config.factory}(horizon={spec.horizon}, ...)")
     dtype = float_dtype()
     M = spec.num_arms
     active = jnp.ones((M,), bool)
@@ -144,30 +153,42 @@ def select(config: DuetsConfig, params, state: DuetsState, step, key):
 def update(config: DuetsConfig, params, state: DuetsState, step, actions, rewards, aux, key):
     """Add the queries to the epoch statistics; at the end of a completed epoch, trim (`epoch_end`)."""
     del aux, key
+    state = record_queries(state, step, actions, rewards)
+    return end_of_epoch(config.schedule, partial(trim, config), DIAGNOSTICS, params, state, step)
+
+
+def record_queries(state: DuetsState, step, actions, rewards) -> DuetsState:
+    """The step's queries added to the epoch's counts and reward sums (acting agents only)."""
     dtype = state.sums.dtype
     acted = step.active.astype(dtype)
-    state = state._replace(counts=state.counts.at[actions].add(acted),
-                           sums=state.sums.at[actions].add(acted * rewards.astype(dtype)))
-    epoch, _, ends = step_tables(config.schedule)
+    return state._replace(counts=state.counts.at[actions].add(acted),
+                          sums=state.sums.at[actions].add(acted * rewards.astype(dtype)))
+
+
+def end_of_epoch(schedule: Schedule, trim_fn, diagnostics: tuple, params, state: DuetsState, step):
+    """(state, Report): `epoch_end` with trim_fn at the last step of a completed epoch, else `quiet`
+    (zero diagnostics of these names)."""
+    epoch, _, ends = step_tables(schedule)
     N = step.active.shape[0]
-    last = len(config.schedule.steps) - 1
-    branches = [partial(epoch_end, config, N, j) for j in range(last)] + [quiet]
+    last = len(schedule.steps) - 1
+    branches = [partial(epoch_end, schedule, trim_fn, N, j) for j in range(last)] + [partial(quiet, diagnostics)]
     return lax.switch(jnp.where(ends[step.t], epoch[step.t], last), branches, params, state)
 
 
-def epoch_end(config: DuetsConfig, N: int, j: int, params, state: DuetsState):
+def epoch_end(schedule: Schedule, trim_fn, N: int, j: int, params, state: DuetsState):
     """Steps 1-5 of the module docstring for completed epoch j (static, so every buffer has the
     epoch's own size N T_j): (new state, Report). The epoch's distinct points fill R of
-    min(N T_j, M) + 1 slots; the dense work runs on the smallest of `base.capacity_ladder` that holds
-    them (`base.sized_switch`, `trim`), so its O(R^3 + M R^2) follows the points actually drawn."""
+    min(N T_j, M) + 1 slots; the dense work, trim_fn(N, j, capacity, operand) (`trim`), runs on the
+    smallest of `base.capacity_ladder` that holds them (`base.sized_switch`), so its O(R^3 + M R^2)
+    follows the points actually drawn."""
     dtype = state.sums.dtype
     M = state.candidates.shape[0]
-    length = config.schedule.lengths[j]
+    length = schedule.lengths[j]
     ids = query_ids(state, j, jnp.arange(N)[:, None], jnp.arange(length)[None, :])    # [N, T_j]
     counts = jnp.zeros((M,), dtype).at[ids].add(1.0)
     uniq = jnp.unique(ids, size=min(N * length, M) + 1, fill_value=M)
     distinct = jnp.sum(uniq < M)
-    return sized_switch(distinct, capacity_ladder(uniq.shape[0]), partial(trim, config, N, j),
+    return sized_switch(distinct, capacity_ladder(uniq.shape[0]), partial(trim_fn, N, j),
                         (params, state, ids, counts, uniq))
 
 
@@ -178,11 +199,7 @@ def trim(config: DuetsConfig, N: int, j: int, capacity: int, operand):
     dtype = state.sums.dtype
     M, d = state.candidates.shape
     kp = kernel_params(config.kernel.params, params["lengthscale"], dtype)
-    uniq = uniq[:capacity]
-    live = uniq < M
-    U = state.candidates[jnp.minimum(uniq, M - 1)]
-    c = jnp.where(live, counts[jnp.minimum(uniq, M - 1)], 0.0)
-    s = jnp.where(live, state.sums[jnp.minimum(uniq, M - 1)], 0.0)
+    uniq, U, c, s, live = epoch_points(state, counts, uniq, capacity)
 
     _, var = krr.repeated_points_posterior(config.kernel, kp, params["lam"], U, c, jnp.zeros_like(c),
                                            state.candidates)
@@ -193,24 +210,21 @@ def trim(config: DuetsConfig, N: int, j: int, capacity: int, operand):
 
     top = jnp.max(jnp.where(state.active, mu, -jnp.inf))
     active = state.active & (mu >= top - 2.0 * params["beta"] * jnp.sqrt(jnp.maximum(sigma2_max, 0.0)))
-    n_active = jnp.sum(active).astype(jnp.int32)
-    active_ids = jnp.nonzero(active, size=M, fill_value=M - 1)[0].astype(jnp.int32)
+    new, n_active = trimmed(state, active)
     size = jnp.sum(in_S).astype(dtype)
     diags = dict(epoch_length=config.schedule.lengths[j], sigma2_max=sigma2_max, p=p, inducing=size,
                  active_before=state.n_active, active_after=n_active, best_survived=active[state.best],
                  comm_code=N * code_count, regen_mismatch=jnp.sum(counts != state.counts))
     rep = report(dtype, comm_up=size, comm_down=d * size + size + 1.0, rounds=1.0, active=n_active,
                  **{name: jnp.asarray(v).astype(dtype) for name, v in diags.items()})
-    new = state._replace(active=active, active_ids=active_ids, n_active=n_active,
-                         counts=jnp.zeros_like(state.counts), sums=jnp.zeros_like(state.sums))
     return new, rep
 
 
-def quiet(params, state: DuetsState):
-    """A step inside an epoch: nothing is sent; the diagnostics are zero."""
+def quiet(diagnostics: tuple, params, state: DuetsState):
+    """A step inside an epoch: nothing is sent; the diagnostics (these names) are zero."""
     del params
     dtype = state.sums.dtype
-    zeros = {name: jnp.zeros((), dtype) for name in DIAGNOSTICS}
+    zeros = {name: jnp.zeros((), dtype) for name in diagnostics}
     return state, report(dtype, active=state.n_active, **zeros)
 
 
@@ -241,31 +255,82 @@ def query_ids(state: DuetsState, j, n, i):
     return jax.vmap(jax.vmap(one))(n, i)
 
 
+def epoch_points(state: DuetsState, counts, uniq, capacity: int):
+    """The epoch's distinct candidates in the first `capacity` slots: (uniq[R], U[R, d], counts c[R],
+    reward sums s[R], live[R]), R = capacity; slots past the distinct ones (uniq = M) are dead, with
+    count and sum 0."""
+    M = state.candidates.shape[0]
+    uniq = uniq[:capacity]
+    live = uniq < M
+    safe = jnp.minimum(uniq, M - 1)
+    return (uniq, state.candidates[safe], jnp.where(live, counts[safe], 0.0), jnp.where(live, state.sums[safe], 0.0),
+            live)
+
+
+def trimmed(state: DuetsState, active):
+    """(state with the active set `active` [M] and empty epoch statistics, its size n_active)."""
+    M = active.shape[0]
+    n_active = jnp.sum(active).astype(jnp.int32)
+    active_ids = jnp.nonzero(active, size=M, fill_value=M - 1)[0].astype(jnp.int32)
+    return state._replace(active=active, active_ids=active_ids, n_active=n_active,
+                          counts=jnp.zeros_like(state.counts), sums=jnp.zeros_like(state.sums)), n_active
+
+
+def keep_uniforms(schedule: Schedule, state: DuetsState, j: int, N: int):
+    """The server's draws of epoch j: (u_keep [N, T_j], one uniform per point of the epoch, and u_empty,
+    one more uniform), from fold_in(server, j)."""
+    k_keep, k_empty = jax.random.split(jax.random.fold_in(state.server, j))
+    dtype = state.sums.dtype
+    width = max(schedule.lengths[:-1], default=1)  # the draws' shape: every epoch's first T_j columns
+    u_keep = jax.random.uniform(k_keep, (N, width), dtype)[:, :schedule.lengths[j]]
+    return u_keep, jax.random.uniform(k_empty, (), dtype)
+
+
+def kept_slots(ids, kept, uniq, live, M: int):
+    """[R] bool: the distinct slots (uniq[R]) whose candidate some kept point (kept [N, T_j] over
+    ids [N, T_j]) is."""
+    hit = jnp.zeros((M + 1,), bool).at[jnp.where(kept, ids, M)].set(True)
+    return hit[uniq] & live
+
+
+def check_epochs(name: str, horizon, first_epoch) -> None:
+    """Refuse a horizon or first epoch length that is not a positive integer (ConfigError)."""
+    for option, value in (("horizon", horizon), ("first_epoch", first_epoch)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{name}: {option} must be a positive integer, got {value!r}")
+
+
 def inducing_slots(schedule: Schedule, state: DuetsState, j: int, ids, uniq, live, p, N: int):
     """(in_S over the distinct slots, number of kept draws): each point of the epoch (ids [N, T_j])
     kept with probability p; when none is, the point at flat position floor(u N T_j) (agent-major)."""
-    k_keep, k_empty = jax.random.split(jax.random.fold_in(state.server, j))
     dtype = state.sums.dtype
     length = ids.shape[1]
-    width = max(schedule.lengths[:-1], default=1)  # the draws' shape: every epoch's first T_j columns
-    kept = jax.random.uniform(k_keep, (N, width), dtype)[:, :length] < p
-    flat = jnp.floor(jax.random.uniform(k_empty, (), dtype) * (N * length)).astype(jnp.int32)
+    u_keep, u_empty = keep_uniforms(schedule, state, j, N)
+    kept = u_keep < p
+    flat = jnp.floor(u_empty * (N * length)).astype(jnp.int32)
     fallback = ids[flat // length, flat % length]
     M = state.candidates.shape[0]
-    hit = jnp.zeros((M + 1,), bool).at[jnp.where(kept, ids, M)].set(True)
-    in_S = jnp.where(jnp.any(kept), hit[uniq], uniq == fallback) & live
+    in_S = jnp.where(jnp.any(kept), kept_slots(ids, kept, uniq, live, M), (uniq == fallback) & live)
     return in_S, jnp.maximum(jnp.sum(kept), 1).astype(dtype)
 
 
-def nystrom_mean(config: DuetsConfig, kp, lam, X, U, in_S, c, s):
-    """mu[M] = z(X)^T (lam I + Z_U^T diag(c) Z_U)^{-1} Z_U^T s, z = K_SS^{-1/2} k_S (Eqs. 5, 8), with the
-    inducing slots in_S of the distinct points U[R, d] (counts c[R], reward sums s[R])."""
+def nystrom_fit(config: DuetsConfig, kp, lam, X, U, in_S, c):
+    """The Nyström model of Eqs. 5-6 with the inducing slots in_S of the distinct points U[R, d]
+    (counts c[R]): (z(X) [M, R], Z_U = z(U) [R, R], Pinv = (lam I + Z_U^T diag(c) Z_U)^{-1} [R, R]),
+    z = K_SS^{-1/2} k_S (coordinates past |S| are 0)."""
     order = jnp.argsort(~in_S, stable=True)
     S, count = U[order], jnp.sum(in_S)
     W, _ = nystrom.dictionary_root(config.kernel.fn, S, count, kp, config.eig_tol)
     Z = nystrom.embed(config.kernel.fn, U, S, count, W, kp)
     Pinv = nystrom.ridge_inverse((Z * c[:, None]).T @ Z, lam)
-    return nystrom.embed(config.kernel.fn, X, S, count, W, kp) @ (Pinv @ (Z.T @ s))
+    return nystrom.embed(config.kernel.fn, X, S, count, W, kp), Z, Pinv
+
+
+def nystrom_mean(config: DuetsConfig, kp, lam, X, U, in_S, c, s):
+    """mu[M] = z(X)^T (lam I + Z_U^T diag(c) Z_U)^{-1} Z_U^T s, z = K_SS^{-1/2} k_S (Eqs. 5, 8), with the
+    inducing slots in_S of the distinct points U[R, d] (counts c[R], reward sums s[R])."""
+    ZX, Z, Pinv = nystrom_fit(config, kp, lam, X, U, in_S, c)
+    return ZX @ (Pinv @ (Z.T @ s))
 
 
 # ------------------------------------------------------------------------------ factory
@@ -282,9 +347,7 @@ def duets(horizon: int, first_epoch: int = 2, kernel: Union[str, Kernel] = "rbf"
     params: beta >= 0 (Eq. 9's width factor), p0 > 0 (inducing probability factor), lam > 0,
     lengthscale > 0 (the SE kernel exp(-||x - x'||^2 / (2 l^2)) by default).
     """
-    for option, value in (("horizon", horizon), ("first_epoch", first_epoch)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(f"{NAME}: {option} must be a positive integer, got {value!r}")
+    check_epochs(NAME, horizon, first_epoch)
     kern = resolve_kernel(NAME, kernel)
     config = DuetsConfig(kern, epoch_schedule(horizon, first_epoch), eig_tol)
     given = dict(beta=beta, p0=p0, lam=lam, lengthscale=lengthscale)

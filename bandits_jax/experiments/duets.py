@@ -7,6 +7,9 @@ agents, T = 50 steps, 5 runs; `large`: N = 100, T = 2000, 100 runs (beyond the p
 
 Algorithms, all on the public candidate set:
     DUETS                T_1 = 2, p0 = 10 (algorithms.duets)
+    DUETS-authors        DUETS as the authors' early code runs it (algorithms.duets_authors, spec 3.8):
+                         ceil epoch lengths, p_j = p_log log(N T_j) / (N T_j) with p_log = 4, every
+                         kept draw inducing, pointwise elimination with the lam-scaled sigma~
     DisKernelUCB         D = 10, mechanics "duets" (algorithms.dis_kernel)
     Approx-DisKernelUCB  D = 20, q-bar = 4, first sync forced at step 10, mechanics "duets"
     N-KernelUCB          GP-UCB per agent with a uniform first point: DisKernelUCB with threshold = inf,
@@ -42,7 +45,7 @@ from .registry import Experiment, parse_list, register
 
 DEFAULTS = {
     "num_agents": 10, "noise_std": 0.2, "num_candidates": 2000, "candidate_seed": 0, "lam": 0.2,
-    "first_epoch": 2, "p0": 10.0, "dis_D": 10.0, "approx_D": 20.0, "q_bar": 4.0, "forced_sync": 10,
+    "first_epoch": 2, "p0": 10.0, "p_log": 4.0, "dis_D": 10.0, "approx_D": 20.0, "q_bar": 4.0, "forced_sync": 10,
     "approx_dict_capacity": 1024, "approx_storage": "rows", "dis_slots": 64, "beta": 1.0, "grid": True,
     "beta_grid": "0.2,0.5,1,2,5",
 }
@@ -79,6 +82,9 @@ def algorithms(config, function: str) -> list:
     return [
         ("DUETS", Spec("duets", dict(horizon=T, first_epoch=config["first_epoch"], beta=config["beta"],
                                      p0=config["p0"], lam=lam, lengthscale=ls))),
+        ("DUETS-authors", Spec("duets_authors", dict(horizon=T, first_epoch=config["first_epoch"],
+                                                     beta=config["beta"], p_log=config["p_log"], lam=lam,
+                                                     lengthscale=ls))),
         ("DisKernelUCB", Spec("dis_kernel_ucb", dict(kern, threshold=config["dis_D"], storage="candidates",
                                                      buffer_capacity=min(T, config["dis_slots"])), ON_CANDIDATES)),
         ("Approx-DisKernelUCB", Spec("approx_dis_kernel_ucb", dict(

@@ -116,7 +116,7 @@ PROBLEMS = problem_descriptions()  # {name: description}, for listings
 def problem_options(name: str) -> list:
     """The keyword arguments accepted by `make_problem(name, ...)`."""
     if name not in BUILDERS:
-        raise ConfigError(f"unknown problem {name!r}; `bandits-jax list --problems` shows the known ones")
+        raise ConfigError(f"unknown problem {name!r}; known: {', '.join(BUILDERS)} (`bandits-jax list --problems`)")
     return list(inspect.signature(BUILDERS[name]).parameters)
 
 
