@@ -187,3 +187,23 @@ def test_a_trial_never_sees_the_instance():
     out = run_trials(gaussian_arms(2, 3, gap=3.0), trial, [0, 1, 2])
     assert seen[0][0] is None and callable(seen[0][1])
     np.testing.assert_array_equal(out.outcomes["correct"], [1, 1, 1])
+
+
+def test_problem_wrappers_adapt_protocols():
+    import jax
+
+    from bandits_jax.curves import problem_of
+
+    asynchronous = problem_of(Spec("cosine", {"num_agents": 3, "horizon": 5}, (("one_arrival", {}),)))
+    assert asynchronous.spec.one_active
+    assert [int(asynchronous.active(None, t, jax.random.PRNGKey(t)).sum()) for t in range(5)] == [1] * 5
+    with pytest.raises(ConfigError, match="already has its own arrivals"):
+        problem_of(Spec("async-f1", {"num_agents": 3, "horizon": 5}, (("one_arrival", {}),)))
+    spec = Spec("duets-h1", {"num_agents": 2, "horizon": 5, "num_candidates": 30})
+    plain, seen = problem_of(spec), problem_of(spec._replace(wrappers=(("candidates_as_contexts", {}),)))
+    instance = seen.init(jax.random.PRNGKey(0))
+    X = np.asarray(seen.public(instance)["candidates"])
+    assert plain.contexts(instance, 0, None).shape == (2, 30, 0)
+    np.testing.assert_array_equal(np.asarray(seen.contexts(instance, 0, None)), np.broadcast_to(X, (2, 30, 10)))
+    with pytest.raises(ConfigError, match="no public candidate set"):
+        problem_of(Spec("cosine", {}, (("candidates_as_contexts", {}),)))

@@ -94,8 +94,19 @@ def candidates_as_contexts(problem: Problem) -> Problem:
     return problem._replace(contexts=contexts, description=problem.description + " (candidates as contexts)")
 
 
+def one_arrival(problem: Problem, arrivals: str = "uniform") -> Problem:
+    """The problem under the asynchronous protocol: one agent acts per step, chosen by the arrival rule
+    of the asynchronous environments ("uniform" or "round_robin", async_env.arrival_rule), so that
+    asynchronous algorithms (Async-KernelUCB, DisKernelUCB, ...) run on a synchronous problem."""
+    if problem.active is not None:
+        raise ConfigError(f"one_arrival: {problem.name} already has its own arrivals")
+    return problem._replace(spec=problem.spec._replace(one_active=True),
+                            active=async_env.arrival_rule(problem.name, problem.spec.num_agents, arrivals),
+                            description=problem.description + f" (one agent per step, {arrivals} arrivals)")
+
+
 BUILDERS.update({f"duets-{f}": candidates.named(f) for f in candidates.FUNCTIONS})
-WRAPPERS = {"pad_to_even": pad_to_even, "candidates_as_contexts": candidates_as_contexts}
+WRAPPERS = {"pad_to_even": pad_to_even, "candidates_as_contexts": candidates_as_contexts, "one_arrival": one_arrival}
 
 
 def register_problem(name: str, builder) -> None:
