@@ -49,8 +49,7 @@ import jax.numpy as jnp
 from bandits_jax.kernels.ridge import ridge_logdet, ridge_scores
 
 from ..core import Algorithm, EnvSpec, Param, Sizes, declare_params, float_dtype, report
-from .base import ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, active_index, multi_active_error
-from .dis_kernel import ucb_select
+from .base import ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, active_index, multi_active_error, ucb_select
 
 ERRORS = {ERR_MULTI_ACTIVE: MULTI_ACTIVE_MESSAGE}
 
