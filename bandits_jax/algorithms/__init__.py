@@ -23,6 +23,7 @@ ALGORITHMS = {
     "neural_ts": "neural:neural_ts",
     "fn_ucb": "fn_ucb:fn_ucb",
     "dis_kernel_ucb": "dis_kernel:dis_kernel_ucb",
+    "dis_kernel_ucb_duets": "dis_kernel:dis_kernel_ucb_duets",
     "one_kernel_ucb": "dis_kernel:one_kernel_ucb",
     "n_kernel_ucb": "dis_kernel:n_kernel_ucb",
     "dis_lin_ucb": "dis_linear:dis_lin_ucb",
