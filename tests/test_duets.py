@@ -8,7 +8,7 @@ from bandits_jax import runner
 from bandits_jax.algorithms import duets as dm
 from bandits_jax.core import ConfigError
 from bandits_jax.algorithms.base import capacity_ladder, on_candidates
-from bandits_jax.algorithms.approx_dis_kernel import approx_dis_kernel_ucb
+from bandits_jax.algorithms.approx_dis_kernel import approx_dis_kernel_ucb, approx_dis_kernel_ucb_duets
 from bandits_jax.algorithms.dis_kernel import dis_kernel_ucb, dis_kernel_ucb_duets
 from bandits_jax.algorithms.kernel import kernel_ucb
 from bandits_jax.problems.candidates import FUNCTIONS, candidate_problem, candidate_set
@@ -246,7 +246,7 @@ def test_dis_kernel_ucb_duets_matches_reference(name, D, storage):
 @pytest.mark.parametrize("name,D,forced,q,N", [("branin", 20.0, 10, 4.0, 3), ("h2", 3.0, -1, 4.0, 3),
                                                ("h1", 2.0, 3, 1.0, 3), ("branin", 20.0, 10, 4.0, 10)])
 def test_approx_dis_kernel_ucb_duets_matches_reference(name, D, forced, q, N, storage):
-    """Approx-DisKernelUCB with mechanics='duets', in both storages: the same arms, synchronisations and
+    """Approx-DisKernelUCB (approx_dis_kernel_ucb_duets), in both storages: the same arms, synchronisations and
     communication as the spec's loop (own-model trigger, forced first sync, q-bar re-sampling, first-index
     ties); storage 'candidates' with the loop's re-sampling drawn per (agent, candidate). With 10 agents the
     forced synchronisation keeps more than 64 candidates, the candidate storage's second dictionary
@@ -270,9 +270,9 @@ def _approx_against_reference(name, D, forced, q, N, storage):
     T, M = 16, 120
     ls = FUNCTIONS[name][3]
     with jax.enable_x64(True):
-        alg = on_candidates(approx_dis_kernel_ucb("rbf", lam=0.2, alpha=1.0, q=q, threshold=D, lengthscale=ls,
-                                                  mechanics="duets", forced_sync=forced, dict_capacity=256,
-                                                  storage=storage, buffer_capacity=T))
+        alg = on_candidates(approx_dis_kernel_ucb_duets("rbf", lam=0.2, alpha=1.0, q=q, threshold=D, lengthscale=ls,
+                                                        forced_sync=forced, dict_capacity=256,
+                                                        storage=storage, buffer_capacity=T))
         actions, reports, eps, f, X, keys = drive(alg, name, N, T, M, seed=2)
         u_uniform = np.stack([agent_uniforms(k, N) for k in keys])
         if storage == "candidates":
@@ -410,7 +410,7 @@ def test_candidate_storage_errors_and_client_model(block, dense, monkeypatch, fr
 def test_approx_candidate_storage_keeps_and_errors():
     """storage='candidates' of Approx-DisKernelUCB: an owner keeps a candidate with the probability that
     at least one of its points there survives a draw per point, 1 - (1 - p)^count (frequencies of 4e5
-    draws against per-point draws, within 5 standard errors); refused outside mechanics='duets'; a client
+    draws against per-point draws, within 5 standard errors); not an option of the asynchronous variant; a client
     past buffer_capacity distinct candidates reports ERR_SLOTS."""
     from bandits_jax.algorithms.approx_dis_kernel import ERR_SLOTS
     from bandits_jax.algorithms.candidate_approx import owner_keeps
@@ -425,12 +425,12 @@ def test_approx_candidate_storage_keeps_and_errors():
     np.testing.assert_allclose(freq, law, atol=5 * np.sqrt(0.25 / S) * 2)
     np.testing.assert_allclose(freq, [0.0, 0.1, 1 - 0.9 ** 4, 0.0, 1 - 0.7 ** 2, 1.0], atol=5e-3)
 
-    with pytest.raises(ConfigError, match="mechanics='duets'"):
+    with pytest.raises(ConfigError, match="unknown hyper-parameter storage"):
         approx_dis_kernel_ucb(storage="candidates")
     N, T, M = 3, 8, 60
     with jax.enable_x64(True):
-        alg = on_candidates(approx_dis_kernel_ucb("rbf", lam=0.2, threshold=1e300, lengthscale=0.2,
-                                                  mechanics="duets", storage="candidates", buffer_capacity=5))
+        alg = on_candidates(approx_dis_kernel_ucb_duets("rbf", lam=0.2, threshold=1e300, lengthscale=0.2,
+                                                        storage="candidates", buffer_capacity=5))
         reports = drive(alg, "branin", N, T, M, seed=3)[1]
     assert [int(r.errors) & ERR_SLOTS for r in reports] == [0] * 5 + [ERR_SLOTS] * 3
 
@@ -447,8 +447,8 @@ def test_candidate_slots_grow_by_demand(which):
 
     def make(capacity):
         if which == "Approx-DisKernelUCB":
-            return approx_dis_kernel_ucb("rbf", threshold=12.0, forced_sync=-1, buffer_capacity=capacity,
-                                         mechanics="duets", **common)
+            return approx_dis_kernel_ucb_duets("rbf", threshold=12.0, forced_sync=-1, buffer_capacity=capacity,
+                                               **common)
         return dis_kernel_ucb_duets("rbf", threshold=1e300, buffer_capacity=capacity, **common)
 
     def run(capacity, first):

@@ -31,6 +31,7 @@ ALGORITHMS = {
     "fed_glb_ucb": "fed_glb:fed_glb_ucb",
     "async_kernel_ucb": "async_kernel:async_kernel_ucb",
     "approx_dis_kernel_ucb": "approx_dis_kernel:approx_dis_kernel_ucb",
+    "approx_dis_kernel_ucb_duets": "approx_dis_kernel:approx_dis_kernel_ucb_duets",
     "uniform_allocation": "elimination:uniform_allocation",
     "successive_elimination": "elimination:successive_elimination",
 }

@@ -8,7 +8,7 @@ agents, T = 50 steps, 5 runs; `large`: N = 100, T = 2000, 100 runs (beyond the p
 Algorithms, all on the public candidate set:
     DUETS                T_1 = 2, p0 = 10 (algorithms.duets)
     DisKernelUCB         D = 10 (algorithms.dis_kernel.dis_kernel_ucb_duets)
-    Approx-DisKernelUCB  D = 20, q-bar = 4, first sync forced at step 10, mechanics "duets"
+    Approx-DisKernelUCB  D = 20, q-bar = 4, first sync forced at step 10 (approx_dis_kernel_ucb_duets)
     N-KernelUCB          GP-UCB per agent with a uniform first point: DisKernelUCB with threshold = inf,
                          which never synchronises (the same arms as kernel.kernel_ucb(first="uniform"))
     Random               uniform over the candidates (no learning; the floor every method must beat)
@@ -35,7 +35,7 @@ sums of the current epoch ([M] each), as its data are discarded at every epoch e
 """
 from __future__ import annotations
 
-from ..algorithms.approx_dis_kernel import approx_dis_kernel_ucb
+from ..algorithms.approx_dis_kernel import approx_dis_kernel_ucb_duets
 from ..algorithms.base import on_candidates
 from ..algorithms.dis_kernel import dis_kernel_ucb_duets
 from ..algorithms.duets import duets
@@ -81,11 +81,11 @@ def algorithms(config, function: str) -> list:
         on_candidates(dis_kernel_ucb_duets("rbf", lam=lam, alpha=config["beta"], threshold=config["dis_D"],
                                            lengthscale=ls, storage="candidates",
                                            buffer_capacity=min(T, config["dis_slots"]))),
-        on_candidates(approx_dis_kernel_ucb("rbf", lam=lam, alpha=config["beta"], q=config["q_bar"],
-                                            threshold=config["approx_D"], lengthscale=ls, mechanics="duets",
-                                            forced_sync=config["forced_sync"],
-                                            dict_capacity=config["approx_dict_capacity"],
-                                            storage=config["approx_storage"], buffer_capacity=T)),
+        on_candidates(approx_dis_kernel_ucb_duets("rbf", lam=lam, alpha=config["beta"], q=config["q_bar"],
+                                                  threshold=config["approx_D"], lengthscale=ls,
+                                                  forced_sync=config["forced_sync"],
+                                                  dict_capacity=config["approx_dict_capacity"],
+                                                  storage=config["approx_storage"], buffer_capacity=T)),
         on_candidates(dis_kernel_ucb_duets("rbf", lam=lam, alpha=config["beta"], threshold=float("inf"),
                                            lengthscale=ls, storage="candidates", buffer_capacity=T))._replace(
             name="N-KernelUCB", description="N-KernelUCB: DisKernelUCB that never synchronises (spec test 7)"),
