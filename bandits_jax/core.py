@@ -330,9 +330,16 @@ def check_param(algorithm_name: str, declared: dict, name: str, value) -> float:
 
 
 def describe(function) -> str:
-    """The first line of a function's docstring ('' where it has none): a registered name's description."""
-    doc = inspect.getdoc(function) or ""
-    return doc.strip().splitlines()[0] if doc.strip() else ""
+    """The docstring's first lines up to the first that ends a sentence, on one line ('' where there is
+    no docstring): a registered name's description."""
+    lines = []
+    for line in (inspect.getdoc(function) or "").strip().splitlines():
+        if not line.strip():
+            break
+        lines.append(line.strip())
+        if line.rstrip().endswith("."):
+            break
+    return " ".join(lines)
 
 
 def gaussian_rewards(noise_std: float) -> Callable[[PyTree, Array, Array], Array]:

@@ -1,4 +1,4 @@
-"""The DUETS section of `python -m bench`: DUETS and DisKernelUCB (mechanics "duets") at the paper size.
+"""The DUETS section of `python -m bench`: DUETS and DisKernelUCB (dis_kernel_ucb_duets) at the paper size.
 
 Configuration: the experiment `duets/h1` (bandits_jax.experiments.duets) at its "paper" size, built by
 the experiment itself: N = 10 agents acting at every step, M = 2000 candidates on the unit sphere of

@@ -240,3 +240,23 @@ def chol_dictionary_append(kernel_fn, points, count, Linv, x, want, params, tol=
     Linv = Linv.at[at].set(row, mode="drop")
     points = points.at[at].set(x, mode="drop")
     return points, count + add.astype(count.dtype), Linv, add, new_dir & ~room
+
+
+def kept_dictionary(kernel_fn, points, keep, capacity: int, params, tol=1e-10):
+    """A dictionary of the kept rows of points[C, d] (keep[C] bool), appended in order to an empty one of
+    `capacity` rows by `chol_dictionary_append` (equal or numerically dependent points skipped), its
+    inverse Cholesky factor grown one point at a time: O(capacity^2) per kept point, no
+    capacity x capacity factorisation. Returns (points [capacity, d], count, Linv [capacity, capacity],
+    overflow bool).
+    """
+    C = keep.shape[0]
+    order = jnp.nonzero(keep, size=C, fill_value=0)[0]  # kept rows, in order
+
+    def append(j, carry):
+        pts, n, Linv, over = carry
+        pts, n, Linv, _, o = chol_dictionary_append(kernel_fn, pts, n, Linv, points[order[j]], True, params, tol)
+        return pts, n, Linv, over | o
+
+    empty = (jnp.zeros((capacity, points.shape[1]), points.dtype), jnp.zeros((), jnp.int32),
+             jnp.zeros((capacity, capacity), points.dtype), jnp.zeros((), bool))
+    return lax.fori_loop(0, jnp.sum(keep.astype(jnp.int32)), append, empty)

@@ -8,8 +8,8 @@ from bandits_jax import runner
 from bandits_jax.algorithms import duets as dm
 from bandits_jax.core import ConfigError
 from bandits_jax.algorithms.base import capacity_ladder, on_candidates
-from bandits_jax.algorithms.approx_dis_kernel import approx_dis_kernel_ucb
-from bandits_jax.algorithms.dis_kernel import dis_kernel_ucb
+from bandits_jax.algorithms.approx_dis_kernel import approx_dis_kernel_ucb, approx_dis_kernel_ucb_duets
+from bandits_jax.algorithms.dis_kernel import dis_kernel_ucb, dis_kernel_ucb_duets
 from bandits_jax.algorithms.kernel import kernel_ucb
 from bandits_jax.problems.candidates import FUNCTIONS, candidate_problem, candidate_set
 
@@ -223,14 +223,14 @@ def test_n_kernel_ucb_on_candidates_matches_reference(form):
 @pytest.mark.parametrize("storage", ["rows", "candidates"])
 @pytest.mark.parametrize("name,D", [("branin", 10.0), ("h1", 10.0), ("hartmann4", 3.0)])
 def test_dis_kernel_ucb_duets_matches_reference(name, D, storage):
-    """DisKernelUCB with mechanics='duets', in both storages: the same arms, synchronisations and
+    """DisKernelUCB (dis_kernel_ucb_duets), in both storages: the same arms, synchronisations and
     communication as the spec's loop (every client acts, any client triggers, unscaled variance,
     first-index ties)."""
     N, T, M = 3, 15, 120
     ls = FUNCTIONS[name][3]
     with jax.enable_x64(True):
-        alg = on_candidates(dis_kernel_ucb("rbf", lam=0.2, alpha=1.0, threshold=D, lengthscale=ls,
-                                           mechanics="duets", storage=storage))
+        alg = on_candidates(dis_kernel_ucb_duets("rbf", lam=0.2, alpha=1.0, threshold=D, lengthscale=ls,
+                                                 storage=storage))
         actions, reports, eps, f, X, keys = drive(alg, name, N, T, M, seed=1)
         u_first = agent_uniforms(keys[0], N)
     out = ref.dis_kernel_ucb_np(X, f, eps, u_first, beta=1.0, lam=0.2, lengthscale=ls, noise_std=0.2, D=D)
@@ -247,7 +247,7 @@ def test_dis_kernel_ucb_duets_matches_reference(name, D, storage):
 @pytest.mark.parametrize("name,D,forced,q,N", [("branin", 20.0, 10, 4.0, 3), ("h2", 3.0, -1, 4.0, 3),
                                                ("h1", 2.0, 3, 1.0, 3), ("branin", 20.0, 10, 4.0, 10)])
 def test_approx_dis_kernel_ucb_duets_matches_reference(name, D, forced, q, N, storage):
-    """Approx-DisKernelUCB with mechanics='duets', in both storages: the same arms, synchronisations and
+    """Approx-DisKernelUCB (approx_dis_kernel_ucb_duets), in both storages: the same arms, synchronisations and
     communication as the spec's loop (own-model trigger, forced first sync, q-bar re-sampling, first-index
     ties); storage 'candidates' with the loop's re-sampling drawn per (agent, candidate). With 10 agents the
     forced synchronisation keeps more than 64 candidates, the candidate storage's second dictionary
@@ -271,9 +271,9 @@ def _approx_against_reference(name, D, forced, q, N, storage):
     T, M = 16, 120
     ls = FUNCTIONS[name][3]
     with jax.enable_x64(True):
-        alg = on_candidates(approx_dis_kernel_ucb("rbf", lam=0.2, alpha=1.0, q=q, threshold=D, lengthscale=ls,
-                                                  mechanics="duets", forced_sync=forced, dict_capacity=256,
-                                                  storage=storage, buffer_capacity=T))
+        alg = on_candidates(approx_dis_kernel_ucb_duets("rbf", lam=0.2, alpha=1.0, q=q, threshold=D, lengthscale=ls,
+                                                        forced_sync=forced, dict_capacity=256,
+                                                        storage=storage, buffer_capacity=T))
         actions, reports, eps, f, X, keys = drive(alg, name, N, T, M, seed=2)
         u_uniform = np.stack([agent_uniforms(k, N) for k in keys])
         if storage == "candidates":
@@ -301,10 +301,10 @@ def test_dis_kernel_ucb_limits(storage):
     N, T, M = 3, 10, 100
     with jax.enable_x64(True):
         common = dict(lam=0.2, lengthscale=0.2)
-        dis = dict(mechanics="duets", storage=storage, buffer_capacity=T)
-        never = on_candidates(dis_kernel_ucb("rbf", alpha=0.5, threshold=1e300, **dis, **common))
+        dis = dict(storage=storage, buffer_capacity=T)
+        never = on_candidates(dis_kernel_ucb_duets("rbf", alpha=0.5, threshold=1e300, **dis, **common))
         alone = on_candidates(kernel_ucb("rbf", beta=0.5, first="uniform", **common))
-        always = on_candidates(dis_kernel_ucb("rbf", alpha=0.5, threshold=0.0, **dis, **common))
+        always = on_candidates(dis_kernel_ucb_duets("rbf", alpha=0.5, threshold=0.0, **dis, **common))
         a_never, r_never, *_ = drive(never, "branin", N, T, M, seed=4)
         a_alone = drive(alone, "branin", N, T, M, seed=4)[0]
         r_always = drive(always, "branin", N, T, M, seed=4)[1]
@@ -338,7 +338,7 @@ def test_nystrom_mean_exact_limit():
 
 @pytest.mark.parametrize("block, dense", [(32, None), (2, 2)])
 def test_candidate_storage_errors_and_client_model(block, dense, monkeypatch, fresh_traces):
-    """storage='candidates': refused outside mechanics='duets'; a client past buffer_capacity reports
+    """storage='candidates': not an option of the asynchronous variant; a client past buffer_capacity reports
     ERR_BUFFER; a client's mean and variance over the candidates equal the exact posterior of the
     pooled data followed by its own points (kernels.krr on the counts), and the pooled posterior
     (mean and covariance) that of the pooled data, whether a synchronisation folds its new points in
@@ -353,18 +353,18 @@ def test_candidate_storage_errors_and_client_model(block, dense, monkeypatch, fr
     from bandits_jax.algorithms.kernel import kernel_args
     from bandits_jax.kernels import krr
 
-    with pytest.raises(ConfigError, match="mechanics='duets'"):
+    with pytest.raises(ConfigError, match="unknown hyper-parameter storage"):
         dis_kernel_ucb(storage="candidates")
     N, T, M = 3, 8, 60
     with jax.enable_x64(True):
-        alg = on_candidates(dis_kernel_ucb("rbf", lam=0.2, alpha=1.0, threshold=1e300, lengthscale=0.2,
-                                           mechanics="duets", storage="candidates", buffer_capacity=5))
+        alg = on_candidates(dis_kernel_ucb_duets("rbf", lam=0.2, alpha=1.0, threshold=1e300, lengthscale=0.2,
+                                                 storage="candidates", buffer_capacity=5))
         actions, reports, *_ = drive(alg, "branin", N, T, M, seed=3)
         assert [int(r.errors) & ERR_BUFFER for r in reports] == [0] * 5 + [ERR_BUFFER] * 3
 
         T = 12
-        alg = on_candidates(dis_kernel_ucb("rbf", lam=0.2, alpha=1.0, threshold=12.0, lengthscale=0.2,
-                                           mechanics="duets", storage="candidates", buffer_capacity=T))
+        alg = on_candidates(dis_kernel_ucb_duets("rbf", lam=0.2, alpha=1.0, threshold=12.0, lengthscale=0.2,
+                                                 storage="candidates", buffer_capacity=T))
         prob = candidate_problem("branin", N, T, num_candidates=M)
         instance = prob.init(jax.random.PRNGKey(0))
         params = {k: jnp.asarray(v) for k, v in alg.defaults.items()}
@@ -411,7 +411,7 @@ def test_candidate_storage_errors_and_client_model(block, dense, monkeypatch, fr
 def test_approx_candidate_storage_keeps_and_errors():
     """storage='candidates' of Approx-DisKernelUCB: an owner keeps a candidate with the probability that
     at least one of its points there survives a draw per point, 1 - (1 - p)^count (frequencies of 4e5
-    draws against per-point draws, within 5 standard errors); refused outside mechanics='duets'; a client
+    draws against per-point draws, within 5 standard errors); not an option of the asynchronous variant; a client
     past buffer_capacity distinct candidates reports ERR_SLOTS."""
     from bandits_jax.algorithms.approx_dis_kernel import ERR_SLOTS
     from bandits_jax.algorithms.candidate_approx import owner_keeps
@@ -426,12 +426,12 @@ def test_approx_candidate_storage_keeps_and_errors():
     np.testing.assert_allclose(freq, law, atol=5 * np.sqrt(0.25 / S) * 2)
     np.testing.assert_allclose(freq, [0.0, 0.1, 1 - 0.9 ** 4, 0.0, 1 - 0.7 ** 2, 1.0], atol=5e-3)
 
-    with pytest.raises(ConfigError, match="mechanics='duets'"):
+    with pytest.raises(ConfigError, match="unknown hyper-parameter storage"):
         approx_dis_kernel_ucb(storage="candidates")
     N, T, M = 3, 8, 60
     with jax.enable_x64(True):
-        alg = on_candidates(approx_dis_kernel_ucb("rbf", lam=0.2, threshold=1e300, lengthscale=0.2,
-                                                  mechanics="duets", storage="candidates", buffer_capacity=5))
+        alg = on_candidates(approx_dis_kernel_ucb_duets("rbf", lam=0.2, threshold=1e300, lengthscale=0.2,
+                                                        storage="candidates", buffer_capacity=5))
         reports = drive(alg, "branin", N, T, M, seed=3)[1]
     assert [int(r.errors) & ERR_SLOTS for r in reports] == [0] * 5 + [ERR_SLOTS] * 3
 
@@ -444,12 +444,13 @@ def test_candidate_slots_grow_by_demand(which):
     start."""
     N, T, M = 3, 30, 100
     prob = candidate_problem("branin", N, T, num_candidates=M)
-    common = dict(lam=0.2, alpha=5.0, lengthscale=0.2, mechanics="duets", storage="candidates")
+    common = dict(lam=0.2, alpha=5.0, lengthscale=0.2, storage="candidates")
 
     def make(capacity):
         if which == "Approx-DisKernelUCB":
-            return approx_dis_kernel_ucb("rbf", threshold=12.0, forced_sync=-1, buffer_capacity=capacity, **common)
-        return dis_kernel_ucb("rbf", threshold=1e300, buffer_capacity=capacity, **common)
+            return approx_dis_kernel_ucb_duets("rbf", threshold=12.0, forced_sync=-1, buffer_capacity=capacity,
+                                               **common)
+        return dis_kernel_ucb_duets("rbf", threshold=1e300, buffer_capacity=capacity, **common)
 
     def run(capacity, first):
         return runner.run_batch(prob, on_candidates(make(capacity)), [0, 1], first_segment=first,

@@ -1,7 +1,11 @@
 """Approx-DisKernelUCB: synchronous distributed kernel UCB with a re-sampled Nyström dictionary.
 
-Baseline B3 of the asynchronous-environment study (Li et al., NeurIPS 2022, synchronous). Its
-internals are recalled from that paper, not read from it; this module implements this reading:
+Baseline B3 of the asynchronous-environment study (Li et al., NeurIPS 2022, synchronous), in two
+registered variants built from the same pieces (state, a client's point, the synchronisation), each a
+factory that binds its own select, update and history rows: `approx_dis_kernel_ucb` (the asynchronous
+environment) and `approx_dis_kernel_ucb_duets` (the DUETS paper's baseline, below, whose storage may
+also be the public candidates, `candidate_approx`). Its internals are recalled from that paper, not
+read from it; this module implements this reading:
 
     - all clients share a dictionary S (size m) and the global statistics A_g = sum z z^T,
       b_g = sum z y over ALL data up to the last synchronisation, z = z(x; S) the Nyström
@@ -68,9 +72,9 @@ aux: the scored clients' mean and var ([K], plus "client", under one_active; [N,
 update does not read it). Update learns from client argmax(step.active) only, in both modes: a
 step with more than one active client reports ERR_MULTI_ACTIVE.
 
-mechanics="duets" runs the Approx-DisKernelUCB of Pavlovic, Salgia and Zhao (2024, the DUETS
-paper's baseline; spec duets §4.3, from the authors' code where the paper is silent), where every
-client acts at every step:
+`approx_dis_kernel_ucb_duets` is the Approx-DisKernelUCB of Pavlovic, Salgia and Zhao (2024, the
+DUETS paper's baseline; spec duets §4.3, from the authors' code where the paper is silent), where
+every client acts at every step:
     - every active client adds its point (client order); its trigger sum grows by the UNSCALED
       variance lam * var_i(x_t) of its OWN current model (before the point), and all clients
       synchronise when ANY sum exceeds the threshold (no count factor), or at step `forced_sync`
@@ -91,7 +95,7 @@ the step), dict_size, kept (points kept by a sync's re-sampling, summed over cli
 from __future__ import annotations
 
 from functools import partial
-from typing import NamedTuple, Union
+from typing import NamedTuple, Optional, Union
 
 import jax
 import jax.numpy as jnp
@@ -101,42 +105,34 @@ from bandits_jax.kernels import nystrom
 from bandits_jax.kernels.functions import Kernel
 from bandits_jax.kernels.linalg import pad_last, pad_ridge_inverse, pad_rows, sherman_morrison
 
-from ..core import Algorithm, ConfigError, EnvSpec, Param, Sizes, Sizing, declare_params, float_dtype, report
+from ..core import Algorithm, ConfigError, EnvSpec, Sizes, Sizing, float_dtype, report
+from . import candidate_approx, candidate_kernel
 from .base import (ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, active_index, argmax_or_uniform, argmax_random_ties,
                    batch_cond, check_capacity, check_static, kernel_params, multi_active_error, one_hot_action,
-                   resolve_kernel)
+                   resolve_kernel, signed_params)
+from .dis_protocol import (DICT_MESSAGE, ERR_DICT, ERR_HISTORY, ERR_SLOTS, HISTORY_MESSAGE, SLOTS_MESSAGE,
+                           async_rows, duets_rows)
 
 NAME = "Approx-DisKernelUCB"
-ERR_DICT = 1
-ERR_HISTORY = 2
-ERR_SLOTS = 4
-SLOTS_MESSAGE = ("a client held more than buffer_capacity distinct candidates since the last synchronisation; "
-                 "raise buffer_capacity")
-ERRORS = {
-    ERR_DICT: "the re-sampled dictionary outgrew dict_capacity; raise dict_capacity",
-    ERR_HISTORY: "the history outgrew its rows; give init rows for the whole horizon",
-    ERR_MULTI_ACTIVE: MULTI_ACTIVE_MESSAGE,
-}
-PARAMS = {"lam": Param(1.0, "positive"), "alpha": Param(1.0, "nonnegative"), "q": Param(1.0, "nonnegative"),
-          "threshold": Param(1.0, "nonnegative"), "lengthscale": Param(1.0, "positive")}
+SIGNS = {"lam": "positive", "alpha": "nonnegative", "q": "nonnegative", "threshold": "nonnegative",
+         "lengthscale": "positive"}
 TRIGGER_COUNTS = ("client", "elapsed")
-MECHANICS = ("async", "duets")
 STORAGES = ("rows", "candidates")
 SYNC_GATHER = 1  # batch_cond: the runs that synchronise compute the sync, one at a time (module docstring)
 
 
 class ApproxDisKernelConfig(NamedTuple):
-    """Static options: the kernel, trigger_count, dict_capacity (M), the near-duplicate cut, the
-    mechanics ("async" or "duets"), the forced first sync step (-1: none; "duets" only) and, with
-    storage "candidates", a client's slots (buffer_capacity distinct candidates)."""
+    """Static options: the kernel, dict_capacity (M), the near-duplicate cut eig_tol, and those of one
+    variant (None in the other): trigger_count (`approx_dis_kernel_ucb`), the forced first sync step
+    (-1: none; `approx_dis_kernel_ucb_duets`) and, with storage "candidates", a client's slots
+    (buffer_capacity distinct candidates)."""
 
     kernel: Kernel
-    trigger_count: str
     dict_capacity: int
     eig_tol: float
-    mechanics: str = "async"
-    forced_sync: int = -1
-    buffer_capacity: int = 64
+    trigger_count: Optional[str] = None
+    forced_sync: Optional[int] = None
+    buffer_capacity: Optional[int] = None
 
 
 class ApproxDisKernelState(NamedTuple):
@@ -191,10 +187,8 @@ def init(config: ApproxDisKernelConfig, key, spec: EnvSpec, params, sizes: Sizes
 
 
 # ------------------------------------------------------------------------------ select
-def select(config: ApproxDisKernelConfig, params, state: ApproxDisKernelState, step, key):
+def async_select(config: ApproxDisKernelConfig, params, state: ApproxDisKernelState, step, key):
     """UCB arms of every client with its model, or of the active client only under step.one_active."""
-    if config.mechanics == "duets":
-        return duets_select(config, params, state, step, key)
     dtype = state.g_b.dtype
     contexts = step.contexts.astype(dtype)
     N, K = contexts.shape[:2]
@@ -210,9 +204,8 @@ def select(config: ApproxDisKernelConfig, params, state: ApproxDisKernelState, s
 
 
 def duets_select(config: ApproxDisKernelConfig, params, state: ApproxDisKernelState, step, key):
-    """mechanics="duets": every client scores the SAME contexts (the public candidate set,
-    step.contexts[0]), embedded once for all; first-index ties, `base.uniform_arms` while the
-    dictionary is empty."""
+    """Every client scores the SAME contexts (the public candidate set, step.contexts[0]), embedded
+    once for all; first-index ties, `base.uniform_arms` while the dictionary is empty."""
     dtype = state.g_b.dtype
     X = step.contexts[0].astype(dtype)
     N = step.contexts.shape[0]
@@ -224,29 +217,31 @@ def duets_select(config: ApproxDisKernelConfig, params, state: ApproxDisKernelSt
 
 
 # ------------------------------------------------------------------------------ update
-def update(config: ApproxDisKernelConfig, params, state: ApproxDisKernelState, step, actions, rewards, aux, key):
-    """Client i = argmax(active) adds its point to its model and V_i; all clients synchronise
-    (`synchronise`, steps (a)-(d)) when count * V_i > threshold."""
+def async_update(config: ApproxDisKernelConfig, params, state: ApproxDisKernelState, step, actions, rewards, aux,
+                 key):
+    """Client i = argmax(active) adds its point to its model and V_i (+ var_g(x)); all clients
+    synchronise (`synchronise`, steps (a)-(d)) when count * V_i > threshold."""
     del aux
-    if config.mechanics == "duets":
-        return update_all(config, params, state, step, actions, rewards, key)
     dtype = state.g_b.dtype
     i = active_index(step.active)
     x, y = step.contexts.astype(dtype)[i, actions[i]], jnp.asarray(rewards[i], dtype)
-    state, ok, loc_var_i, history_full = add_point(config, params, state, x, y, i, jnp.any(step.active))
+    state, ok, loc_var_i, history_full = add_point(config, global_variance, params, state, x, y, i,
+                                                   jnp.any(step.active))
     count = state.loc_n[i] if config.trigger_count == "client" else state.elapsed
     trigger = ok & (count.astype(dtype) * loc_var_i > params["threshold"])
-    state, up, down, kept, over = batch_cond(trigger, partial(synchronise, config), quiet, (params, state, key),
-                                             gather=SYNC_GATHER)
+    sync = partial(synchronise, config, scored_variance, all_clients_comm)
+    state, up, down, kept, over = batch_cond(trigger, sync, quiet, (params, state, key), gather=SYNC_GATHER)
     errors = (jnp.where(history_full, ERR_HISTORY, 0) | jnp.where(over, ERR_DICT, 0)
               | multi_active_error(step.active))
     return state, report(dtype, up, down, trigger, errors, trigger=trigger, var_sum=loc_var_i,
                          dict_size=state.dict_n, kept=kept)
 
 
-def update_all(config: ApproxDisKernelConfig, params, state: ApproxDisKernelState, step, actions, rewards, key):
-    """mechanics="duets": every active client adds its point (client order); ANY client's sum over
-    the threshold, or the forced first sync, synchronises everyone (module docstring)."""
+def duets_update(config: ApproxDisKernelConfig, params, state: ApproxDisKernelState, step, actions, rewards, aux,
+                 key):
+    """Every active client adds its point (client order) and V_i (+ lam var_i(x)); ANY client's sum
+    over the threshold, or the forced first sync, synchronises everyone (module docstring)."""
+    del aux
     dtype = state.g_b.dtype
     contexts = step.contexts.astype(dtype)
     N = contexts.shape[0]
@@ -254,35 +249,31 @@ def update_all(config: ApproxDisKernelConfig, params, state: ApproxDisKernelStat
 
     def add(i, carry):
         state, full = carry
-        state, _, _, f = add_point(config, params, state, contexts[i, actions[i]], jnp.asarray(rewards[i], dtype),
-                                   i, step.active[i])
+        state, _, _, f = add_point(config, own_unscaled_variance, params, state, contexts[i, actions[i]],
+                                   jnp.asarray(rewards[i], dtype), i, step.active[i])
         return state, full | f
 
     state, full = lax.fori_loop(0, N, add, (state, jnp.zeros((), bool)))
     state = state._replace(elapsed=elapsed)
     forced = (step.t == config.forced_sync) & (state.num_syncs == 0)
     trigger = jnp.any(state.loc_var > params["threshold"]) | forced
-    state, up, down, kept, over = batch_cond(trigger, partial(synchronise, config), quiet, (params, state, key),
-                                             gather=SYNC_GATHER)
+    sync = partial(synchronise, config, unscaled_variance, duets_comm)
+    state, up, down, kept, over = batch_cond(trigger, sync, quiet, (params, state, key), gather=SYNC_GATHER)
     m = state.dict_n.astype(dtype)
     errors = jnp.where(full, ERR_HISTORY, 0) | jnp.where(over, ERR_DICT, 0)
     return state, report(dtype, up, down, trigger, errors, trigger=trigger, var_sum=jnp.max(state.loc_var),
                          dict_size=state.dict_n, kept=kept, comm_code=jnp.where(trigger, m * (m + 1), 0.0))
 
 
-def add_point(config, params, state: ApproxDisKernelState, x, y, i, any_active):
-    """Client i's point (x, y) into the history, its model (rank-one) and V_i (+ var_g(x); with
-    mechanics "duets" + lam var_i(x) of the client's own model).
+def add_point(config, increment, params, state: ApproxDisKernelState, x, y, i, any_active):
+    """Client i's point (x, y) into the history, its model (rank-one) and V_i (+ increment(config,
+    params, state, x[1, d], z[1, M], P_i, b_i): `global_variance` or `own_unscaled_variance`).
 
     Returns (state, ok: the point was added, V_i after it, history_full: it found no room)."""
     C = state.hist_y.shape[0]
     z = embed(config, params, state, x[None, :])
     P_i, b_i = client_model(state, i)
-    if config.mechanics == "duets":
-        _, var_i = client_mean_var(config, params, state, x[None, :], P_i, b_i, z)
-        increment = params["lam"] * var_i[0]
-    else:
-        increment = client_mean_var(config, params, state, x[None, :], state.g_Pinv, state.g_b, z)[1][0]
+    increment = increment(config, params, state, x[None, :], z, P_i, b_i)
     z = z[0]
     room = state.hist_n < C
     ok = any_active & room
@@ -300,32 +291,28 @@ def add_point(config, params, state: ApproxDisKernelState, x, y, i, any_active):
     return state, ok, loc_var_i, any_active & ~room
 
 
-def synchronise(config: ApproxDisKernelConfig, operand):
-    """Steps (a)-(d) of the module docstring on operand (params, state, key).
+def synchronise(config: ApproxDisKernelConfig, leverage_variance, comm, operand):
+    """Steps (a)-(d) of the module docstring on operand (params, state, key), the re-sampling drawn with
+    leverage_variance(params, var_g) (`scored_variance` or `unscaled_variance`) and the communication
+    counted by comm(state, keep, kept, m) (`all_clients_comm` or `duets_comm`).
     Returns (state, up, down, kept points, dictionary overflow)."""
     params, state, key = operand
     dtype = state.g_b.dtype
-    C, d = state.hist_X.shape
-    N = state.loc_n.shape[0]
+    C = state.hist_X.shape[0]
     p = kernel_params(config.kernel.params, params["lengthscale"], dtype)
     valid = jnp.arange(C) < state.hist_n
     # (a) ridge-leverage re-sampling of every history point with the OLD global model
     _, var_g = client_mean_var(config, params, state, state.hist_X, state.g_Pinv, state.g_b)
-    if config.mechanics == "duets":
-        var_g = params["lam"] * var_g
+    var_g = leverage_variance(params, var_g)
     keep = nystrom.include_draws(nystrom.leverage_probability(var_g, params["q"]), rls_uniforms(key, C, dtype), valid)
     kept = jnp.sum(keep, dtype=jnp.int32)
     # (b) the new dictionary: kept points in arrival order, (near-)duplicates dropped
-    dict_X, dict_n, Linv, over = resampled_dictionary(config, state.hist_X, keep, state.dict_X.shape[0], p)
+    dict_X, dict_n, Linv, over = nystrom.kept_dictionary(config.kernel.fn, state.hist_X, keep, state.dict_X.shape[0],
+                                                         p, config.eig_tol)
     # (c)-(d) re-embed the whole (pooled) history, sum, broadcast
     Z = nystrom.embed_chol(config.kernel.fn, state.hist_X, dict_X, dict_n, Linv, p)
     A, b = nystrom.embedded_stats(Z, state.hist_y, valid)
-    m = dict_n.astype(dtype)
-    up = d * kept.astype(dtype) + N * (m * m + m)
-    down = N * d * m + N * (m * m + m)
-    if config.mechanics == "duets":
-        up = d * distinct_per_owner(state, keep).astype(dtype) / N + m * m + m
-        down = d * m + m * m + m
+    up, down = comm(state, keep, kept, dict_n.astype(dtype))
     state = state._replace(
         dict_X=dict_X, dict_n=dict_n, Linv=Linv, g_Pinv=nystrom.ridge_inverse(A, params["lam"]), g_b=b,
         loc_n=jnp.zeros_like(state.loc_n), loc_var=jnp.zeros_like(state.loc_var),
@@ -351,31 +338,7 @@ def quiet(operand):
     return state, zero, zero, jnp.zeros((), jnp.int32), jnp.zeros((), bool)
 
 
-def resampled_dictionary(config: ApproxDisKernelConfig, points, keep, M: int, p):
-    """(dict_X [M, d], dict_n, Linv [M, M], overflow): the kept rows of points[C, d] (keep[C]) appended
-    in order to an empty dictionary of M rows, its inverse Cholesky factor grown one point at a time,
-    O(M^2) per kept point (no M x M factorisation)."""
-    C = keep.shape[0]
-    order = jnp.nonzero(keep, size=C, fill_value=0)[0]  # kept rows, in order
-
-    def append(j, carry):
-        pts, n, Linv, over = carry
-        pts, n, Linv, _, o = nystrom.chol_dictionary_append(config.kernel.fn, pts, n, Linv, points[order[j]],
-                                                            True, p, config.eig_tol)
-        return pts, n, Linv, over | o
-
-    empty = (jnp.zeros((M, points.shape[1]), points.dtype), jnp.zeros((), jnp.int32),
-             jnp.zeros((M, M), points.dtype), jnp.zeros((), bool))
-    return lax.fori_loop(0, jnp.sum(keep.astype(jnp.int32)), append, empty)
-
-
-# ------------------------------------------------------------------------------ sizes
-def rows(config: ApproxDisKernelConfig, spec: EnvSpec, t_end: int) -> int:
-    """History rows that steps [0, t_end) need: one per step (N with mechanics "duets")."""
-    per_step = spec.num_agents if config.mechanics == "duets" else 1
-    return max(1, per_step * int(t_end))
-
-
+# ------------------------------------------------------------------------------ sizes (rows: dis_protocol)
 def resize(config: ApproxDisKernelConfig, state: ApproxDisKernelState, sizes: Sizes) -> ApproxDisKernelState:
     """Pad the history to C and the dictionary to M rows; the padded block of every (A + lam I)^{-1}
     is I / lam (A is zero there). No number changes."""
@@ -392,6 +355,48 @@ def resize(config: ApproxDisKernelConfig, state: ApproxDisKernelState, sizes: Si
 def demand(state: ApproxDisKernelState):
     """Dictionary rows in use."""
     return state.dict_n
+
+
+# ------------------------------------------------------------------------------ the variants' pieces
+def global_variance(config, params, state: ApproxDisKernelState, x, z, P_i, b_i):
+    """V_i's increment of the asynchronous protocol: var_g(x) (with its 1/lam) of the global model, at
+    x[1, d] embedded as z[1, M]."""
+    del P_i, b_i
+    return client_mean_var(config, params, state, x, state.g_Pinv, state.g_b, z)[1][0]
+
+
+def own_unscaled_variance(config, params, state: ApproxDisKernelState, x, z, P_i, b_i):
+    """V_i's increment of the DUETS baseline: lam var_i(x), the unscaled variance of client i's own
+    model (P_i, b_i) before the point."""
+    _, var_i = client_mean_var(config, params, state, x, P_i, b_i, z)
+    return params["lam"] * var_i[0]
+
+
+def scored_variance(params, var_g):
+    """The re-sampling's variance in the asynchronous protocol: var_g as scored (with its 1/lam)."""
+    del params
+    return var_g
+
+
+def unscaled_variance(params, var_g):
+    """The re-sampling's variance of the DUETS baseline: lam var_g (q is the paper's q-bar)."""
+    return params["lam"] * var_g
+
+
+def all_clients_comm(state: ApproxDisKernelState, keep, kept, m):
+    """(up, down) of a sync, spec B3: every client's kept points and statistics, m the new dictionary size."""
+    d, N = state.hist_X.shape[1], state.loc_n.shape[0]
+    up = d * kept.astype(m.dtype) + N * (m * m + m)
+    down = N * d * m + N * (m * m + m)
+    return up, down
+
+
+def duets_comm(state: ApproxDisKernelState, keep, kept, m):
+    """(up, down) of a sync in the DUETS paper's units: one client's share of the distinct kept points
+    and one set of statistics up, one broadcast down."""
+    del kept
+    d, N = state.hist_X.shape[1], state.loc_n.shape[0]
+    return d * distinct_per_owner(state, keep).astype(m.dtype) / N + m * m + m, d * m + m * m + m
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -427,7 +432,7 @@ def rls_uniforms(key, rows: int, dtype):
     return jax.vmap(lambda s: jax.random.uniform(jax.random.fold_in(key, s), (), dtype))(jnp.arange(rows))
 
 
-# ------------------------------------------------------------------------------ factory
+# ------------------------------------------------------------------------------ factories
 def approx_dis_kernel_ucb(
     kernel: Union[str, Kernel] = "rbf",
     lam=1.0,
@@ -439,48 +444,69 @@ def approx_dis_kernel_ucb(
     trigger_count: str = "client",
     dict_capacity: int = 256,
     eig_tol: float = 1e-10,
-    mechanics: str = "async",
+    **kw,
+) -> Algorithm:
+    """Approx-DisKernelUCB in the asynchronous environment of Li et al. 2023 (module docstring).
+
+    params: lam > 0, alpha >= 0, q >= 0 (RLS factor), threshold >= 0 (D_A), lengthscale > 0.
+    Static: trigger_count ("client" or "elapsed"), dict_capacity (M; overflow is an error),
+    eig_tol (near-duplicate cut: a kept point whose Schur complement against the dictionary is
+    <= eig_tol k(x,x) is not added).
+    """
+    kern = resolve_kernel(NAME, kernel)
+    config = ApproxDisKernelConfig(kern, check_capacity(NAME, "dict_capacity", dict_capacity), eig_tol,
+                                   trigger_count=check_static(NAME, "trigger_count", trigger_count, TRIGGER_COUNTS))
+    given = dict(lam=lam, alpha=alpha, q=q, threshold=threshold, lengthscale=lengthscale, **kw)
+    sizing = Sizing(async_rows, partial(resize, config), demand, dict_capacity, ERR_DICT)
+    return Algorithm(NAME, signed_params(NAME, SIGNS, given), partial(init, config), partial(async_select, config),
+                     partial(async_update, config), sizing,
+                     {ERR_DICT: DICT_MESSAGE, ERR_HISTORY: HISTORY_MESSAGE, ERR_MULTI_ACTIVE: MULTI_ACTIVE_MESSAGE},
+                     f"Approx-DisKernelUCB ({kern.name} kernel), Nyström dictionary re-sampled at every "
+                     "synchronisation of all clients")
+
+
+def approx_dis_kernel_ucb_duets(
+    kernel: Union[str, Kernel] = "rbf",
+    lam=1.0,
+    alpha=1.0,
+    q=1.0,
+    threshold=1.0,
+    lengthscale=1.0,
+    *,
+    dict_capacity: int = 256,
+    eig_tol: float = 1e-10,
     forced_sync: int = -1,
     storage: str = "rows",
     buffer_capacity: int = 64,
     **kw,
 ) -> Algorithm:
-    """Approx-DisKernelUCB (module docstring).
+    """Approx-DisKernelUCB as the DUETS paper's baseline, every client acting at every step (module
+    docstring). params, dict_capacity and eig_tol as `approx_dis_kernel_ucb` (q is the paper's q-bar).
 
-    params: lam > 0, alpha >= 0, q >= 0 (RLS factor), threshold >= 0 (D_A), lengthscale > 0.
-    Static: trigger_count ("client" or "elapsed"), dict_capacity (M; overflow is an error),
-    eig_tol (near-duplicate cut: a kept point whose Schur complement against the dictionary is
-    <= eig_tol k(x,x) is not added), mechanics ("async": Li et al. 2023's environment; "duets": the
-    DUETS paper's baseline, module docstring), forced_sync (with "duets": the step of a forced
-    first synchronisation, -1 for none), storage ("rows": the history itself, this module;
-    "candidates": with mechanics="duets" on a problem with a public candidate set, counts and sums per
-    candidate, `candidate_approx`: the same model at a cost bounded by the candidates, the re-sampling
-    drawn per (client, candidate) instead of per point) and buffer_capacity (storage "candidates": the
-    distinct candidates a client may hold between synchronisations; more is the error ERR_SLOTS).
+    Static: forced_sync (the step of a forced first synchronisation, -1 for none), storage ("rows": the
+    history itself, this module; "candidates": on a problem with a public candidate set, counts and
+    sums per candidate, `candidate_approx`: the same model at a cost bounded by the candidates, the
+    re-sampling drawn per (client, candidate) instead of per point) and buffer_capacity (storage
+    "candidates": the distinct candidates a client may hold between synchronisations; more is the
+    error ERR_SLOTS).
     """
     kern = resolve_kernel(NAME, kernel)
     if isinstance(forced_sync, bool) or not isinstance(forced_sync, int) or forced_sync < -1:
         raise ConfigError(f"{NAME}: forced_sync must be a step index >= 0, or -1 for none; got {forced_sync!r}")
-    config = ApproxDisKernelConfig(kern, check_static(NAME, "trigger_count", trigger_count, TRIGGER_COUNTS),
-                                   check_capacity(NAME, "dict_capacity", dict_capacity), eig_tol,
-                                   check_static(NAME, "mechanics", mechanics, MECHANICS), forced_sync,
-                                   check_capacity(NAME, "buffer_capacity", buffer_capacity))
-    given = dict(lam=lam, alpha=alpha, q=q, threshold=threshold, lengthscale=lengthscale, **kw)
+    config = ApproxDisKernelConfig(kern, check_capacity(NAME, "dict_capacity", dict_capacity), eig_tol,
+                                   forced_sync=forced_sync,
+                                   buffer_capacity=check_capacity(NAME, "buffer_capacity", buffer_capacity))
+    params = signed_params(NAME, SIGNS, dict(lam=lam, alpha=alpha, q=q, threshold=threshold, lengthscale=lengthscale,
+                                             **kw))
     if check_static(NAME, "storage", storage, STORAGES) == "candidates":
-        if mechanics != "duets":
-            raise ConfigError(f"{NAME}: storage='candidates' needs mechanics='duets' (a public candidate set "
-                              f"every client scores), got mechanics={mechanics!r}")
-        from . import candidate_approx as cand  # it builds on this module's pieces
-        from .candidate_kernel import slot_sizing
-
-        return Algorithm(NAME, declare_params(NAME, PARAMS, given), partial(cand.init, config),
-                         partial(cand.select, config), partial(cand.update, config),
-                         slot_sizing(config, ERR_SLOTS),
-                         {ERR_DICT: ERRORS[ERR_DICT], ERR_SLOTS: SLOTS_MESSAGE},
+        cand, slots = candidate_approx, candidate_kernel.SLOTS
+        return Algorithm(NAME, params, partial(cand.init, config, slots), partial(cand.select, config),
+                         partial(cand.update, config, slots), slots.sizing(config, ERR_SLOTS),
+                         {ERR_DICT: DICT_MESSAGE, ERR_SLOTS: SLOTS_MESSAGE},
                          f"Approx-DisKernelUCB ({kern.name} kernel), kept over the public candidates, Nyström "
                          "dictionary re-sampled at every synchronisation of all clients")
-    sizing = Sizing(partial(rows, config), partial(resize, config), demand, dict_capacity, ERR_DICT)
-    return Algorithm(NAME, declare_params(NAME, PARAMS, given), partial(init, config), partial(select, config),
-                     partial(update, config), sizing, dict(ERRORS),
-                     f"Approx-DisKernelUCB ({kern.name} kernel), Nyström dictionary re-sampled at every "
-                     "synchronisation of all clients")
+    sizing = Sizing(duets_rows, partial(resize, config), demand, dict_capacity, ERR_DICT)
+    return Algorithm(NAME, params, partial(init, config), partial(duets_select, config),
+                     partial(duets_update, config), sizing, {ERR_DICT: DICT_MESSAGE, ERR_HISTORY: HISTORY_MESSAGE},
+                     f"Approx-DisKernelUCB ({kern.name} kernel), every client acting, Nyström dictionary "
+                     "re-sampled at every synchronisation of all clients")

@@ -335,8 +335,9 @@ def async_kernel_ucb(
     eig_tol: float = 1e-10,
     **kw,
 ) -> Algorithm:
-    """Async-KernelUCB. params: lam > 0, alpha >= 0, q >= 0 (RLS factor), threshold >= 0 (D),
-    lengthscale > 0. Static: dict_capacity (M), buffer_capacity (B, per client), eig_tol (a point
+    """Async-KernelUCB (Li et al. 2023): Nystrom kernel UCB whose clients synchronise on their own trigger.
+
+    params: lam > 0, alpha >= 0, q >= 0 (RLS factor), threshold >= 0 (D), lengthscale > 0. Static: dict_capacity (M), buffer_capacity (B, per client), eig_tol (a point
     whose Schur complement is <= eig_tol k(x,x) is a duplicate)."""
     kern = resolve_kernel(NAME, kernel)
     config = AsyncKernelConfig(kern, check_capacity(NAME, "dict_capacity", dict_capacity),

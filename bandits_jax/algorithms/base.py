@@ -1,5 +1,6 @@
 """Pieces every algorithm shares: N independent agents, one-active protocols, scores to actions,
-error bits, and a conditional that stays one conditional for a whole batch of runs.
+error bits, a conditional that stays one conditional for a whole batch of runs, and the checks of
+static options and float hyper-parameters that the factories make before anything compiles.
 
 A single-agent learner is written for one agent and one step:
 
@@ -20,7 +21,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ..core import Algorithm, ConfigError, Sizing, report
+from ..core import Algorithm, ConfigError, Param, Sizing, declare_params, report
 from ..kernels.functions import Kernel, get_kernel
 
 ERR_MULTI_ACTIVE = 1 << 30
@@ -173,6 +174,36 @@ def argmax_or_uniform(key, scores, empty, dtype):
     return jnp.where(empty, uniform_arms(key, N, K, dtype), jnp.argmax(scores, axis=1).astype(jnp.int32))
 
 
+def ucb_select(step, key, dtype, client):
+    """Tie-broken argmax of the scores of client(i, contexts[i]) -> (mean[K], var[K], scores[K], cols)
+    for every client, or (step.one_active) for the active client i only, with row i of the same
+    (N, K) tie noise uniform(key, (N, K)). cols: None, or [C, K] columns of which the one-active aux
+    keeps the chosen one (`aux["column"]`, for an update that reuses it).
+
+    Returns (actions[N], aux {mean, var, scores, tie_noise}: [N, K], or [K] of client i, and "column").
+    """
+    contexts = step.contexts.astype(dtype)
+    N, K = contexts.shape[:2]
+    noise = jax.random.uniform(key, (N, K), dtype)
+    if step.one_active:
+        i = active_index(step.active)
+        mean, var, scores, cols = client(i, contexts[i])
+        action = argmax_random_ties(scores, noise[i])
+        aux = {"mean": mean, "var": var, "scores": scores, "tie_noise": noise[i]}
+        if cols is not None:
+            aux["column"] = cols[:, action]
+        return one_hot_action(i, action, N), aux
+    mean, var, scores, _ = jax.vmap(client)(jnp.arange(N), contexts)
+    return argmax_random_ties(scores, noise), {"mean": mean, "var": var, "scores": scores, "tie_noise": noise}
+
+
+def scaled_ucb(params, mean, var):
+    """(mean, var / lam, mean + alpha sqrt(var / lam)): the UCB of the asynchronous environment's
+    kernel baselines, whose variance carries 1/lam."""
+    var = var / params["lam"]
+    return mean, var, mean + params["alpha"] * jnp.sqrt(var)
+
+
 # ------------------------------------------------------------------------------ rare work, batched
 def batch_cond(pred, true_fn: Callable, false_fn: Callable, operand, *, gather: Optional[int] = None):
     """`lax.cond(pred, true_fn, false_fn, operand)` that stays ONE conditional under `vmap`.
@@ -284,6 +315,21 @@ def check_capacity(name: str, option: str, value) -> int:
     return value
 
 
+def check_max_history(name: str, max_history) -> Optional[int]:
+    """None, or a positive integer (ConfigError otherwise)."""
+    return None if max_history is None else check_capacity(name, "max_history", max_history)
+
+
+def signed_params(name: str, signs: dict, given: dict) -> dict:
+    """{name: Param} of a factory's float hyper-parameters: `signs` {name: "positive" | "nonnegative" |
+    ""} declares them and `given` (the factory's keyword values) sets each default, so a default is
+    written once, in the factory's signature. Unknown names and wrong signs raise ConfigError."""
+    missing = sorted(set(signs) - set(given))
+    if missing:
+        raise TypeError(f"{name}: the factory passes no value for {', '.join(missing)}")
+    return declare_params(name, {k: Param(float("nan"), sign) for k, sign in signs.items()}, given)
+
+
 def resolve_kernel(algorithm_name: str, kernel) -> Kernel:
     """A Kernel, or one by name; an unknown name is a ConfigError that names the algorithm."""
     if isinstance(kernel, Kernel):
@@ -292,6 +338,11 @@ def resolve_kernel(algorithm_name: str, kernel) -> Kernel:
         return get_kernel(kernel)
     except ValueError as err:
         raise ConfigError(f"{algorithm_name}: {err}") from None
+
+
+def kernel_args(kern: Kernel, params, dtype) -> dict:
+    """The kernel's params for the traced hyper-parameters (the lengthscale; the rest defaults)."""
+    return kernel_params(kern.params, params["lengthscale"], dtype)
 
 
 def kernel_params(defaults: dict, lengthscale, dtype) -> dict:

@@ -1,11 +1,13 @@
-"""Approx-DisKernelUCB of the DUETS paper kept over its public candidate set (storage="candidates").
+"""Approx-DisKernelUCB of the DUETS paper kept over its public candidate set
+(`approx_dis_kernel_ucb_duets` with storage="candidates").
 
-The algorithm of `approx_dis_kernel` with mechanics="duets" (that module's docstring: every client acts
-at every step, its trigger sum grows by the unscaled variance of its own model, any sum over the
-threshold or the forced first step synchronises everyone, the history re-sampled by ridge leverage
-into a new Nyström dictionary, first-index ties, uniform arms while the dictionary is empty); only the
-storage and the re-sampling's random numbers differ. On a finite candidate set C [M, d] every number
-lives on C, so the cost is bounded by the M candidates, not by the N T points seen.
+The algorithm of `approx_dis_kernel.approx_dis_kernel_ucb_duets` with its rows (that module's
+docstring: every client acts at every step, its trigger sum grows by the unscaled variance of its own
+model, any sum over the threshold or the forced first step synchronises everyone, the history
+re-sampled by ridge leverage into a new Nyström dictionary, first-index ties, uniform arms while the
+dictionary is empty); only the storage and the re-sampling's random numbers differ. On a finite
+candidate set C [M, d] every number lives on C, so the cost is bounded by the M candidates, not by
+the N T points seen.
 
 The Nyström model as a Gaussian process. With z(x) the embedding in the dictionary S (Z [M, m] over
 the candidates) and the data's A = sum z z^T, b = sum z y, the ridge quantities of `approx_dis_kernel`
@@ -17,7 +19,7 @@ are those of a Gaussian process with prior covariance Z Z^T on the candidates an
 So the pooled model of the last synchronisation is mean_G [M], Sigma_G [M, M] and resid [M], and a
 client's points since then update it exactly as in `candidate_kernel` (`absorb`: counts, reward sums
 and a [B, B] matrix per client over its distinct candidates, O(M x its distinct candidates + B^2) a
-point, B sized by demand);
+point, B sized by demand; the factory binds those slots, `candidate_kernel.SLOTS`, as `slots`);
 resid does not change between synchronisations. The trigger sum grows by lam var_i(x_t) =
 resid[a] + Sigma_i[a, a] of the client's model before its point.
 
@@ -51,9 +53,8 @@ import jax.numpy as jnp
 from bandits_jax.kernels import nystrom
 
 from ..core import EnvSpec, Sizes, report
-from .approx_dis_kernel import ERR_DICT, ERR_SLOTS, resampled_dictionary
 from .base import argmax_or_uniform, batch_cond, capacity_ladder, kernel_params, sized_switch
-from .candidate_kernel import Slots, absorb, empty_clients, restart_slots
+from .dis_protocol import ERR_DICT, ERR_SLOTS
 
 
 class CandidateApproxState(NamedTuple):
@@ -73,7 +74,7 @@ class CandidateApproxState(NamedTuple):
     mean_g: jax.Array
     cov_g: jax.Array
     resid: jax.Array
-    loc: Slots
+    loc: tuple
     loc_mean: jax.Array
     loc_var: jax.Array
     loc_trig: jax.Array
@@ -82,10 +83,11 @@ class CandidateApproxState(NamedTuple):
 
 
 # ------------------------------------------------------------------------------ init
-def init(config, key, spec: EnvSpec, params, sizes: Sizes, public=None) -> CandidateApproxState:
-    """No data, an empty dictionary (Sigma_G = 0, resid = k(x, x)); B = `candidate_kernel.slot_count`."""
+def init(config, slots, key, spec: EnvSpec, params, sizes: Sizes, public=None) -> CandidateApproxState:
+    """No data, an empty dictionary (Sigma_G = 0, resid = k(x, x)); the clients' slots empty
+    (`candidate_kernel.SlotStore` slots, B = `candidate_kernel.slot_count`)."""
     del key
-    X, loc = empty_clients("Approx-DisKernelUCB", config, spec, sizes, public)
+    X, loc = slots.empty("Approx-DisKernelUCB", config, spec, sizes, public)
     dtype, (M, N) = X.dtype, (X.shape[0], spec.num_agents)
     kdiag = config.kernel.diag(X, kernel_params(config.kernel.params, params["lengthscale"], dtype))
     per_candidate = jnp.zeros((N, M), dtype)
@@ -108,14 +110,14 @@ def select(config, params, state: CandidateApproxState, step, key):
 
 
 # ------------------------------------------------------------------------------ update
-def update(config, params, state: CandidateApproxState, step, actions, rewards, aux, key):
-    """Every active client absorbs its point and adds lam var_i(x_t) to its trigger sum; any sum over
-    the threshold, or the forced first synchronisation, synchronises everyone."""
+def update(config, slots, params, state: CandidateApproxState, step, actions, rewards, aux, key):
+    """Every active client absorbs its point (into its `slots`) and adds lam var_i(x_t) to its trigger
+    sum; any sum over the threshold, or the forced first synchronisation, synchronises everyone."""
     del aux
     dtype = state.mean_g.dtype
     N = state.loc_mean.shape[0]
     increment = state.resid[actions] + jnp.maximum(state.loc_var[jnp.arange(N), actions], 0.0)
-    ok, loc, mean, var, _ = absorb(
+    ok, loc, mean, var, _ = slots.absorb(
         params["lam"], config.buffer_capacity, state.cov_g, step.active, actions, jnp.asarray(rewards, dtype),
         state.loc, state.loc_mean, state.loc_var, jnp.zeros((N,), dtype))
     trig = state.loc_trig + jnp.where(ok, increment, 0.0)
@@ -128,7 +130,7 @@ def update(config, params, state: CandidateApproxState, step, actions, rewards, 
     restart = lambda own, shared: jnp.where(trigger, shared, own)  # noqa: E731
     state = state._replace(
         counts=p_counts, sums=p_sums, dict_n=dict_n, mean_g=mean_g, cov_g=cov_g, resid=resid,
-        loc=restart_slots(trigger, loc), loc_mean=restart(mean, mean_g[None, :]),
+        loc=slots.restart(trigger, loc), loc_mean=restart(mean, mean_g[None, :]),
         loc_var=restart(var, jnp.diagonal(cov_g)[None, :]), loc_trig=restart(trig, 0.0),
         elapsed=restart(state.elapsed + 1, 0), num_syncs=state.num_syncs + trigger.astype(jnp.int32))
     m = dict_n.astype(dtype)
@@ -165,7 +167,7 @@ def pooled_model(config, capacity: int, operand):
     params, X, chosen, counts, sums = operand
     lam = params["lam"]
     p = kernel_params(config.kernel.params, params["lengthscale"], sums.dtype)
-    dict_X, dict_n, Linv, over = resampled_dictionary(config, X, chosen, capacity, p)
+    dict_X, dict_n, Linv, over = nystrom.kept_dictionary(config.kernel.fn, X, chosen, capacity, p, config.eig_tol)
     Z = nystrom.embed_chol(config.kernel.fn, X, dict_X, dict_n, Linv, p)                     # [M, capacity]
     Pinv = nystrom.ridge_inverse(Z.T @ (jnp.sum(counts, axis=0)[:, None] * Z), lam)
     ZP = Z @ Pinv

@@ -1,9 +1,10 @@
-"""DisKernelUCB of the DUETS paper kept over its public candidate set (storage="candidates").
+"""DisKernelUCB of the DUETS paper kept over its public candidate set (`dis_kernel_ucb_duets` with
+storage="candidates"), and the clients' candidate slots that `candidate_approx` shares.
 
-The same algorithm as `dis_kernel` with mechanics="duets" (that module's docstring: every client
-acts at every step, any client's elapsed * log-det ratio > threshold synchronises everyone, the
-unscaled variance, first-index ties, a uniform first arm, communication in the DUETS paper's units);
-only the storage differs. On a finite candidate set C [M, d] every number the UCB needs lives on
+The same algorithm as `dis_kernel.dis_kernel_ucb_duets` with its rows (that module's docstring: every
+client acts at every step, any client's elapsed * log-det ratio > threshold synchronises everyone, the
+unscaled variance, first-index ties, a uniform first arm, communication in the DUETS paper's units,
+`dis_protocol`); only the storage differs. On a finite candidate set C [M, d] every number the UCB needs lives on
 C, so the cost is bounded by the M candidates, not by the N T points seen.
 
 Pooled data G of the last synchronisation: the Gaussian-process posterior over the candidates with
@@ -39,21 +40,21 @@ horizon room for about 1.5 times the most slots a client of the batch uses, and 
 with twice the room when a client outgrows them, up to buffer_capacity; a client with more than
 buffer_capacity distinct candidates since the last synchronisation is the error ERR_BUFFER. So the
 O(B^2) of Q_i follows the clients' actual spread (a few slots with frequent synchronisations, hundreds
-for agents that never synchronise).
+for agents that never synchronise). The slots' functions are `SLOTS`, which the factory of the
+Approx-DisKernelUCB candidate storage binds into it, so that `candidate_approx` imports no storage.
 """
 from __future__ import annotations
 
 from functools import partial
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 from jax import lax
 
 from ..core import ConfigError, EnvSpec, Sizes, Sizing, float_dtype
-from .base import argmax_or_uniform, batch_cond, sized_switch
-from .dis_kernel import ERR_BUFFER, duets_report, duets_trigger
-from .kernel import kernel_args
+from .base import argmax_or_uniform, batch_cond, kernel_args, sized_switch
+from .dis_protocol import ERR_BUFFER, duets_report, duets_trigger
 
 POOL_BLOCK = 32  # candidates folded into the pooled posterior per pass over Sigma_G
 SLOT_CHUNK = 8   # a client's slots read per pass (`combine_rows`)
@@ -70,6 +71,18 @@ class Slots(NamedTuple):
     sums: jax.Array
     used: jax.Array
     Q: jax.Array
+
+
+class SlotStore(NamedTuple):
+    """The clients' slots as functions, for another model over the candidates to compose (`SLOTS`):
+    empty(name, config, spec, sizes, public) -> (candidates [M, d], `Slots` [N, ...]);
+    absorb(lam, capacity, cov_g, active, a, y, slots, mean, var, logdet) -> (ok, slots, mean, var, logdet);
+    restart(trigger, slots) -> slots; sizing(config, overflow) -> `core.Sizing`."""
+
+    empty: Callable
+    absorb: Callable
+    restart: Callable
+    sizing: Callable
 
 
 class CandidateDisState(NamedTuple):
@@ -306,3 +319,6 @@ def resize_slots(state, sizes: Sizes):
 def round_up(n: int, quantum: int = SLOT_CHUNK) -> int:
     """n rounded up to a multiple of quantum."""
     return -(-int(n) // quantum) * quantum
+
+
+SLOTS = SlotStore(empty_clients, absorb, restart_slots, slot_sizing)

@@ -8,6 +8,11 @@ kernel ridge quantities on the same scale as Async-KernelUCB (the variance carri
     score   = mean + alpha * sqrt(var);   ties go to the largest
     `tie_noise = jax.random.uniform(select_key, (N, K))` (`base.argmax_random_ties`), as in Async-KernelUCB.
 
+DisKernelUCB comes in two registered variants built from the same pieces (state, client appends,
+synchronisation, client models), each a factory that binds its own select, update and buffer rows:
+`dis_kernel_ucb` (the asynchronous environment of Li et al. 2023) and `dis_kernel_ucb_duets` (the
+DUETS paper's synchronous baseline, whose storage may also be the public candidates).
+
 DisKernelUCB (exact, shares raw data; the exact counterpart of Approx-DisKernelUCB). Its internals
 are recalled from Li et al. (NeurIPS 2022), not read from it; this module implements this reading:
     - every client holds the pooled data G of the last synchronisation (identical on all clients)
@@ -24,7 +29,7 @@ are recalled from Li et al. (NeurIPS 2022), not read from it; this module implem
       up = (d + 1) * sum_j |dD_j|,   down = (d + 1) * (N - 1) * sum_j |dD_j|,   rounds = 1.
   With threshold = 0 every step synchronises and DisKernelUCB is OneKernelUCB, messages included.
   Diagnostics: trigger, logdet_ratio (the active client's), n_global (|G|), num_syncs.
-  mechanics="duets" runs the DisKernelUCB of Pavlovic, Salgia and Zhao (2024, the DUETS paper's
+  `dis_kernel_ucb_duets` is the DisKernelUCB of Pavlovic, Salgia and Zhao (2024, the DUETS paper's
   baseline; spec duets §4.2) in a synchronous setting where every client acts at every step:
       - every active client appends its point, and the clients synchronise when ANY of them has
         elapsed * log-det ratio > threshold (elapsed: steps since the last sync, this one included);
@@ -34,12 +39,13 @@ are recalled from Li et al. (NeurIPS 2022), not read from it; this module implem
         then exactly the N-KernelUCB of `kernel.kernel_ucb(first="uniform")`);
       - communication in the paper's units: up = (d + 1) * (new points of one client) (the average
         over clients), down = (d + 1) * (all new points) (one broadcast); the diagnostic comm_code is
-        the authors' code's count, (d + 1) * (all new points).
-  The pooled buffers then hold N points a step (`dis_rows`). On a public candidate set,
+        the authors' code's count, (d + 1) * (all new points) (`dis_protocol.duets_report`).
+  The pooled buffers then hold N points a step (`dis_protocol.duets_rows`). On a public candidate set,
   storage="candidates" keeps the same model as the posterior over the candidates and each client's
   new points by distinct candidate instead (`candidate_kernel`), at a cost bounded by the candidates.
 
-OneKernelUCB: one exact KernelUCB on all clients' pooled data, every point absorbed at once.
+OneKernelUCB: one exact KernelUCB on all clients' pooled data, every point absorbed at once, in the
+storage its factory picks (`kernel.LEARNERS`: dense, panels or distinct, the same numbers to rounding).
 Communication (spec B1 [A]): each active step, up = d + 1, down = (N - 1)(d + 1), rounds = 1.
 
 NKernelUCB: N independent exact KernelUCBs (client i uses only its own data); no communication.
@@ -77,35 +83,30 @@ from jax import lax
 from bandits_jax.kernels.functions import Kernel
 from bandits_jax.kernels.linalg import inv_chol_append, pad_chol, pad_rows, posterior_mean_var_inv
 
-from ..core import Algorithm, ConfigError, EnvSpec, Param, Sizes, Sizing, declare_params, float_dtype, report
-from .base import (ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, active_index, argmax_or_uniform, argmax_random_ties,
-                   check_capacity, check_static, independent, multi_active_error, one_hot_action, resolve_kernel)
-from .kernel import (STORAGES, DistinctKernelState, KernelConfig, KernelState, has_room, init1, kernel_args,
-                     panel_posterior, posterior, resize1, rows1, update1)
+from ..core import Algorithm, EnvSpec, Sizes, Sizing, float_dtype, report
+from . import candidate_kernel
+from .base import (ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, argmax_or_uniform, argmax_random_ties, check_capacity,
+                   check_static, independent, kernel_args, multi_active_error, resolve_kernel, scaled_ucb,
+                   signed_params, ucb_select)
+from .dis_protocol import (BUFFER_MESSAGE, CAPACITY_MESSAGE, ERR_BUFFER, ERR_CAPACITY, async_rows, duets_report,
+                           duets_rows, duets_trigger)
+from .kernel import LEARNERS, STORAGES, KernelConfig, KernelState, Learner, init1, posterior, resize1, rows1, update1
 
-ERR_CAPACITY = 1
-ERR_BUFFER = 2
-CAPACITY_MESSAGE = "the pooled data outgrew its capacity; give init a capacity of at least the horizon"
-BUFFER_MESSAGE = ("a client's unsynchronised data outgrew buffer_capacity; raise buffer_capacity "
-                  "(or lower the threshold)")
 DISTINCT_MESSAGE = "more distinct contexts than distinct_capacity; raise distinct_capacity"
 
 TRIGGER_COUNTS = ("elapsed", "client")
-MECHANICS = ("async", "duets")
 DIS_STORAGES = ("rows", "candidates")
-UCB_PARAMS = {"lam": Param(1.0, "positive"), "alpha": Param(1.0, "nonnegative"), "lengthscale": Param(1.0, "positive")}
-DIS_PARAMS = {"lam": Param(1.0, "positive"), "alpha": Param(1.0, "nonnegative"), "threshold": Param(1.0, "nonnegative"),
-              "lengthscale": Param(1.0, "positive")}
+UCB_SIGNS = {"lam": "positive", "alpha": "nonnegative", "lengthscale": "positive"}
+DIS_SIGNS = {"lam": "positive", "alpha": "nonnegative", "threshold": "nonnegative", "lengthscale": "positive"}
 
 
 # ============================================================================ DisKernelUCB
 class DisKernelConfig(NamedTuple):
-    """Static options of DisKernelUCB: the kernel, trigger_count, buffer_capacity, mechanics."""
+    """Static options of DisKernelUCB (both variants): the kernel, trigger_count, buffer_capacity."""
 
     kernel: Kernel
     trigger_count: str
     buffer_capacity: int
-    mechanics: str = "async"
 
 
 class DisKernelState(NamedTuple):
@@ -132,17 +133,12 @@ class DisKernelState(NamedTuple):
     num_syncs: jax.Array
 
 
-def dis_rows(config: DisKernelConfig, spec: EnvSpec, t_end: int) -> int:
-    """Pooled rows that steps [0, t_end) need: t_end (at least 1), N t_end when every client acts."""
-    per_step = spec.num_agents if config.mechanics == "duets" else 1
-    return max(1, per_step * int(t_end))
-
-
-def dis_init(config: DisKernelConfig, key, spec: EnvSpec, params, sizes: Sizes, public=None) -> DisKernelState:
-    """No data: C = sizes.rows pooled rows, B = min(C, buffer_capacity) rows per client."""
+def dis_init(config: DisKernelConfig, rows, key, spec: EnvSpec, params, sizes: Sizes, public=None) -> DisKernelState:
+    """No data: C = sizes.rows pooled rows (default rows(spec, horizon), `dis_protocol.async_rows` or
+    `duets_rows`), B = min(C, buffer_capacity) rows per client."""
     del key, params, public
     dtype = float_dtype()
-    C = dis_rows(config, spec, spec.horizon) if sizes.rows is None else int(sizes.rows)
+    C = rows(spec, spec.horizon) if sizes.rows is None else int(sizes.rows)
     B = min(C, config.buffer_capacity)
     N, d = spec.num_agents, spec.dim
     return DisKernelState(
@@ -154,11 +150,9 @@ def dis_init(config: DisKernelConfig, key, spec: EnvSpec, params, sizes: Sizes, 
     )
 
 
-def dis_select(config: DisKernelConfig, params, state: DisKernelState, step, key):
-    """Every client (or the active one) scores with exact KRR on G followed by its own dD_i."""
-
-    if config.mechanics == "duets":
-        return duets_select(config, params, state, step, key)
+def async_select(config: DisKernelConfig, params, state: DisKernelState, step, key):
+    """Every client (or the active one) scores with exact KRR on G followed by its own dD_i, the
+    variance with 1/lam, ties to the largest tie noise (`base.ucb_select`)."""
 
     def client(i, Xq):
         X, y, chol_inv, n = client_model(state, i)
@@ -169,19 +163,17 @@ def dis_select(config: DisKernelConfig, params, state: DisKernelState, step, key
 
 
 def duets_select(config: DisKernelConfig, params, state: DisKernelState, step, key):
-    """mechanics="duets": every client scores the SAME contexts (a public candidate set, step.contexts[0])
-    with the unscaled variance; first-index ties, `base.uniform_arms` for a client with no data."""
+    """Every client scores the SAME contexts (a public candidate set, step.contexts[0]) with the
+    unscaled variance; first-index ties, `base.uniform_arms` for a client with no data."""
     mean, var = clients_mean_var(config.kernel, params, state, step.contexts[0])
     scores = mean + params["alpha"] * jnp.sqrt(var)
     actions = argmax_or_uniform(key, scores, (state.n + state.loc_n) == 0, state.y.dtype)
     return actions, {"mean": mean, "var": var, "scores": scores}
 
 
-def dis_update(config: DisKernelConfig, params, state: DisKernelState, step, actions, rewards, aux, key):
-    """The active client appends its point to its own factor; a trigger synchronises everyone."""
+def async_update(config: DisKernelConfig, params, state: DisKernelState, step, actions, rewards, aux, key):
+    """The active client appends its point to its own factor; its trigger synchronises everyone."""
     del aux, key
-    if config.mechanics == "duets":
-        return dis_update_all(config, params, state, step, actions, rewards)
     dtype = state.y.dtype
     contexts, active = step.contexts.astype(dtype), step.active
     N, _, d = contexts.shape
@@ -198,9 +190,10 @@ def dis_update(config: DisKernelConfig, params, state: DisKernelState, step, act
                          n_global=state.n, num_syncs=state.num_syncs)
 
 
-def dis_update_all(config: DisKernelConfig, params, state: DisKernelState, step, actions, rewards):
-    """mechanics="duets": every active client appends its point (client order); ANY client's
-    trigger synchronises everyone; communication in the DUETS paper's units (module docstring)."""
+def duets_update(config: DisKernelConfig, params, state: DisKernelState, step, actions, rewards, aux, key):
+    """Every active client appends its point (client order); ANY client's trigger synchronises
+    everyone; communication in the DUETS paper's units (module docstring)."""
+    del aux, key
     dtype = state.y.dtype
     contexts, active = step.contexts.astype(dtype), step.active
     N, _, d = contexts.shape
@@ -218,21 +211,6 @@ def dis_update_all(config: DisKernelConfig, params, state: DisKernelState, step,
     state, moved, over = synchronise(config.kernel, params, state, trigger)
     errors = err | jnp.where(over, ERR_CAPACITY, 0)
     return state, duets_report(dtype, d, N, moved, trigger, errors, logdets, state.n, state.num_syncs)
-
-
-def duets_trigger(config: DisKernelConfig, params, active, elapsed, loc_n, logdets):
-    """mechanics="duets": whether ANY active client has count * log-det ratio > threshold, count the
-    steps since the last sync (this one included) or its own new points (trigger_count "client")."""
-    count = elapsed if config.trigger_count == "elapsed" else loc_n
-    return jnp.any(active & (count.astype(logdets.dtype) * logdets > params["threshold"]))
-
-
-def duets_report(dtype, d: int, N: int, moved, trigger, errors, logdets, n, num_syncs):
-    """mechanics="duets": the step's Report when `moved` raw points (d + 1 scalars each) were pooled
-    (module docstring: one client's share up, one broadcast down, the authors' count comm_code)."""
-    moved = jnp.asarray(moved, dtype)
-    return report(dtype, (d + 1) * moved / N, (d + 1) * moved, trigger, errors=errors, trigger=trigger,
-                  logdet_ratio=jnp.max(logdets), n_global=n, num_syncs=num_syncs, comm_code=(d + 1) * moved)
 
 
 def dis_resize(config: DisKernelConfig, state: DisKernelState, sizes: Sizes) -> DisKernelState:
@@ -254,43 +232,71 @@ def dis_kernel_ucb(
     *,
     trigger_count: str = "elapsed",
     buffer_capacity: int = 256,
-    mechanics: str = "async",
+    **kw,
+) -> Algorithm:
+    """DisKernelUCB in the asynchronous environment of Li et al. 2023, one active client a step (module
+    docstring). params: lam > 0, alpha >= 0, threshold >= 0, lengthscale > 0.
+
+    Static: trigger_count ("elapsed" or "client"), buffer_capacity (rows of each client's
+    not-yet-synchronised data; overflow is the error ERR_BUFFER).
+    """
+    name = "DisKernelUCB"
+    config = dis_config(name, kernel, trigger_count, buffer_capacity)
+    given = dict(lam=lam, alpha=alpha, threshold=threshold, lengthscale=lengthscale, **kw)
+    return Algorithm(
+        name, signed_params(name, DIS_SIGNS, given), partial(dis_init, config, async_rows),
+        partial(async_select, config), partial(async_update, config),
+        Sizing(async_rows, partial(dis_resize, config)),
+        {ERR_CAPACITY: CAPACITY_MESSAGE, ERR_BUFFER: BUFFER_MESSAGE, ERR_MULTI_ACTIVE: MULTI_ACTIVE_MESSAGE},
+        f"DisKernelUCB ({config.kernel.name} kernel), exact, event-triggered sync of all clients' raw data",
+    )
+
+
+def dis_kernel_ucb_duets(
+    kernel: Union[str, Kernel] = "rbf",
+    lam=1.0,
+    alpha=1.0,
+    threshold=1.0,
+    lengthscale=1.0,
+    *,
+    trigger_count: str = "elapsed",
+    buffer_capacity: int = 256,
     storage: str = "rows",
     **kw,
 ) -> Algorithm:
-    """DisKernelUCB (module docstring). params: lam > 0, alpha >= 0, threshold >= 0, lengthscale > 0.
+    """DisKernelUCB as the DUETS paper's baseline, every client acting at every step (module docstring).
+    params and trigger_count, buffer_capacity as `dis_kernel_ucb`.
 
-    Static: trigger_count ("elapsed" or "client"), buffer_capacity (rows of each client's
-    not-yet-synchronised data; overflow is the error ERR_BUFFER), mechanics ("async": Li et al.
-    2023's environment, one active client a step; "duets": the DUETS paper's baseline, module
-    docstring), storage ("rows": the points themselves, this module; "candidates": with
-    mechanics="duets" on a problem with a public candidate set, the posterior over the candidates and
-    each client's new points by distinct candidate, `candidate_kernel`: the same numbers to rounding,
-    at a cost bounded by the number of candidates instead of the points seen; buffer_capacity then
-    counts a client's distinct candidates since the last synchronisation).
+    storage: "rows" (the points themselves, this module) or "candidates" (on a problem with a public
+    candidate set, the posterior over the candidates and each client's new points by distinct
+    candidate, `candidate_kernel`: the same numbers to rounding, at a cost bounded by the number of
+    candidates instead of the points seen; buffer_capacity then counts a client's distinct candidates
+    since the last synchronisation).
     """
     name = "DisKernelUCB"
-    kern = resolve_kernel(name, kernel)
-    config = DisKernelConfig(kern, check_static(name, "trigger_count", trigger_count, TRIGGER_COUNTS),
-                             check_capacity(name, "buffer_capacity", buffer_capacity),
-                             check_static(name, "mechanics", mechanics, MECHANICS))
-    given = dict(lam=lam, alpha=alpha, threshold=threshold, lengthscale=lengthscale, **kw)
+    config = dis_config(name, kernel, trigger_count, buffer_capacity)
+    params = signed_params(name, DIS_SIGNS, dict(lam=lam, alpha=alpha, threshold=threshold, lengthscale=lengthscale,
+                                                 **kw))
+    kern = config.kernel.name
     if check_static(name, "storage", storage, DIS_STORAGES) == "candidates":
-        if mechanics != "duets":
-            raise ConfigError(f"{name}: storage='candidates' needs mechanics='duets' (a public candidate set "
-                              f"every client scores), got mechanics={mechanics!r}")
-        from . import candidate_kernel as cand  # it builds on this module's pieces
-
+        cand = candidate_kernel
         return Algorithm(
-            name, declare_params(name, DIS_PARAMS, given), partial(cand.init, config), partial(cand.select, config),
-            partial(cand.update, config), cand.slot_sizing(config, ERR_BUFFER), {ERR_BUFFER: BUFFER_MESSAGE},
-            f"DisKernelUCB ({kern.name} kernel), exact, kept over the public candidates, event-triggered sync")
+            name, params, partial(cand.init, config), partial(cand.select, config), partial(cand.update, config),
+            cand.slot_sizing(config, ERR_BUFFER), {ERR_BUFFER: BUFFER_MESSAGE},
+            f"DisKernelUCB ({kern} kernel), exact, kept over the public candidates, event-triggered sync")
     return Algorithm(
-        name, declare_params(name, DIS_PARAMS, given), partial(dis_init, config), partial(dis_select, config),
-        partial(dis_update, config), Sizing(partial(dis_rows, config), partial(dis_resize, config)),
-        {ERR_CAPACITY: CAPACITY_MESSAGE, ERR_BUFFER: BUFFER_MESSAGE, ERR_MULTI_ACTIVE: MULTI_ACTIVE_MESSAGE},
-        f"DisKernelUCB ({kern.name} kernel), exact, event-triggered sync of all clients' raw data",
+        name, params, partial(dis_init, config, duets_rows), partial(duets_select, config),
+        partial(duets_update, config), Sizing(duets_rows, partial(dis_resize, config)),
+        {ERR_CAPACITY: CAPACITY_MESSAGE, ERR_BUFFER: BUFFER_MESSAGE},
+        f"DisKernelUCB ({kern} kernel), exact, every client acting, event-triggered sync of all clients' raw data",
     )
+
+
+def dis_config(name: str, kernel, trigger_count: str, buffer_capacity: int) -> DisKernelConfig:
+    """The checked static options of either variant."""
+    return DisKernelConfig(resolve_kernel(name, kernel),
+                           check_static(name, "trigger_count", trigger_count, TRIGGER_COUNTS),
+                           check_capacity(name, "buffer_capacity", buffer_capacity))
 
 
 # ------------------------------------------------------------------------ DisKernelUCB pieces
@@ -448,78 +454,42 @@ def raw_point_comm(moved, d: int, N: int, dtype):
     return (d + 1) * moved, (d + 1) * (N - 1) * moved
 
 
-# ============================================================================ shared select
-def ucb_select(step, key, dtype, client):
-    """Tie-broken argmax of the scores of client(i, contexts[i]) -> (mean[K], var[K], scores[K], cols)
-    for every client, or (step.one_active) for the active client i only, with row i of the same
-    (N, K) tie noise. cols: None, or [C, K] columns of which the one-active aux keeps the chosen one.
-
-    Returns (actions[N], aux {mean, var, scores, tie_noise}: [N, K], or [K] of client i, and "column").
-    """
-    contexts = step.contexts.astype(dtype)
-    N, K = contexts.shape[:2]
-    noise = jax.random.uniform(key, (N, K), dtype)
-    if step.one_active:
-        i = active_index(step.active)
-        mean, var, scores, cols = client(i, contexts[i])
-        action = argmax_random_ties(scores, noise[i])
-        aux = {"mean": mean, "var": var, "scores": scores, "tie_noise": noise[i]}
-        if cols is not None:
-            aux["column"] = cols[:, action]
-        return one_hot_action(i, action, N), aux
-    mean, var, scores, _ = jax.vmap(client)(jnp.arange(N), contexts)
-    return argmax_random_ties(scores, noise), {"mean": mean, "var": var, "scores": scores, "tie_noise": noise}
-
-
 # ============================================================================ OneKernelUCB
-def one_init(model: KernelConfig, key, spec: EnvSpec, params, sizes: Sizes, public=None):
-    """The pooled model with no data (kernel.init1 of the storage)."""
+def one_init(model: KernelConfig, learner: Learner, key, spec: EnvSpec, params, sizes: Sizes, public=None):
+    """The pooled model with no data, in the learner's storage."""
     del public
-    return init1(model, key, spec, params, sizes.rows)
+    return learner.init(model, key, spec, params, sizes.rows)
 
 
-def one_select(model: KernelConfig, params, state, step, key):
-    """Every client (or the active one) scores with the pooled model. With storage "panels" the
+def one_select(model: KernelConfig, learner: Learner, params, state, step, key):
+    """Every client (or the active one) scores with the pooled model. With the panels learner the
     one-active aux also keeps the chosen context's column L^{-1} k(X, x) for update (one pass fewer)."""
 
     def client(i, Xq):
         del i
-        if model.storage == "panels":
-            mean, var, cols = panel_posterior(model.kernel, params, state, Xq)
-            return (*scaled_ucb(params, mean, var), cols)
-        return (*scaled_ucb(params, *posterior(model.kernel, params, state, Xq)), None)
+        mean, var, cols = learner.posterior(model.kernel, params, state, Xq)
+        return (*scaled_ucb(params, mean, var), cols)
 
-    return ucb_select(step, key, model_dtype(state), client)
+    return ucb_select(step, key, learner.dtype(state), client)
 
 
-def one_update(model: KernelConfig, params, state, step, actions, rewards, aux, key):
+def one_update(model: KernelConfig, learner: Learner, params, state, step, actions, rewards, aux, key):
     """The active client's point joins the pooled model; it is sent up and to every other client."""
-    dtype = model_dtype(state)
+    dtype = learner.dtype(state)
     N, _, d = step.contexts.shape
     any_active = jnp.any(step.active)
     i = jnp.argmax(step.active)
     x = step.contexts[i, actions[i]]
-    room = has_room(model, state, x)
+    room = learner.has_room(state, x)
     # a step without an active client writes nothing (a where over the state would copy it)
-    state = update1(model, params, state, x, rewards[i], key, keep=any_active, l=aux.get("column"))
+    state = learner.update(model, params, state, x, rewards[i], key, keep=any_active, l=aux.get("column"))
     errors = jnp.where(any_active & ~room, ERR_CAPACITY, 0) | multi_active_error(step.active)
     up, down = raw_point_comm(any_active, d, N, dtype)
     return state, report(dtype, up, down, any_active, errors=errors)
 
 
-def model_dtype(state):
-    """The float dtype of a kernel model of any storage."""
-    return (state.sums if isinstance(state, DistinctKernelState) else state.y).dtype
-
-
-def scaled_ucb(params, mean, var):
-    """(mean, var / lam, mean + alpha sqrt(var / lam))."""
-    var = var / params["lam"]
-    return mean, var, mean + params["alpha"] * jnp.sqrt(var)
-
-
 def scaled_ucb_scores(kern: Kernel, params, model: KernelState, contexts):
-    """(mean[K], var[K], scores[K]) of one kernel model at contexts[K, d], var with 1/lam."""
+    """(mean[K], var[K], scores[K]) of one dense kernel model at contexts[K, d], var with 1/lam."""
     return scaled_ucb(params, *posterior(kern, params, model, contexts))
 
 
@@ -548,15 +518,16 @@ def one_kernel_ucb(kernel: Union[str, Kernel] = "rbf", lam=1.0, alpha=1.0, lengt
     """
     name = "OneKernelUCB"
     kern = resolve_kernel(name, kernel)
-    model = KernelConfig(kern, storage=check_static(name, "storage", storage, STORAGES),
-                         block=check_capacity(name, "block", block), pending=check_capacity(name, "pending", pending),
+    learner = LEARNERS[check_static(name, "storage", storage, STORAGES)]
+    model = KernelConfig(kern, block=check_capacity(name, "block", block),
+                         pending=check_capacity(name, "pending", pending),
                          distinct_rows=check_capacity(name, "distinct_capacity", distinct_capacity))
     sizing = None
-    if storage != "distinct":
-        sizing = Sizing(partial(rows1, model), lambda state, sizes: resize1(model, state, sizes.rows))
+    if learner.rows is not None:
+        sizing = Sizing(partial(learner.rows, model), lambda state, sizes: learner.resize(model, state, sizes.rows))
     given = dict(lam=lam, alpha=alpha, lengthscale=lengthscale, **kw)
-    return Algorithm(name, declare_params(name, UCB_PARAMS, given), partial(one_init, model),
-                     partial(one_select, model), partial(one_update, model), sizing,
+    return Algorithm(name, signed_params(name, UCB_SIGNS, given), partial(one_init, model, learner),
+                     partial(one_select, model, learner), partial(one_update, model, learner), sizing,
                      {ERR_CAPACITY: DISTINCT_MESSAGE if storage == "distinct" else CAPACITY_MESSAGE,
                       ERR_MULTI_ACTIVE: MULTI_ACTIVE_MESSAGE},
                      f"OneKernelUCB ({kern.name} kernel), one exact model on all clients' data")
@@ -580,7 +551,7 @@ def n_kernel_ucb(kernel: Union[str, Kernel] = "rbf", lam=1.0, alpha=1.0, lengths
     kern = resolve_kernel(name, kernel)
     model = KernelConfig(kern)
     given = dict(lam=lam, alpha=alpha, lengthscale=lengthscale, **kw)
-    return independent(name, declare_params(name, UCB_PARAMS, given), partial(init1, model),
+    return independent(name, signed_params(name, UCB_SIGNS, given), partial(init1, model),
                        partial(n_select1, model), partial(update1, model), partial(rows1, model),
                        partial(resize1, model),
                        f"NKernelUCB ({kern.name} kernel), one exact model per client, no communication")

@@ -49,8 +49,7 @@ import jax.numpy as jnp
 from bandits_jax.kernels.ridge import ridge_logdet, ridge_scores
 
 from ..core import Algorithm, EnvSpec, Param, Sizes, declare_params, float_dtype, report
-from .base import ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, active_index, multi_active_error
-from .dis_kernel import ucb_select
+from .base import ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, active_index, multi_active_error, ucb_select
 
 ERRORS = {ERR_MULTI_ACTIVE: MULTI_ACTIVE_MESSAGE}
 
@@ -130,7 +129,9 @@ def dis_lin_update(params, state: DisLinState, step, actions, rewards, aux, key)
 
 
 def dis_lin_ucb(lam=1.0, alpha=1.0, threshold=1.0, **kw) -> Algorithm:
-    """DisLinUCB (module docstring). params: lam > 0, alpha >= 0, threshold >= 0.
+    """DisLinUCB: distributed linear UCB, all clients synchronised when one's log-det trigger fires.
+
+    params: lam > 0, alpha >= 0, threshold >= 0 (module docstring).
 
     The spec's default threshold is T / (N d ln(N T)) (the authors' code convention).
     """
@@ -209,7 +210,9 @@ def fed_lin_update(params, state: FedLinState, step, actions, rewards, aux, key)
 
 
 def fed_lin_ucb(lam=1.0, alpha=1.0, alpha_c=1e-2, **kw) -> Algorithm:
-    """FedLinUCB (module docstring). params: lam > 0, alpha >= 0, alpha_c >= 0 (theory: 1/N^2)."""
+    """FedLinUCB: federated linear UCB whose clients upload on their own trigger (asynchronous).
+
+    params: lam > 0, alpha >= 0, alpha_c >= 0 (theory: 1/N^2); module docstring."""
     name = "FedLinUCB"
     return Algorithm(name, declare_params(name, FED_PARAMS, dict(lam=lam, alpha=alpha, alpha_c=alpha_c, **kw)),
                      fed_lin_init, fed_lin_select, fed_lin_update, errors=ERRORS,

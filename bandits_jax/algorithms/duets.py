@@ -342,7 +342,9 @@ EPOCH_TABLE = Table("per epoch", {"epoch_length": "T_j", "inducing": "inducing p
 
 def duets(horizon: int, first_epoch: int = 2, kernel: Union[str, Kernel] = "rbf", beta=1.0, p0=10.0, lam=0.2,
           lengthscale=1.0, *, eig_tol: float = 1e-10) -> Algorithm:
-    """DUETS (module docstring) for a horizon of `horizon` steps with T_1 = first_epoch.
+    """DUETS as the paper writes it: epochs of uniform queries from the active set, Nystrom trimming.
+
+    A horizon of `horizon` steps with T_1 = first_epoch (module docstring).
 
     params: beta >= 0 (Eq. 9's width factor), p0 > 0 (inducing probability factor), lam > 0,
     lengthscale > 0 (the SE kernel exp(-||x - x'||^2 / (2 l^2)) by default).

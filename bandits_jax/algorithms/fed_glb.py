@@ -281,7 +281,9 @@ def reg(params):
 
 # ------------------------------------------------------------------------------ factory
 def fed_glb_ucb(lam=1.0, alpha=1.0, c_mu=0.2, threshold=1.0, *, max_iters: int = 10000, **kw) -> Algorithm:
-    """FedGLB-UCB (module docstring). params: lam > 0, alpha >= 0, c_mu > 0, threshold >= 0.
+    """FedGLB-UCB: federated logistic-bandit UCB with gradient rounds at each synchronisation.
+
+    params: lam > 0, alpha >= 0, c_mu > 0, threshold >= 0 (module docstring).
 
     Static: max_iters (gradient rounds per synchronisation, at most).
     """

@@ -34,20 +34,22 @@ Growing buffers: `rows1(spec, t_end) = min(t_end, max_history)` rows; `resize1` 
 buffers (zeros) and the factor (identity), which changes no number. A buffer that is full stops
 absorbing data, so the runner must provide `rows1` rows.
 
-The same learner has two other storages of the one exact model, used by the pooled baseline
-(`dis_kernel.one_kernel_ucb`), chosen by the static `KernelConfig.storage`:
+The same exact model has two other storages, used by the pooled baseline
+(`dis_kernel.one_kernel_ucb`). Each storage is a `Learner`, a NamedTuple of its functions that a
+factory picks once (`LEARNERS[storage]`), so no function asks which state it holds:
+    "dense": the buffers above (`KernelState`; init1, update1, ... are its functions);
     "panels": the inverse factor as row panels with a pending block (`kernels.panels.Factor`,
-        `PanelKernelState`), a capacity of the horizon from the start; a step costs ~n^2 / 2.
+        `PanelKernelState`), a capacity of the horizon from the start; a step costs ~n^2 / 2;
     "distinct": the distinct points seen with their counts and reward sums
         (`DistinctKernelState`, `kernels.krr`), for contexts from a finite set; O(m^3) a step.
 
 Float hyper-parameters (lam, beta or nu, lengthscale, var_floor) are the traced `params`; the
-kernel, max_history and the storage are the static `KernelConfig`.
+kernel, max_history and the storage's sizes are the static `KernelConfig`.
 """
 from __future__ import annotations
 
 from functools import partial
-from typing import NamedTuple, Optional, Union
+from typing import Callable, NamedTuple, Optional, Union
 
 import jax
 import jax.numpy as jnp
@@ -58,16 +60,15 @@ from bandits_jax.kernels.krr import repeated_points_posterior
 from bandits_jax.kernels.linalg import (inv_chol_append, mask_upto, pad_chol, pad_rows, posterior_from_product,
                                         posterior_mean_var_inv)
 
-from ..core import Algorithm, ConfigError, EnvSpec, Param, declare_params, float_dtype
-from .base import batch_cond, check_static, independent, kernel_params, resolve_kernel, uniform_arm
-from .linear import check_max_history
+from ..core import Algorithm, ConfigError, EnvSpec, float_dtype
+from .base import (batch_cond, check_max_history, check_static, independent, kernel_args, resolve_kernel,
+                   signed_params, uniform_arm)
 
 STORAGES = ("dense", "panels", "distinct")
 FIRST_ARMS = ("argmax", "uniform")
-PARAMS = {
-    "ucb": {"lam": Param(1.0, "positive"), "beta": Param(1.0, "nonnegative"), "lengthscale": Param(1.0, "positive")},
-    "ts": {"lam": Param(1.0, "positive"), "nu": Param(1.0, "nonnegative"), "lengthscale": Param(1.0, "positive"),
-           "var_floor": Param(0.0, "nonnegative")},
+SIGNS = {
+    "ucb": {"lam": "positive", "beta": "nonnegative", "lengthscale": "positive"},
+    "ts": {"lam": "positive", "nu": "nonnegative", "lengthscale": "positive", "var_floor": "nonnegative"},
 }
 
 
@@ -77,15 +78,14 @@ class KernelConfig(NamedTuple):
     kernel: the Kernel. kind: "ucb" | "ts" (select1's scores). max_history: dense rows cap (None:
     none). first: the arm of an agent with no data, "argmax" of the prior scores (the first arm on
     ties) or "uniform" (`base.uniform_arm` with the agent's key; the DUETS baselines' code).
-    storage: "dense" | "panels" | "distinct" (module docstring). block, pending: the panel height
-    and the pending block (storage "panels"). distinct_rows: rows of storage "distinct".
+    block, pending: the panel height and the pending block (the "panels" `Learner`). distinct_rows:
+    rows of the "distinct" `Learner`.
     """
 
     kernel: Kernel
     kind: str = "ucb"
     max_history: Optional[int] = None
     first: str = "argmax"
-    storage: str = "dense"
     block: int = 1024
     pending: int = 64
     distinct_rows: int = 64
@@ -130,30 +130,41 @@ class DistinctKernelState(NamedTuple):
 AnyKernelState = Union[KernelState, PanelKernelState, DistinctKernelState]
 
 
-# ------------------------------------------------------------------------------ one agent
+class Learner(NamedTuple):
+    """One storage of the exact kernel model as its functions (`LEARNERS`), picked once by a factory.
+
+    rows(config, spec, t_end) -> int: rows that steps [0, t_end) need (None: no time-grown buffer).
+    init(config, key, spec, params, rows) -> state: no data (rows None: the horizon's).
+    posterior(kern, params, state, contexts[K, d]) -> (mean[K], var[K], cols): cols is None, or
+        [C, K] columns L^{-1} k(X, contexts) of which update may take the chosen one as `l`.
+    update(config, params, state, x[d], reward, key, keep, l) -> state: absorb (x, reward) when keep.
+    resize(config, state, rows) -> state: padded, no number changed (None with rows None).
+    has_room(state, x[d]) -> bool: whether absorbing x writes it.
+    dtype(state) -> the float dtype of the model.
+    """
+
+    rows: Optional[Callable]
+    init: Callable
+    posterior: Callable
+    update: Callable
+    resize: Optional[Callable]
+    has_room: Callable
+    dtype: Callable
+
+
+# ------------------------------------------------------------------------------ one agent (dense)
 def rows1(config: KernelConfig, spec: EnvSpec, t_end: int) -> int:
-    """Rows that steps [0, t_end) need: min(t_end, max_history) (dense); the horizon rounded up to
-    the panel height, fixed for the run (panels: a step costs ~n^2 / 2 whatever the capacity)."""
-    if config.storage == "panels":
-        return panel_ops.padded_rows(max(int(spec.horizon), 1), config.block)
+    """Rows that steps [0, t_end) need: min(t_end, max_history), at least 1."""
+    del spec
     rows = int(t_end) if config.max_history is None else min(int(t_end), config.max_history)
     return max(rows, 1)
 
 
-def init1(config: KernelConfig, key, spec: EnvSpec, params, rows: Optional[int] = None) -> AnyKernelState:
+def init1(config: KernelConfig, key, spec: EnvSpec, params, rows: Optional[int] = None) -> KernelState:
     """An agent with no data and buffers of `rows` rows (default: the horizon's)."""
     del key, params
     dtype, d = float_dtype(), spec.dim
-    if config.storage == "distinct":
-        R = config.distinct_rows
-        return DistinctKernelState(Z=jnp.zeros((R, d), dtype), counts=jnp.zeros((R,), dtype),
-                                   sums=jnp.zeros((R,), dtype), m=jnp.zeros((), jnp.int32))
     rows = rows1(config, spec, spec.horizon) if rows is None else int(rows)
-    if config.storage == "panels":
-        C = panel_ops.padded_rows(rows, config.block)
-        return PanelKernelState(X=jnp.zeros((C, d), dtype), y=jnp.zeros((C,), dtype),
-                                factor=panel_ops.factor_eye(rows, config.block, config.pending, dtype),
-                                n=jnp.zeros((), jnp.int32))
     return KernelState(X=jnp.zeros((rows, d), dtype), y=jnp.zeros((rows,), dtype),
                        chol_inv=jnp.eye(rows, dtype=dtype), n=jnp.zeros((), jnp.int32))
 
@@ -169,84 +180,10 @@ def select1(config: KernelConfig, params, state: KernelState, contexts, key):
     return jnp.argmax(ts_scores(config.kernel, params, state, contexts, z)).astype(jnp.int32)
 
 
-def update1(config: KernelConfig, params, state: AnyKernelState, x, reward, key, keep=True, l=None):
-    """Absorb (x, reward); with keep False (traced) nothing is written (no copy of the state).
-    l (panels only): the column L^{-1} k(X, x) if the caller has it (`panel_posterior`)."""
-    del key
-    if config.storage == "panels":
-        return _panel_update(config, params, state, x, reward, keep, l)
-    if config.storage == "distinct":
-        return _distinct_update(config, state, x, reward, keep)
-    return _dense_update(config, params, state, x, reward, keep)
-
-
-def resize1(config: KernelConfig, state: AnyKernelState, rows: int) -> AnyKernelState:
-    """The same agent with buffers of `rows` rows (padding changes no number). Panels have a fixed
-    capacity (the horizon) and refuse any other."""
-    rows = int(rows)
-    if config.storage == "panels":
-        if panel_ops.padded_rows(rows, config.block) != state.y.shape[0]:
-            raise ConfigError(f"panel storage has a fixed capacity of {state.y.shape[0]} rows (the horizon); "
-                              f"it cannot be resized to {rows}")
-        return state
-    return state._replace(X=pad_rows(state.X, rows), y=pad_rows(state.y, rows), chol_inv=pad_chol(state.chol_inv, rows))
-
-
-def has_room(config: KernelConfig, state: AnyKernelState, x):
-    """Whether absorbing x writes it (bool): a free row, or (distinct) x already stored."""
-    if config.storage == "distinct":
-        same = _same_point(state, x)
-        return jnp.any(same) | (state.m < state.Z.shape[0])
-    return state.n < state.y.shape[0]
-
-
-# ------------------------------------------------------------------------------ posterior
-def kernel_args(kern: Kernel, params, dtype) -> dict:
-    """The kernel's params for the traced hyper-parameters (the lengthscale; the rest defaults)."""
-    return kernel_params(kern.params, params["lengthscale"], dtype)
-
-
-def posterior(kern: Kernel, params, state: AnyKernelState, contexts):
-    """Posterior mean[K] and variance[K] of one agent at contexts[K, d] (module docstring)."""
-    if isinstance(state, DistinctKernelState):
-        p = kernel_args(kern, params, state.sums.dtype)
-        return repeated_points_posterior(kern, p, params["lam"], state.Z, state.counts, state.sums, contexts)
-    if isinstance(state, PanelKernelState):
-        return panel_posterior(kern, params, state, contexts)[:2]
-    contexts = contexts.astype(state.y.dtype)
-    p = kernel_args(kern, params, state.y.dtype)
-    k_cross = kern.fn(contexts, state.X, p)  # [K, C]; columns >= n are masked
-    k_diag = kern.diag(contexts, p)  # [K]
-    return posterior_mean_var_inv(state.chol_inv, k_cross, k_diag, state.y, state.n)
-
-
-def panel_posterior(kern: Kernel, params, state: PanelKernelState, contexts):
-    """`posterior` of a PanelKernelState with the columns V[C, K] = L^{-1} k(X, contexts) as well
-    (update1 of the panel learner takes the chosen context's column as `l`); the pending rows of
-    the factor are included."""
-    contexts = contexts.astype(state.y.dtype)
-    p = kernel_args(kern, params, state.y.dtype)
-    return posterior_from_product(lambda rhs: panel_ops.factor_matmul(state.factor, rhs, state.n, batch_cond),
-                                  kern.fn(contexts, state.X, p), kern.diag(contexts, p), state.y, state.n,
-                                  state.y.dtype, columns=True)
-
-
-def ucb_scores(kern: Kernel, params, state: AnyKernelState, contexts):
-    """KernelUCB scores [K] = mean + beta * sqrt(var) for one agent and contexts[K, d]."""
-    mean, var = posterior(kern, params, state, contexts)
-    return mean + params["beta"] * jnp.sqrt(var)
-
-
-def ts_scores(kern: Kernel, params, state: AnyKernelState, contexts, z):
-    """Kernel TS scores [K] = mean + sqrt(max(nu^2 var, var_floor)) * z, for z[K] ~ N(0, I)."""
-    mean, var = posterior(kern, params, state, contexts)
-    std = jnp.sqrt(jnp.maximum(params["nu"] ** 2 * var, params["var_floor"]))
-    return mean + std * z.astype(mean.dtype)
-
-
-# ------------------------------------------------------------------------------ the three storages
-def _dense_update(config: KernelConfig, params, state: KernelState, x, reward, keep) -> KernelState:
-    """One inverse-factor row appended (O(C^2)); nothing once max_history rows are live."""
+def update1(config: KernelConfig, params, state: KernelState, x, reward, key, keep=True, l=None) -> KernelState:
+    """Absorb (x, reward): one inverse-factor row appended (O(C^2)); nothing once max_history rows
+    are live, nor with keep False (traced; no copy of the state). l: unused (the panels' column)."""
+    del key, l
     dtype = state.y.dtype
     x = x.astype(dtype)
     C = state.y.shape[0]
@@ -262,8 +199,86 @@ def _dense_update(config: KernelConfig, params, state: KernelState, x, reward, k
                        chol_inv=chol_inv, n=state.n + keep.astype(jnp.int32))
 
 
-def _panel_update(config: KernelConfig, params, state: PanelKernelState, x, reward, keep, l) -> PanelKernelState:
-    """One row appended to the pending block (flushed into the panels when full)."""
+def resize1(config: KernelConfig, state: KernelState, rows: int) -> KernelState:
+    """The same agent with buffers of `rows` rows (padding changes no number)."""
+    del config
+    rows = int(rows)
+    return state._replace(X=pad_rows(state.X, rows), y=pad_rows(state.y, rows), chol_inv=pad_chol(state.chol_inv, rows))
+
+
+def has_room(state: Union[KernelState, PanelKernelState], x):
+    """Whether absorbing x writes it (bool): a free row."""
+    del x
+    return state.n < state.y.shape[0]
+
+
+# ------------------------------------------------------------------------------ posterior (dense)
+def posterior(kern: Kernel, params, state: KernelState, contexts):
+    """Posterior mean[K] and variance[K] of one agent at contexts[K, d] (module docstring)."""
+    contexts = contexts.astype(state.y.dtype)
+    p = kernel_args(kern, params, state.y.dtype)
+    k_cross = kern.fn(contexts, state.X, p)  # [K, C]; columns >= n are masked
+    k_diag = kern.diag(contexts, p)  # [K]
+    return posterior_mean_var_inv(state.chol_inv, k_cross, k_diag, state.y, state.n)
+
+
+def dense_posterior(kern: Kernel, params, state: KernelState, contexts):
+    """`posterior` as a `Learner` gives it: (mean[K], var[K], None)."""
+    return (*posterior(kern, params, state, contexts), None)
+
+
+def ucb_scores(kern: Kernel, params, state: KernelState, contexts):
+    """KernelUCB scores [K] = mean + beta * sqrt(var) for one agent and contexts[K, d]."""
+    mean, var = posterior(kern, params, state, contexts)
+    return mean + params["beta"] * jnp.sqrt(var)
+
+
+def ts_scores(kern: Kernel, params, state: KernelState, contexts, z):
+    """Kernel TS scores [K] = mean + sqrt(max(nu^2 var, var_floor)) * z, for z[K] ~ N(0, I)."""
+    mean, var = posterior(kern, params, state, contexts)
+    std = jnp.sqrt(jnp.maximum(params["nu"] ** 2 * var, params["var_floor"]))
+    return mean + std * z.astype(mean.dtype)
+
+
+def rows_dtype(state: Union[KernelState, PanelKernelState]):
+    """The float dtype of a model kept as rows (dense, panels)."""
+    return state.y.dtype
+
+
+# ------------------------------------------------------------------------------ the panel storage
+def panel_rows(config: KernelConfig, spec: EnvSpec, t_end: int) -> int:
+    """The horizon rounded up to the panel height, fixed for the run (a step costs ~n^2 / 2
+    whatever the capacity)."""
+    del t_end
+    return panel_ops.padded_rows(max(int(spec.horizon), 1), config.block)
+
+
+def panel_init(config: KernelConfig, key, spec: EnvSpec, params, rows: Optional[int] = None) -> PanelKernelState:
+    """No data, a capacity of `rows` rows rounded up to the panel height (default: the horizon's)."""
+    del key, params
+    dtype, d = float_dtype(), spec.dim
+    rows = panel_rows(config, spec, spec.horizon) if rows is None else int(rows)
+    C = panel_ops.padded_rows(rows, config.block)
+    return PanelKernelState(X=jnp.zeros((C, d), dtype), y=jnp.zeros((C,), dtype),
+                            factor=panel_ops.factor_eye(rows, config.block, config.pending, dtype),
+                            n=jnp.zeros((), jnp.int32))
+
+
+def panel_posterior(kern: Kernel, params, state: PanelKernelState, contexts):
+    """(mean[K], var[K], V[C, K] = L^{-1} k(X, contexts)) of a PanelKernelState (update takes the
+    chosen context's column as `l`); the pending rows of the factor are included."""
+    contexts = contexts.astype(state.y.dtype)
+    p = kernel_args(kern, params, state.y.dtype)
+    return posterior_from_product(lambda rhs: panel_ops.factor_matmul(state.factor, rhs, state.n, batch_cond),
+                                  kern.fn(contexts, state.X, p), kern.diag(contexts, p), state.y, state.n,
+                                  state.y.dtype, columns=True)
+
+
+def panel_update(config: KernelConfig, params, state: PanelKernelState, x, reward, key, keep=True,
+                 l=None) -> PanelKernelState:
+    """One row appended to the pending block (flushed into the panels when full). l: the column
+    L^{-1} k(X, x) if the caller has it (`panel_posterior`)."""
+    del key
     dtype = state.y.dtype
     x = x.astype(dtype)
     C = state.y.shape[0]
@@ -280,15 +295,34 @@ def _panel_update(config: KernelConfig, params, state: PanelKernelState, x, rewa
                             factor=factor, n=state.n + keep.astype(jnp.int32))
 
 
-def _same_point(state: DistinctKernelState, x):
-    """[R] bool: the live rows of Z equal (bitwise) to x."""
-    rows = state.Z.shape[0]
-    return jnp.all(state.Z == x.astype(state.Z.dtype)[None, :], axis=1) & (jnp.arange(rows) < state.m)
+def panel_resize(config: KernelConfig, state: PanelKernelState, rows: int) -> PanelKernelState:
+    """Panels have a fixed capacity (the horizon) and refuse any other."""
+    if panel_ops.padded_rows(int(rows), config.block) != state.y.shape[0]:
+        raise ConfigError(f"panel storage has a fixed capacity of {state.y.shape[0]} rows (the horizon); "
+                          f"it cannot be resized to {int(rows)}")
+    return state
 
 
-def _distinct_update(config: KernelConfig, state: DistinctKernelState, x, reward, keep) -> DistinctKernelState:
+# ------------------------------------------------------------------------------ the distinct storage
+def distinct_init(config: KernelConfig, key, spec: EnvSpec, params, rows: Optional[int] = None) -> DistinctKernelState:
+    """No distinct point yet, room for config.distinct_rows of them (`rows` is not used)."""
+    del key, params, rows
+    dtype, d, R = float_dtype(), spec.dim, config.distinct_rows
+    return DistinctKernelState(Z=jnp.zeros((R, d), dtype), counts=jnp.zeros((R,), dtype),
+                               sums=jnp.zeros((R,), dtype), m=jnp.zeros((), jnp.int32))
+
+
+def distinct_posterior(kern: Kernel, params, state: DistinctKernelState, contexts):
+    """(mean[K], var[K], None): exact KRR on the repeated points (`kernels.krr`)."""
+    p = kernel_args(kern, params, state.sums.dtype)
+    return (*repeated_points_posterior(kern, p, params["lam"], state.Z, state.counts, state.sums, contexts), None)
+
+
+def distinct_update(config: KernelConfig, params, state: DistinctKernelState, x, reward, key, keep=True,
+                    l=None) -> DistinctKernelState:
     """A point equal to a stored one adds to its count and reward sum; a new point takes the next
     row; a point without room (more than distinct_rows distinct points) is not written."""
+    del config, params, key, l
     dtype = state.sums.dtype
     rows = state.Z.shape[0]
     x = x.astype(dtype)
@@ -304,13 +338,37 @@ def _distinct_update(config: KernelConfig, state: DistinctKernelState, x, reward
                           m=state.m + new.astype(jnp.int32))
 
 
+def distinct_has_room(state: DistinctKernelState, x):
+    """Whether absorbing x writes it (bool): x already stored, or a free row."""
+    return jnp.any(_same_point(state, x)) | (state.m < state.Z.shape[0])
+
+
+def distinct_dtype(state: DistinctKernelState):
+    """The float dtype of a distinct-points model."""
+    return state.sums.dtype
+
+
+def _same_point(state: DistinctKernelState, x):
+    """[R] bool: the live rows of Z equal (bitwise) to x."""
+    rows = state.Z.shape[0]
+    return jnp.all(state.Z == x.astype(state.Z.dtype)[None, :], axis=1) & (jnp.arange(rows) < state.m)
+
+
+LEARNERS = {
+    "dense": Learner(rows1, init1, dense_posterior, update1, resize1, has_room, rows_dtype),
+    "panels": Learner(panel_rows, panel_init, panel_posterior, panel_update, panel_resize, has_room, rows_dtype),
+    "distinct": Learner(None, distinct_init, distinct_posterior, distinct_update, None, distinct_has_room,
+                        distinct_dtype),
+}
+
+
 # ------------------------------------------------------------------------------ factories
 def _build(name: str, kind: str, kernel, max_history, given: dict, description: str,
            first: str = "argmax") -> Algorithm:
     kern = resolve_kernel(name, kernel)
     config = KernelConfig(kern, kind, check_max_history(name, max_history),
                           first=check_static(name, "first", first, FIRST_ARMS))
-    return independent(name, declare_params(name, PARAMS[kind], given), partial(init1, config),
+    return independent(name, signed_params(name, SIGNS[kind], given), partial(init1, config),
                        partial(select1, config), partial(update1, config), partial(rows1, config),
                        partial(resize1, config), description.format(kern=kern.name))
 

@@ -34,7 +34,7 @@ from jax.scipy.linalg import solve_triangular
 from bandits_jax.kernels.linalg import chol_solve, chol_update
 
 from ..core import Algorithm, EnvSpec, Param, declare_params, float_dtype
-from .base import check_capacity, check_static, independent
+from .base import check_max_history, check_static, independent
 
 BONUSES = ("norm", "quadratic")
 PARAMS = {
@@ -116,11 +116,6 @@ def ts_scores(params, state: LinearState, contexts, z):
     dtype = state.b.dtype
     theta = posterior(state) + params["nu"] * solve_triangular(state.chol, z.astype(dtype), lower=True, trans="T")
     return contexts @ theta
-
-
-def check_max_history(name: str, max_history) -> Optional[int]:
-    """None, or a positive integer (ConfigError otherwise)."""
-    return None if max_history is None else check_capacity(name, "max_history", max_history)
 
 
 # ------------------------------------------------------------------------------ factories

@@ -10,8 +10,8 @@ Algorithms, all on the public candidate set:
     DUETS-authors        DUETS as the authors' early code runs it (algorithms.duets_authors, spec 3.8):
                          ceil epoch lengths, p_j = p_log log(N T_j) / (N T_j) with p_log = 4, every
                          kept draw inducing, pointwise elimination with the lam-scaled sigma~
-    DisKernelUCB         D = 10, mechanics "duets" (algorithms.dis_kernel)
-    Approx-DisKernelUCB  D = 20, q-bar = 4, first sync forced at step 10, mechanics "duets"
+    DisKernelUCB         D = 10 (algorithms.dis_kernel.dis_kernel_ucb_duets)
+    Approx-DisKernelUCB  D = 20, q-bar = 4, first sync forced at step 10 (approx_dis_kernel_ucb_duets)
     N-KernelUCB          GP-UCB per agent with a uniform first point: DisKernelUCB with threshold = inf,
                          which never synchronises (the same arms as kernel.kernel_ucb(first="uniform"))
     Random               uniform over the candidates (no learning; the floor every method must beat)
@@ -78,21 +78,21 @@ ON_CANDIDATES = (("on_candidates", {}),)
 def algorithms(config, function: str) -> list:
     """(name, algorithm Spec) of the five methods of the module docstring for one function."""
     ls, lam, T = FUNCTIONS[function][3], config["lam"], config["horizon"]
-    kern = dict(kernel="rbf", lam=lam, alpha=config["beta"], lengthscale=ls, mechanics="duets")
+    kern = dict(kernel="rbf", lam=lam, alpha=config["beta"], lengthscale=ls)
     return [
         ("DUETS", Spec("duets", dict(horizon=T, first_epoch=config["first_epoch"], beta=config["beta"],
                                      p0=config["p0"], lam=lam, lengthscale=ls))),
         ("DUETS-authors", Spec("duets_authors", dict(horizon=T, first_epoch=config["first_epoch"],
                                                      beta=config["beta"], p_log=config["p_log"], lam=lam,
                                                      lengthscale=ls))),
-        ("DisKernelUCB", Spec("dis_kernel_ucb", dict(kern, threshold=config["dis_D"], storage="candidates",
+        ("DisKernelUCB", Spec("dis_kernel_ucb_duets", dict(kern, threshold=config["dis_D"], storage="candidates",
                                                      buffer_capacity=min(T, config["dis_slots"])), ON_CANDIDATES)),
-        ("Approx-DisKernelUCB", Spec("approx_dis_kernel_ucb", dict(
+        ("Approx-DisKernelUCB", Spec("approx_dis_kernel_ucb_duets", dict(
             kern, q=config["q_bar"], threshold=config["approx_D"], forced_sync=config["forced_sync"],
             dict_capacity=config["approx_dict_capacity"], storage=config["approx_storage"], buffer_capacity=T),
             ON_CANDIDATES)),
         # N-KernelUCB: DisKernelUCB that never synchronises (spec test 7)
-        ("N-KernelUCB", Spec("dis_kernel_ucb", dict(kern, threshold=float("inf"), storage="candidates",
+        ("N-KernelUCB", Spec("dis_kernel_ucb_duets", dict(kern, threshold=float("inf"), storage="candidates",
                                                     buffer_capacity=T), ON_CANDIDATES)),
         ("Random", Spec("uniform_random")),
     ]
