@@ -89,9 +89,9 @@ from bandits_jax.kernels import nystrom
 from bandits_jax.kernels.functions import Kernel
 from bandits_jax.kernels.linalg import pad_last, pad_ridge_inverse, pad_rows, sherman_morrison
 
-from ..core import Algorithm, EnvSpec, Param, Sizes, Sizing, declare_params, float_dtype, report
+from ..core import Algorithm, EnvSpec, Sizes, Sizing, float_dtype, report
 from .base import (ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, active_index, argmax_random_ties, check_capacity,
-                   kernel_params, multi_active_error, one_hot_action, resolve_kernel)
+                   kernel_params, multi_active_error, one_hot_action, resolve_kernel, signed_params)
 
 NAME = "Async-KernelUCB"
 ERR_DICT = 1
@@ -101,8 +101,8 @@ ERRORS = {
     ERR_BUFFER: "a client's upload buffer outgrew buffer_capacity; raise buffer_capacity (or lower the threshold)",
     ERR_MULTI_ACTIVE: MULTI_ACTIVE_MESSAGE,
 }
-PARAMS = {"lam": Param(1.0, "positive"), "alpha": Param(1.0, "nonnegative"), "q": Param(1.0, "nonnegative"),
-          "threshold": Param(1e-4, "nonnegative"), "lengthscale": Param(1.0, "positive")}
+SIGNS = {"lam": "positive", "alpha": "nonnegative", "q": "nonnegative", "threshold": "nonnegative",
+         "lengthscale": "positive"}
 
 
 class AsyncKernelConfig(NamedTuple):
@@ -345,6 +345,6 @@ def async_kernel_ucb(
     given = dict(lam=lam, alpha=alpha, q=q, threshold=threshold, lengthscale=lengthscale, **kw)
     sizing = Sizing(partial(rows, config), partial(resize, config), demand,
                     max(dict_capacity, buffer_capacity), ERR_DICT | ERR_BUFFER)
-    return Algorithm(NAME, declare_params(NAME, PARAMS, given), partial(init, config), partial(select, config),
+    return Algorithm(NAME, signed_params(NAME, SIGNS, given), partial(init, config), partial(select, config),
                      partial(update, config), sizing, dict(ERRORS),
                      f"Async-KernelUCB ({kern.name} kernel), Nyström dictionary, one active client per step")

@@ -48,15 +48,14 @@ import jax.numpy as jnp
 
 from bandits_jax.kernels.ridge import ridge_logdet, ridge_scores
 
-from ..core import Algorithm, EnvSpec, Param, Sizes, declare_params, float_dtype, report
-from .base import ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, active_index, multi_active_error, ucb_select
+from ..core import Algorithm, EnvSpec, Sizes, float_dtype, report
+from .base import ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, active_index, multi_active_error, signed_params, ucb_select
 
 ERRORS = {ERR_MULTI_ACTIVE: MULTI_ACTIVE_MESSAGE}
 
 
 # ============================================================================ DisLinUCB
-DIS_PARAMS = {"lam": Param(1.0, "positive"), "alpha": Param(1.0, "nonnegative"),
-              "threshold": Param(1.0, "nonnegative")}
+DIS_SIGNS = {"lam": "positive", "alpha": "nonnegative", "threshold": "nonnegative"}
 
 
 class DisLinState(NamedTuple):
@@ -136,14 +135,13 @@ def dis_lin_ucb(lam=1.0, alpha=1.0, threshold=1.0, **kw) -> Algorithm:
     The spec's default threshold is T / (N d ln(N T)) (the authors' code convention).
     """
     name = "DisLinUCB"
-    return Algorithm(name, declare_params(name, DIS_PARAMS, dict(lam=lam, alpha=alpha, threshold=threshold, **kw)),
+    return Algorithm(name, signed_params(name, DIS_SIGNS, dict(lam=lam, alpha=alpha, threshold=threshold, **kw)),
                      dis_lin_init, dis_lin_select, dis_lin_update, errors=ERRORS,
                      description="DisLinUCB, event-triggered synchronisation of all clients' ridge statistics")
 
 
 # ============================================================================ FedLinUCB
-FED_PARAMS = {"lam": Param(1.0, "positive"), "alpha": Param(1.0, "nonnegative"),
-              "alpha_c": Param(1e-2, "nonnegative")}
+FED_SIGNS = {"lam": "positive", "alpha": "nonnegative", "alpha_c": "nonnegative"}
 
 
 class FedLinState(NamedTuple):
@@ -214,7 +212,7 @@ def fed_lin_ucb(lam=1.0, alpha=1.0, alpha_c=1e-2, **kw) -> Algorithm:
 
     params: lam > 0, alpha >= 0, alpha_c >= 0 (theory: 1/N^2); module docstring."""
     name = "FedLinUCB"
-    return Algorithm(name, declare_params(name, FED_PARAMS, dict(lam=lam, alpha=alpha, alpha_c=alpha_c, **kw)),
+    return Algorithm(name, signed_params(name, FED_SIGNS, dict(lam=lam, alpha=alpha, alpha_c=alpha_c, **kw)),
                      fed_lin_init, fed_lin_select, fed_lin_update, errors=ERRORS,
                      description="FedLinUCB, asynchronous det-ratio-triggered upload/download of the active client")
 

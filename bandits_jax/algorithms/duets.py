@@ -48,15 +48,14 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ..core import Algorithm, ConfigError, EnvSpec, Param, Sizes, Table, declare_params, float_dtype, report
+from ..core import Algorithm, ConfigError, EnvSpec, Sizes, Table, float_dtype, report
 from ..kernels import krr, nystrom
 from ..kernels.functions import Kernel
-from .base import capacity_ladder, kernel_params, resolve_kernel, sized_switch
+from .base import capacity_ladder, kernel_params, resolve_kernel, signed_params, sized_switch
 
 NAME = "DUETS"
 COIN, SERVER = 1, 2
-PARAMS = {"beta": Param(1.0, "nonnegative"), "p0": Param(10.0, "positive"), "lam": Param(0.2, "positive"),
-          "lengthscale": Param(1.0, "positive")}
+SIGNS = {"beta": "nonnegative", "p0": "positive", "lam": "positive", "lengthscale": "positive"}
 DIAGNOSTICS = ("epoch_length", "sigma2_max", "p", "inducing", "active_before", "active_after", "best_survived",
                "comm_code", "regen_mismatch")
 
@@ -353,7 +352,7 @@ def duets(horizon: int, first_epoch: int = 2, kernel: Union[str, Kernel] = "rbf"
     kern = resolve_kernel(NAME, kernel)
     config = DuetsConfig(kern, epoch_schedule(horizon, first_epoch), eig_tol)
     given = dict(beta=beta, p0=p0, lam=lam, lengthscale=lengthscale)
-    return Algorithm(NAME, declare_params(NAME, PARAMS, given), partial(init, config), partial(select, config),
+    return Algorithm(NAME, signed_params(NAME, SIGNS, given), partial(init, config), partial(select, config),
                      partial(update, config), None, {},
                      f"DUETS ({kern.name} kernel): uniform queries from the active set with shared randomness, "
                      f"epochs {list(config.schedule.steps)}", tables=(EPOCH_TABLE,))

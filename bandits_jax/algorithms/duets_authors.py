@@ -29,16 +29,15 @@ from typing import Union
 
 import jax.numpy as jnp
 
-from ..core import Algorithm, ConfigError, Param, Table, declare_params, report
+from ..core import Algorithm, ConfigError, Table, report
 from ..kernels import nystrom
 from ..kernels.functions import Kernel
-from .base import kernel_params, resolve_kernel
+from .base import kernel_params, resolve_kernel, signed_params
 from .duets import (DuetsConfig, check_epochs, end_of_epoch, epoch_points, epoch_schedule, init, keep_uniforms,
                     kept_slots, nystrom_fit, record_queries, select, trimmed)
 
 NAME = "DUETS-authors"
-PARAMS = {"beta": Param(1.0, "nonnegative"), "p_log": Param(4.0, "nonnegative"), "lam": Param(0.2, "positive"),
-          "lengthscale": Param(1.0, "positive")}
+SIGNS = {"beta": "nonnegative", "p_log": "nonnegative", "lam": "positive", "lengthscale": "positive"}
 DIAGNOSTICS = ("epoch_length", "p", "inducing", "inducing_distinct", "sigma_tilde_max", "active_before",
                "active_after", "best_survived", "comm_code", "regen_mismatch")
 
@@ -111,7 +110,7 @@ def duets_authors(horizon: int, first_epoch: int = 2, kernel: Union[str, Kernel]
     kern = resolve_kernel(NAME, kernel)
     config = DuetsConfig(kern, epoch_schedule(horizon, first_epoch, ceil_next), eig_tol, NAME, "duets_authors")
     given = dict(beta=beta, p_log=p_log, lam=lam, lengthscale=lengthscale)
-    return Algorithm(NAME, declare_params(NAME, PARAMS, given), partial(init, config), partial(select, config),
+    return Algorithm(NAME, signed_params(NAME, SIGNS, given), partial(init, config), partial(select, config),
                      partial(update, config), None, {},
                      f"DUETS as the authors' code runs it ({kern.name} kernel): ceil epochs "
                      f"{list(config.schedule.steps)}, p = p_log log(N T_j)/(N T_j), pointwise UCB >= max LCB",

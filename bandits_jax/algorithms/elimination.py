@@ -21,15 +21,15 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ..core import ConfigError, Outcome, Param, Trial, declare_params, float_dtype
-from .base import check_capacity
+from ..core import ConfigError, Outcome, Trial, float_dtype
+from .base import check_capacity, signed_params
 
 OUTCOMES = {
     "correct": Outcome("rate", "every agent named its best arm"),
     "samples": Outcome("mean", "arm pulls, all agents together"),
     "rounds": Outcome("mean", "pulling rounds until the last agent stopped"),
 }
-PARAMS = {"delta": Param(0.05, "positive"), "sigma": Param(1.0, "positive")}  # successive elimination
+SIGNS = {"delta": "positive", "sigma": "positive"}  # successive elimination
 MAX_ROUNDS = 1  # error bit: some agent still had two arms after max_rounds
 
 
@@ -55,7 +55,7 @@ def uniform_allocation(budget: int = 1000) -> Trial:
 def successive_elimination(delta: float = 0.05, sigma: float = 1.0, max_rounds: int = 100_000) -> Trial:
     """Fixed confidence delta for sigma-sub-Gaussian rewards; at most max_rounds pulling rounds."""
     check_capacity("Successive elimination", "max_rounds", max_rounds)
-    declared = declare_params("Successive elimination", PARAMS, {"delta": delta, "sigma": sigma})
+    declared = signed_params("Successive elimination", SIGNS, {"delta": delta, "sigma": sigma})
 
     def run(key, params, arms, public, pull):
         del public

@@ -71,9 +71,9 @@ from jax import lax
 from bandits_jax.kernels.linalg import pad_rows
 from bandits_jax.kernels.ridge import ridge_logdet, ridge_scores
 
-from ..core import Algorithm, EnvSpec, Param, Sizes, Sizing, declare_params, float_dtype, report
+from ..core import Algorithm, EnvSpec, Sizes, Sizing, float_dtype, report
 from .base import (ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, active_index, argmax_random_ties, batch_cond, check_capacity,
-                   multi_active_error, one_hot_action)
+                   multi_active_error, one_hot_action, signed_params)
 
 NAME = "FedGLB-UCB"
 ERR_HISTORY = 2
@@ -81,8 +81,7 @@ ERRORS = {
     ERR_HISTORY: "the history outgrew its rows; give init rows for the whole horizon",
     ERR_MULTI_ACTIVE: MULTI_ACTIVE_MESSAGE,
 }
-PARAMS = {"lam": Param(1.0, "positive"), "alpha": Param(1.0, "nonnegative"), "c_mu": Param(0.2, "positive"),
-          "threshold": Param(1.0, "nonnegative")}
+SIGNS = {"lam": "positive", "alpha": "nonnegative", "c_mu": "positive", "threshold": "nonnegative"}
 SYNC_GATHER = 1  # batch_cond: the runs that synchronise run the loop, one at a time (module docstring)
 
 
@@ -289,6 +288,6 @@ def fed_glb_ucb(lam=1.0, alpha=1.0, c_mu=0.2, threshold=1.0, *, max_iters: int =
     """
     config = FedGLBConfig(check_capacity(NAME, "max_iters", max_iters))
     given = dict(lam=lam, alpha=alpha, c_mu=c_mu, threshold=threshold, **kw)
-    return Algorithm(NAME, declare_params(NAME, PARAMS, given), partial(init, config), partial(select, config),
+    return Algorithm(NAME, signed_params(NAME, SIGNS, given), partial(init, config), partial(select, config),
                      partial(update, config), Sizing(rows, resize), dict(ERRORS),
                      "FedGLB-UCB (sigmoid link), local online Newton steps, distributed accelerated gradient at syncs")

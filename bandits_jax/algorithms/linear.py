@@ -33,13 +33,13 @@ from jax.scipy.linalg import solve_triangular
 
 from bandits_jax.kernels.linalg import chol_solve, chol_update
 
-from ..core import Algorithm, EnvSpec, Param, declare_params, float_dtype
-from .base import check_max_history, check_static, independent
+from ..core import Algorithm, EnvSpec, float_dtype
+from .base import check_max_history, check_static, independent, signed_params
 
 BONUSES = ("norm", "quadratic")
-PARAMS = {
-    "ucb": {"lam": Param(1.0, "positive"), "beta": Param(1.0, "nonnegative")},
-    "ts": {"lam": Param(1.0, "positive"), "nu": Param(1.0, "nonnegative")},
+SIGNS = {
+    "ucb": {"lam": "positive", "beta": "nonnegative"},
+    "ts": {"lam": "positive", "nu": "nonnegative"},
 }
 
 
@@ -120,7 +120,7 @@ def ts_scores(params, state: LinearState, contexts, z):
 
 # ------------------------------------------------------------------------------ factories
 def _build(name: str, config: LinearConfig, given: dict, description: str) -> Algorithm:
-    return independent(name, declare_params(name, PARAMS[config.kind], given), partial(init1, config),
+    return independent(name, signed_params(name, SIGNS[config.kind], given), partial(init1, config),
                        partial(select1, config), partial(update1, config), description=description)
 
 

@@ -59,19 +59,17 @@ from jax.scipy.linalg import solve_triangular
 from bandits_jax.kernels.linalg import chol_update, pad_rows
 from bandits_jax.kernels.ntk import PARAMETERIZATIONS, init_mlp, mlp_apply, ntk_values_and_features
 
-from ..core import Algorithm, ConfigError, EnvSpec, Param, declare_params, float_dtype
-from .base import check_static, independent
+from ..core import Algorithm, ConfigError, EnvSpec, float_dtype
+from .base import check_static, independent, signed_params
 
 COVARIANCES = ("full", "diag")
 FEATURE_SCALES = ("raw", "sqrt_m")
 LOSSES = ("authors", "paper")
 KINDS = ("ucb", "ts")
 DEFAULT_WIDTH_COEF = math.sqrt(0.1 * 0.01)
-PARAMS = {
-    "ucb": {"lam": Param(0.1, "positive"), "beta": Param(DEFAULT_WIDTH_COEF, "nonnegative"),
-            "lr": Param(0.01, "nonnegative")},
-    "ts": {"lam": Param(0.1, "positive"), "nu": Param(DEFAULT_WIDTH_COEF, "nonnegative"),
-           "lr": Param(0.01, "nonnegative")},
+SIGNS = {
+    "ucb": {"lam": "positive", "beta": "nonnegative", "lr": "nonnegative"},
+    "ts": {"lam": "positive", "nu": "nonnegative", "lr": "nonnegative"},
 }
 
 
@@ -257,7 +255,7 @@ def neural_config(name, kind, width, depth, train_steps, train_until, covariance
 
 
 def _build(name, config: NeuralConfig, given: dict, description: str) -> Algorithm:
-    return independent(name, declare_params(name, PARAMS[config.kind], given), partial(init1, config),
+    return independent(name, signed_params(name, SIGNS[config.kind], given), partial(init1, config),
                        partial(select1, config), partial(update1, config), partial(rows1, config), resize1,
                        description)
 
