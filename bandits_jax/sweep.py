@@ -89,33 +89,11 @@ def run_experiment(
     seeds = list(range(config["first_seed"], config["first_seed"] + config["seeds"]))
     log = (lambda msg: None) if quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
     cache_dir = None if curves is False else Path(curves) if curves is not None else default_curves_dir()
-    cached = {}  # curve -> identity, for curves with seeds taken from the cache
-    timing = {}
-    arrays = {}
-    errors = {}  # curve -> one line naming its runs' error bits ("" when none)
-    compiled: dict = {}
     for run in resolved:  # before anything is computed
         for point in run.curve.point_names():
             _claim_stream(out, point, run.algorithm.stream)
-    for run in resolved:
-        problem, alg, grid = run.problem, run.algorithm, run.curve.grid
-        point_names = run.curve.point_names()
-        for point in point_names:
-            if cache_dir is not None and _take_cached(out, point, cache_dir / identities[point], seeds, log):
-                cached[point] = identities[point]
-        compile_s, run_s, computed = _run_missing(out, problem, alg, grid, point_names, seeds, config, chunk,
-                                                  compiled, log, quiet)
-        for point in point_names:
-            if cache_dir is not None:
-                _keep_cached(out, point, cache_dir / identities[point], {"experiment": exp.name, "curve": point})
-            timing[point] = {"compile_seconds": compile_s, "run_seconds": run_s, "seeds_computed": computed}
-            if grid is not None:
-                timing[point]["shared_grid_call"] = alg.name
-            arrays[point] = _assemble(_chunk_folder(out, point), seeds)
-            errors[point] = _error_message(alg, arrays[point]["errors"], seeds)
-    metadata = _metadata(exp, size, config, seeds, resolved, named, {
-        "identities": identities, "cached": cached, "timing": timing,
-        "errors": {curve: message for curve, message in errors.items() if message}})
+    arrays, outcome = _compute(exp.name, out, resolved, identities, seeds, config, chunk, cache_dir, log, quiet)
+    metadata = _metadata(exp, size, config, seeds, resolved, named, {"identities": identities, **outcome})
     save_results(out, arrays, seeds, metadata)
     if plot:
         from .plotting import plot_results
@@ -130,6 +108,30 @@ def run_experiment(
         raise ConfigError(f"{name}: runs failed (their outputs are stored in {out}, listed under 'errors' in "
                           f"metadata.json): " + " | ".join(broken))
     return out
+
+
+def _compute(name, out, resolved, identities, seeds, config, chunk, cache_dir, log, quiet) -> tuple:
+    """Every curve's seeds: taken from the cache where it holds them, computed chunk by chunk otherwise,
+    then read back from `out`. Returns ({curve: outputs}, {"cached", "timing", "errors"} for the metadata)."""
+    cached, timing, arrays, errors, compiled = {}, {}, {}, {}, {}
+    for run in resolved:
+        problem, alg, grid = run.problem, run.algorithm, run.curve.grid
+        point_names = run.curve.point_names()
+        for point in point_names:
+            if cache_dir is not None and _take_cached(out, point, cache_dir / identities[point], seeds, log):
+                cached[point] = identities[point]
+        compile_s, run_s, computed = _run_missing(out, problem, alg, grid, point_names, seeds, config, chunk,
+                                                  compiled, log, quiet)
+        for point in point_names:
+            if cache_dir is not None:
+                _keep_cached(out, point, cache_dir / identities[point], {"experiment": name, "curve": point})
+            timing[point] = {"compile_seconds": compile_s, "run_seconds": run_s, "seeds_computed": computed,
+                             **({"shared_grid_call": alg.name} if grid is not None else {})}
+            arrays[point] = _assemble(_chunk_folder(out, point), seeds)
+            message = _error_message(alg, arrays[point]["errors"], seeds)
+            if message:
+                errors[point] = message
+    return arrays, {"cached": cached, "timing": timing, "errors": errors}
 
 
 def _identities(resolved, hparams: dict, config: dict) -> dict:
