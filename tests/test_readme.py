@@ -1,0 +1,28 @@
+"""The README stays a short front page whose table of registered algorithms is the registry's own
+(`python -m bandits_jax.docs --write` regenerates it), and its links and the docs' links resolve."""
+import re
+from pathlib import Path
+
+from bandits_jax.docs import readme_block, registry_table
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+
+
+def test_readme_names_table_is_generated():
+    assert readme_block(README.read_text()) == registry_table(), \
+        "the README's table of names is out of date: run `python -m bandits_jax.docs --write`"
+
+
+def test_readme_is_short():
+    assert len(README.read_text().splitlines()) <= 210
+
+
+def test_relative_links_resolve():
+    pages = [README, ROOT / "bench" / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    missing = []
+    for page in pages:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
+            if "://" not in target and not (page.parent / target).exists():
+                missing.append(f"{page.relative_to(ROOT)} -> {target}")
+    assert not missing, missing
