@@ -62,7 +62,7 @@ from .core import (Algorithm, Arms, ConfigError, EnvSpec, Problem, Sizes, Step, 
 
 COMM_KEYS = ("comm_up", "comm_down", "rounds")
 # Runs under one vmap on a CPU: a larger vmap makes every step touch the state of all its runs, which
-# then no longer stays in the caches (README, "Seeds per vmap"); chunks of this size run one after another.
+# then no longer stays in the caches (docs/sweeps.md, "Seeds per vmap"); chunks of this size run one after another.
 CPU_VMAP_SIZE = 8
 OUTPUT_KEYS = ("regret",) + COMM_KEYS
 

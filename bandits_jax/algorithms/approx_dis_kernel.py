@@ -446,7 +446,8 @@ def approx_dis_kernel_ucb(
     eig_tol: float = 1e-10,
     **kw,
 ) -> Algorithm:
-    """Approx-DisKernelUCB in the asynchronous environment of Li et al. 2023 (module docstring).
+    """Approx-DisKernelUCB in the asynchronous environment of Li et al. 2023, one active client a step.
+
 
     params: lam > 0, alpha >= 0, q >= 0 (RLS factor), threshold >= 0 (D_A), lengthscale > 0.
     Static: trigger_count ("client" or "elapsed"), dict_capacity (M; overflow is an error),
@@ -480,8 +481,9 @@ def approx_dis_kernel_ucb_duets(
     buffer_capacity: int = 64,
     **kw,
 ) -> Algorithm:
-    """Approx-DisKernelUCB as the DUETS paper's baseline, every client acting at every step (module
-    docstring). params, dict_capacity and eig_tol as `approx_dis_kernel_ucb` (q is the paper's q-bar).
+    """Approx-DisKernelUCB as the DUETS paper's baseline, every client acting at every step.
+
+    Module docstring; params, dict_capacity and eig_tol as `approx_dis_kernel_ucb` (q is the paper's q-bar).
 
     Static: forced_sync (the step of a forced first synchronisation, -1 for none), storage ("rows": the
     history itself, this module; "candidates": on a problem with a public candidate set, counts and

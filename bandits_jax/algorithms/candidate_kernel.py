@@ -276,7 +276,7 @@ def dense_from(M: int, N: int) -> int:
     """The slots per client beyond which `client_rows` takes the product. The product reads M^2 numbers
     once (as many as M / N slots of every client's rows) and does 2 N M^2 flops; gathered rows cost in
     proportion to the slots, less when the clients' candidates are near one another (their rows stay in
-    cache). M / 16 is where the two met on the DUETS candidate sets at 100 clients (README, speed)."""
+    cache). M / 16 is where the two met on the DUETS candidate sets at 100 clients (docs/reproduction/duets.md, speed)."""
     return max(M // N, M // 16, SLOT_CHUNK)
 
 

@@ -234,8 +234,9 @@ def dis_kernel_ucb(
     buffer_capacity: int = 256,
     **kw,
 ) -> Algorithm:
-    """DisKernelUCB in the asynchronous environment of Li et al. 2023, one active client a step (module
-    docstring). params: lam > 0, alpha >= 0, threshold >= 0, lengthscale > 0.
+    """DisKernelUCB in the asynchronous environment of Li et al. 2023, one active client a step.
+
+    Module docstring; params: lam > 0, alpha >= 0, threshold >= 0, lengthscale > 0.
 
     Static: trigger_count ("elapsed" or "client"), buffer_capacity (rows of each client's
     not-yet-synchronised data; overflow is the error ERR_BUFFER).
@@ -264,7 +265,8 @@ def dis_kernel_ucb_duets(
     storage: str = "rows",
     **kw,
 ) -> Algorithm:
-    """DisKernelUCB as the DUETS paper's baseline, every client acting at every step (module docstring).
+    """DisKernelUCB as the DUETS paper's baseline, every client acting at every step.
+
     params and trigger_count, buffer_capacity as `dis_kernel_ucb`.
 
     storage: "rows" (the points themselves, this module) or "candidates" (on a problem with a public
