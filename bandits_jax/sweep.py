@@ -27,7 +27,6 @@ import os
 import platform
 import re
 import shutil
-import sys
 from pathlib import Path
 from typing import Optional
 
@@ -38,6 +37,7 @@ from .core import ConfigError, Trial
 from .curves import resolve
 from .experiments.registry import RUN_KEYS, Experiment, build_curves, resolve_config
 from .experiments.catalog import get_experiment
+from .progress import SweepProgress
 from .results import atomic_savez, atomic_write_text, save_results, summary_markdown, Results
 from .runner import (OUTPUT_KEYS, TrialOutput, describe_errors, horizon_sizes, package_version, precision_scope,
                      run_batch, run_identity, run_start, run_trials)
@@ -87,12 +87,12 @@ def run_experiment(
     out = Path(out) if out is not None else default_out_dir(name, size)
     _claim_out_dir(out, exp.name, size, config)
     seeds = list(range(config["first_seed"], config["first_seed"] + config["seeds"]))
-    log = (lambda msg: None) if quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
+    progress = SweepProgress(quiet)
     cache_dir = None if curves is False else Path(curves) if curves is not None else default_curves_dir()
     for run in resolved:  # before anything is computed
         for point in run.curve.point_names():
             _claim_stream(out, point, run.algorithm.stream)
-    arrays, outcome = _compute(exp.name, out, resolved, identities, seeds, config, chunk, cache_dir, log, quiet)
+    arrays, outcome = _compute(exp.name, out, resolved, identities, seeds, config, chunk, cache_dir, progress)
     metadata = _metadata(exp, size, config, seeds, resolved, named, {"identities": identities, **outcome})
     save_results(out, arrays, seeds, metadata)
     if plot:
@@ -110,18 +110,19 @@ def run_experiment(
     return out
 
 
-def _compute(name, out, resolved, identities, seeds, config, chunk, cache_dir, log, quiet) -> tuple:
+def _compute(name, out, resolved, identities, seeds, config, chunk, cache_dir, progress) -> tuple:
     """Every curve's seeds: taken from the cache where it holds them, computed chunk by chunk otherwise,
-    then read back from `out`. Returns ({curve: outputs}, {"cached", "timing", "errors"} for the metadata)."""
+    then read back from `out`; `progress` (a `SweepProgress`) shows it. Returns ({curve: outputs},
+    {"cached", "timing", "errors"} for the metadata)."""
     cached, timing, arrays, errors, compiled = {}, {}, {}, {}, {}
     for run in resolved:
         problem, alg, grid = run.problem, run.algorithm, run.curve.grid
         point_names = run.curve.point_names()
         for point in point_names:
-            if cache_dir is not None and _take_cached(out, point, cache_dir / identities[point], seeds, log):
+            if cache_dir is not None and _take_cached(out, point, cache_dir / identities[point], seeds, progress.log):
                 cached[point] = identities[point]
         compile_s, run_s, computed = _run_missing(out, problem, alg, grid, point_names, seeds, config, chunk,
-                                                  compiled, log, quiet)
+                                                  compiled, progress)
         for point in point_names:
             if cache_dir is not None:
                 _keep_cached(out, point, cache_dir / identities[point], {"experiment": name, "curve": point})
@@ -224,9 +225,10 @@ def _metadata(exp, size: str, config: dict, seeds, resolved, named, outcome_of_r
     }
 
 
-def _run_missing(out: Path, problem, alg, grid, point_names, seeds, config, chunk, compiled, log, quiet) -> tuple:
+def _run_missing(out: Path, problem, alg, grid, point_names, seeds, config, chunk, compiled, progress) -> tuple:
     """Compute and store, chunk by chunk, the seeds not yet stored for any point of one algorithm (all
-    grid points and seeds of a chunk in one call); (compile seconds, run seconds, seeds computed)."""
+    grid points and seeds of a chunk in one call), shown by `progress` as one curve; (compile seconds,
+    run seconds, seeds computed)."""
     G = len(point_names)
     stored = [_stored_chunks(_chunk_folder(out, n)) for n in point_names]
     missing = [s for s in seeds if any(s not in st for st in stored)]
@@ -236,31 +238,32 @@ def _run_missing(out: Path, problem, alg, grid, point_names, seeds, config, chun
     else:
         size_chunk = chunk or max(1, estimate_chunk(problem, alg, config, len(missing) * G) // G)
     blocks = [missing[i:i + size_chunk] for i in range(0, len(missing), size_chunk)]
-    if not missing:
-        log(f"[{alg.name}] all {len(seeds)} seeds already stored in {out}")
     compile_s = run_s = 0.0
-    for b, block in enumerate(blocks):
-        grid_note = "" if grid is None else f", {G} grid points in one call"
-        where = f"[{alg.name}] seeds {block[0]}..{block[-1]} (chunk {b + 1}/{len(blocks)}{grid_note})"
-        params = None if grid is None else {
-            k: [hp.get(k, v) for _, hp in grid for _ in block] for k, v in alg.defaults.items()}
-        common = dict(base_key=config["base_key"], precision=config["precision"], compiled_cache=compiled)
-        if trials:
-            log(f"{where}: running {len(block) * G} trials")
-            res = run_trials(problem, alg, list(block) * G, params, **common)
-        else:
-            horizon = problem.spec.horizon
-            log(f"{where}: running T = {horizon}")
-            res = run_batch(problem, alg, list(block) * G, params, first_segment=config["first_segment"],
-                            progress=None if quiet else _progress_printer(where, horizon),
-                            progress_every=max(1, horizon // 5), vmap_size=config["vmap_size"] or None, **common)
-        compile_s += res.compile_seconds
-        run_s += res.run_seconds
-        n = len(block)
-        for g, point in enumerate(point_names):  # rows g n .. (g + 1) n are this point's seeds
-            _write_chunk(_chunk_folder(out, point), block, _rows(res, slice(g * n, (g + 1) * n)),
-                         res.compile_seconds, res.run_seconds)
-        log(f"{where}: done (compile {res.compile_seconds:.1f} s, run {res.run_seconds:.1f} s)")
+    if not missing:
+        progress.log(f"[{alg.name}] all {len(seeds)} seeds already stored in {out}")
+        return compile_s, run_s, 0
+    horizon = None if trials else problem.spec.horizon
+    with progress.curve(alg.name, len(missing) * G, len(blocks), horizon):
+        for b, block in enumerate(blocks):
+            grid_note = "" if grid is None else f", {G} grid points in one call"
+            where = f"[{alg.name}] seeds {block[0]}..{block[-1]} (chunk {b + 1}/{len(blocks)}{grid_note})"
+            progress.start_chunk(where, f"running {len(block) * G} trials" if trials else f"running T = {horizon}")
+            params = None if grid is None else {
+                k: [hp.get(k, v) for _, hp in grid for _ in block] for k, v in alg.defaults.items()}
+            common = dict(base_key=config["base_key"], precision=config["precision"], compiled_cache=compiled)
+            if trials:
+                res = run_trials(problem, alg, list(block) * G, params, **common)
+            else:
+                res = run_batch(problem, alg, list(block) * G, params, first_segment=config["first_segment"],
+                                progress=progress.callback, progress_every=progress.every(horizon),
+                                vmap_size=config["vmap_size"] or None, **common)
+            compile_s += res.compile_seconds
+            run_s += res.run_seconds
+            n = len(block)
+            for g, point in enumerate(point_names):  # rows g n .. (g + 1) n are this point's seeds
+                _write_chunk(_chunk_folder(out, point), block, _rows(res, slice(g * n, (g + 1) * n)),
+                             res.compile_seconds, res.run_seconds)
+            progress.end_chunk(f"done (compile {res.compile_seconds:.1f} s, run {res.run_seconds:.1f} s)")
     return compile_s, run_s, len(missing)
 
 
@@ -307,18 +310,6 @@ def _keep_cached(out: Path, curve: str, folder: Path, about: dict) -> None:
             os.link(path, target)
         except OSError:  # another file system, or one without hard links
             shutil.copyfile(path, target)
-
-
-def _progress_printer(where: str, horizon: int):
-    last = [0]
-
-    def report(t):
-        t = int(t)
-        if t > last[0]:  # one report per step even when several devices call back
-            last[0] = t
-            print(f"{where}: t = {t}/{horizon}", file=sys.stderr, flush=True)
-
-    return report
 
 
 def _claim_out_dir(out: Path, name: str, size: str, config: dict) -> None:

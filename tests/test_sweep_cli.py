@@ -1,4 +1,5 @@
 """Sweeps (chunks, resume, outputs) and the command line (errors before compiling)."""
+import io
 import json
 import shutil
 import subprocess
@@ -340,6 +341,42 @@ def test_console_script_runs_quickstart_smoke(tmp_path):
     assert "t = " in proc.stderr  # progress shown without --quiet
     res = load_results(tmp_path / "q")
     assert res.arrays["KernelUCB"]["regret"].shape == (2, 40, 1)
+
+
+class _Terminal(io.StringIO):
+    """A stream that says it is a terminal."""
+
+    def isatty(self):
+        return True
+
+
+def test_progress_in_a_log_on_a_terminal_and_quiet(tmp_path, monkeypatch, capsys):
+    """Plain lines at each fifth of the horizon for every chunk (also one that reuses the compiled call of
+    the chunk before, which calls back the function it was compiled with); on a terminal one bar per
+    curve over all its chunks, messages above it; nothing with quiet. stdout keeps the summary."""
+    out = sweep.run_experiment("test/toy", "paper", out=tmp_path / "log", chunk=2, plot=False, only=("Random",))
+    std = capsys.readouterr()
+    chunks = ["seeds 0..1 (chunk 1/3)", "seeds 2..3 (chunk 2/3)", "seeds 4..4 (chunk 3/3)"]
+    assert [line for line in std.err.splitlines() if "t = " in line] == [
+        f"[Random] {c}: t = {t}/100" for c in chunks for t in (20, 40, 60, 80, 100)]
+    assert "| Random |" in std.out and std.out.endswith(f"results written to {out}\n")
+
+    monkeypatch.setattr(sys, "stderr", _Terminal())  # Random comes from the curve cache this time
+    out = sweep.run_experiment("test/toy", "paper", out=tmp_path / "tty", chunk=2, plot=False)
+    text = sys.stderr.getvalue()
+    shown = [line.rsplit("\r", 1)[-1] for line in text.split("\n")]  # what stays on the screen
+    assert [line.split(":")[0] for line in shown[:3]] == [f"[HistoryGreedy] {c}" for c in chunks]
+    assert all(": done (compile " in line for line in shown[:3])
+    assert shown[3].startswith("[HistoryGreedy] 5 runs: 100%|") and "| 300/300 [" in shown[3], shown[3]
+    assert shown[3].endswith("step/s, chunk 3/3]")
+    assert shown[4].startswith("[Random] seeds 0, 1, 2, 3, 4 taken from the curve cache (")
+    assert shown[5:] == [f"[Random] all 5 seeds already stored in {out}", ""] and "t = " not in text
+    assert capsys.readouterr().out.endswith(f"results written to {out}\n")
+
+    monkeypatch.setattr(sys, "stderr", _Terminal())
+    sweep.run_experiment("test/toy", "smoke", out=tmp_path / "quiet", quiet=True, plot=False, curves=False,
+                         only=("Random",))
+    assert sys.stderr.getvalue() == "" and capsys.readouterr().out == ""
 
 
 def test_bench_subcommand_passes_its_options_through(monkeypatch):
