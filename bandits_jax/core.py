@@ -3,10 +3,8 @@
 A *problem* is the world. It draws an instance once per seed (`init`), then at each global step
 `t` hands every agent K contexts and knows their noiseless mean rewards. Rewards for ALL K arms
 are drawn from the problem's own key, so two algorithms on one seed see the same contexts and
-noise (common random numbers). An algorithm's own randomness (initial networks, sampling) comes
-from the seed's algorithm key for its `stream`: algorithms with one stream share it, different
-streams draw independently. `public(instance)` is what the agents may know of the instance (a
-graph, a candidate set); `spec.one_active` declares a protocol in which one agent acts per step.
+noise (common random numbers). `public(instance)` is what the agents may know of the instance;
+`spec.one_active` declares a protocol in which one agent acts per step.
 
 An *algorithm* is a NamedTuple of pure functions, module-level functions bound to a frozen
 configuration (in the manner of optax):
@@ -15,37 +13,18 @@ configuration (in the manner of optax):
     select(params, state, step, key) -> (actions[N] int32, aux)
     update(params, state, step, actions[N], rewards[N], aux, key) -> (state, Report)
 
-`step` is a `Step`: the time index `t` (the same for every run of a batch, so a condition on it
-stays a real `lax.cond` under the runner's `vmap`), the contexts [N, K, d] and the arrival mask
-[N]. `aux` is whatever `select` computed that `update` needs; the runner hands it over and never
-stores it. `params` are the float hyper-parameters, declared once (`Algorithm.params`: name ->
-`Param` with its default and sign) and passed as traced scalars, so a grid is a `vmap`. One
-signature for all: an algorithm ignores the inputs it does not need, and no flag changes how the
-runner calls it.
-
-`Report` is what a step tells the runner: communication (scalars up, scalars down, rounds; never
-NaN), integer error bits whose messages the algorithm declares (`Algorithm.errors`), and named
-per-step diagnostics the runner records beside the regret.
-
-Sizing. Buffers that grow with time declare `Sizing.rows(spec, t_end)`, the rows needed for steps
-[0, t_end); the runner runs the horizon in segments of doubling size and pads the state between
-them with `Sizing.resize(state, Sizes)`, so a step costs in proportion to the data seen. Buffers
-whose fill is not a function of time (a Nyström dictionary) declare `Sizing.demand(state)` (rows in
-use, one run) and `demand_limit`; the runner gives them room for about 1.5 times the batch's
-fill and re-runs a segment with twice the room when a run overflows (error bit
-`Sizing.overflow`).
+`step` is a `Step`: the time index `t` (the same for every run of a batch), the contexts
+[N, K, d] and the arrival mask [N]. `aux` is whatever `select` computed that `update` needs.
+`params` are the float hyper-parameters (`Algorithm.params`), passed as traced scalars, so a grid
+is a `vmap`. `Report` carries communication (scalars up, scalars down, rounds), integer error
+bits (`Algorithm.errors`) and named per-step diagnostics. Growing buffers declare a `Sizing`
+(`rows(spec, t_end)` or `demand(state)`, and `resize`).
 
 Phase-level experiments (pure exploration) have no step loop: a `Trial` runs one whole trial in
-one call, `run(key, params, arms, public, pull) -> {outcome: scalar}`, on an `Arms` world that draws
-an instance per seed; the trial sees only the instance's public part and the summed noisy rewards of
-any pull counts, never the means. Its outcomes are declared
-(`Outcome`: a 0/1 rate such as "correct", or a mean such as a sample count) so that the sweep,
-summary and plots report each with its 95% interval.
+one call, `run(key, params, arms, public, pull) -> {outcome: scalar}`, on an `Arms` world, with
+its `Outcome`s declared.
 
-Why this shape rather than the old one (13 fields, two call dispatchers and a batching option):
-every input goes to every algorithm, so the runner has one code path; rare expensive work is
-written as `algorithms.base.batch_cond`, which stays one conditional for the whole batch of runs,
-so no algorithm needs its seeds run one after another.
+Walk-through: docs/design.md.
 """
 from __future__ import annotations
 

@@ -2,43 +2,26 @@
 
 A *run* is one (seed, hyper-parameter point) pair. A batch of runs executes as ONE compiled
 call per capacity segment: the scan body is `vmap(step)` over the batch, with the time index
-unbatched (so conditions on it stay real conditionals, and progress can be reported from inside
-the compiled loop), and the batch axis is sharded over every available device with
-`jax.sharding` (one device is a mesh of size one). Every algorithm runs this way: rare expensive
-work is the algorithm's `batch_cond`, never a loop over runs.
+unbatched, and the batch axis is sharded over every available device with `jax.sharding`. Every
+algorithm runs this way: rare expensive work is the algorithm's `batch_cond`, never a loop over runs.
 
-Chunks. On a CPU a step over a vmap of many runs touches all their states, which then fall out
-of the caches; so each device's runs are cut into equal chunks of at most `vmap_size` runs
-(CPU_VMAP_SIZE by default on a CPU, the whole batch on an accelerator), each chunk one vmap, the
-chunks one after another (`lax.map`) inside the same compiled call. Chunking changes no key and
-no number beyond float rounding.
+Chunks: on a CPU each device's runs are cut into chunks of at most `vmap_size` runs, run one after
+another (`lax.map`) inside the same compiled call.
 
-Keys. Seed s owns `fold_in(PRNGKey(base_key), s)`; from it a problem key and an algorithm key
-are derived, and from those, per-step keys by `fold_in(., t)`. Nothing depends on the batch
-size, the chunking, the segmenting or the device count, so seed s gives the same numbers
-however the sweep is cut; and two algorithms on the same seed see the same contexts and noise.
-An algorithm's `stream` picks which algorithm key it gets (`stream_key`): stream 0 is the seed's
-algorithm key itself, any other stream an independent one, so the curves of a figure can share
-their problem draws and still draw their own initial networks. `replay` (given arrays instead of
-a problem) and `run_trials` use the same step keys and the same streams.
+Keys: seed s owns `fold_in(PRNGKey(base_key), s)`; from it a problem key and an algorithm key
+are derived, and per-step keys by `fold_in(., t)`; an algorithm's `stream` picks its algorithm
+key (`stream_key`). Nothing depends on the batch size, the chunking, the segmenting or the device
+count, so seed s gives the same numbers however the sweep is cut.
 
-Segments. When an algorithm declares a `Sizing`, the horizon is split into segments
-[0, s0), [s0, 2 s0), [2 s0, 4 s0), ... ; each segment runs with buffers of the rows it needs at
-its end, and the state is padded (`Sizing.resize`) between segments. Buffers sized by demand
-get, before each segment, room for about 1.5 times the batch's largest fill (`grown_rows`); a
-segment in which a run outgrows them (its report carries `Sizing.overflow`) is run again from its
-start with twice the rows (the keys do not depend on sizes, so the numbers are those of a run
-that had the room from the start).
+Segments: with a `Sizing`, the horizon runs in segments [0, s0), [s0, 2 s0), [2 s0, 4 s0), ...,
+the state padded (`Sizing.resize`) between them; a segment whose demand-sized buffers overflow
+is run again with twice the rows.
 
-Errors. A report's error bits are ORed over time per run and returned. When EVERY run of the
-batch carries one after a segment, the runner stops with a ConfigError naming them instead of
-computing the rest of the horizon.
+Errors: a report's error bits are ORed over time per run; when every run of the batch carries
+one, the runner stops with a ConfigError naming them. `run_trials` runs phase-level trials
+(`core.Trial`) in one vmapped call. `precision="float64"` runs inside a scoped `jax.enable_x64(True)`.
 
-Trials. `run_trials` runs phase-level trials (`core.Trial`, pure exploration): one vmapped call over
-(seed, hyper-parameter point) pairs, the same seed keys and device sharding, no time loop.
-
-Precision. `precision="float64"` runs tracing and execution inside a scoped
-`jax.enable_x64(True)`; the user's global setting is left alone.
+Walk-through: docs/design.md.
 """
 from __future__ import annotations
 

@@ -3,34 +3,24 @@
 Two parameterisations of a depth-L (number of weight layers, L >= 2), width-m ReLU network
 with scalar output:
 
-* ``"paper"``: no biases, output multiplied by sqrt(m),
-  ``f(x) = sqrt(m) * W_L relu(W_{L-1} ... relu(W_1 x))``. Symmetric initialisation: every hidden
-  weight matrix is block diagonal ``[[W, 0], [0, W]]`` with entries of ``W`` iid N(0, 4/m), and the
-  last layer is ``(w, -w)`` with entries of ``w`` iid N(0, 2/m). For an input whose second half
-  duplicates its first half the two halves of the network cancel and ``f(x; theta0) = 0``. Both
-  the input dimension d and the width m must be even; pad an odd-d input with `pad_to_even`.
+* ``"paper"``: no biases, ``f(x) = sqrt(m) * W_L relu(W_{L-1} ... relu(W_1 x))``, symmetric
+  initialisation (so ``f(x; theta0) = 0`` for an input whose halves duplicate); d and m even
+  (`pad_to_even`).
 * ``"authors"``: dense layers with biases, every weight and bias iid N(0, 1), no output scaling.
 
 Parameters are a flax parameter dict ``{"layer_0": {"kernel": [d, m], ("bias": [m])}, ...,
-"layer_{L-1}": {"kernel": [m, 1], ("bias": [1])}}``; kernels are stored input-major (``x @ kernel``),
-the transpose of the usual ``W x`` notation. The network configuration is read back from the
-shapes and keys of this dict, so `mlp_apply` needs nothing but the parameters.
-
+"layer_{L-1}": {"kernel": [m, 1], ("bias": [1])}}``, kernels input-major (``x @ kernel``).
 Tangent features are the flattened per-example gradients ``g(x; theta) = d f(x; theta) / d theta``
-(in the order of `jax.flatten_util.ravel_pytree(params)`: sorted layer names, ``bias`` before
-``kernel``, each array row-major), optionally scaled (the paper uses ``phi = g / sqrt(m)``).
-
-Normalisation of the analytic kernel (checked numerically in the tests): with the paper
-parameterisation and symmetric initialisation, on unit-norm inputs whose halves duplicate,
+(in the order of `jax.flatten_util.ravel_pytree(params)`), optionally scaled (the paper uses
+``phi = g / sqrt(m)``). With the paper parameterisation on unit-norm inputs whose halves duplicate,
 
     phi(x)^T phi(y) = g(x)^T g(y) / m  ->  H^(L)(x, y)          as m -> infinity,
 
-where ``H^(L)`` and ``Sigma^(L)`` are the recursion of `relu_ntk_parts`. For L = 2 the expectation of
-``phi(x)^T phi(y)`` over theta0 equals ``H^(2)(x, y)`` exactly at every even width; a single draw
-fluctuates by O(1/sqrt(m)) (about 0.1 at m = 4096), and for L > 2 there is also a small
-finite-width bias. The paper's NTK
-``relu_ntk = (H^(L) + Sigma^(L)) / 2`` is therefore NOT the limit of the empirical kernel; the two
-are related by ``lim phi^T phi = 2 * relu_ntk - Sigma^(L)`` (on the diagonal: L versus (L + 1)/2).
+with ``H^(L)`` and ``Sigma^(L)`` the recursion of `relu_ntk_parts`; the paper's NTK
+``relu_ntk = (H^(L) + Sigma^(L)) / 2`` is therefore NOT the limit of the empirical kernel
+(``lim phi^T phi = 2 * relu_ntk - Sigma^(L)``).
+
+Walk-through: docs/kernels.md.
 """
 from __future__ import annotations
 

@@ -2,56 +2,30 @@
 
 A dictionary is a PREFIX buffer: `points[M, d]` with `count` live rows (mask = arange(M) < count);
 rows are only ever appended, so an older dictionary is a prefix of a newer one. M is static,
-`count` may be traced.
-
-Embedding. With K_SS the Gram matrix of the live points, the symmetric pseudo-inverse root
+`count` may be traced. With K_SS the Gram matrix of the live points, the symmetric root embedding is
 
     W_S = U diag(w) U^T,   K_SS = U diag(ev) U^T,   w_j = ev_j^{-1/2} if ev_j > tol * max(ev) else 0,
 
-gives z(x; S) = W_S k_S(x) in R^M. The symmetric root is unique (no sign or order choice of
-eigenvectors), so two parties that hold the same dictionary compute the same embedding.
-
-Padding. The Gram matrix is padded with ZEROS (not the identity): the padded eigenvalues are 0,
-fall below the threshold and get w = 0, so W_S is zero outside the live block, and every
-embedding coordinate >= count is exactly 0 (W is masked once more after the eigendecomposition
-to remove rounding leakage). The threshold uses the largest live eigenvalue, which the zero
-padding does not change; so padding never changes a result.
-
-Ridge regression on the embedding, with A = sum_s z_s z_s^T, b = sum_s z_s y_s:
+z(x; S) = W_S k_S(x) in R^M (zero beyond `count`; padding never changes a result). Ridge
+regression on the embedding, with A = sum_s z_s z_s^T, b = sum_s z_s y_s:
 
     mean(x) = z^T (A + lam I)^{-1} b
     var(x)  = max(k(x, x) - ||z||^2, 0) / lam + max(z^T (A + lam I)^{-1} z, 0)
 
-which, when the dictionary spans the data, is exact kernel ridge regression with the variance
-lam^{-1} (k(x, x) - k_x^T (K + lam I)^{-1} k_x).
+Basis change between nested dictionaries S_old -> S_new:
 
-Basis change between nested dictionaries S_old (prefix) -> S_new:
+    T = W_old K_{S_old, S_new} W_new      [M, M],   A_new = T^T A_old T,   b_new = T^T b_old.
 
-    T = W_old K_{S_old, S_new} W_new      [M, M],   A_new = T^T A_old T,   b_new = T^T b_old,
+Cholesky embedding: with K_SS = L L^T, z(x; S) = L^{-1} k_S(x) is an orthogonal rotation of the
+symmetric-root one (every mean and variance the same), and for prefix dictionaries T = [I 0]. The
+state keeps Linv = L^{-1} [M, M] (zero-padded); `embed_chol` embeds, `chol_dictionary_append`
+appends a point in O(M^2), skipping one whose Schur complement is <= tol * k(x, x).
 
-with W_old (not its inverse) as the first factor: T maps z(x; S_old) to z(x; S_new) for x in
-the span of S_old, so Gram matrices z^T z' are preserved.
+Sampling: ridge-leverage inclusion keeps a candidate with variance v with probability
+min(1, q v); duplicates are dropped; a kept candidate without room sets the overflow flag, which
+callers turn into an error naming the capacity to raise.
 
-Cholesky embedding (the incremental form). With K_SS = L L^T (L lower triangular), the
-embedding z(x; S) = L^{-1} k_S(x) is an orthogonal rotation of the symmetric-root one:
-z_chol = Q z_sym with Q = L^{-1} K_SS^{1/2}, Q Q^T = I; so every Gram product z^T z', every ridge
-mean and every variance is the same number. For a PREFIX dictionary the Cholesky factor of the
-prefix is the leading block of L, and so is its inverse: the basis change between nested
-dictionaries, T = L_old^{-1} K_{old,new} L_new^{-T}, is exactly [I 0] (zero padding), so
-statistics accumulated in the old basis need no change at all, and a snapshot of size m uses the
-leading m x m block of the newest inverse factor. The state keeps the inverse factor Linv = L^{-1}
-(zero-padded beyond `count`), so an embedding is one matrix product (`embed_chol`), and a point is
-appended in O(M^2) by the Schur complement (`chol_dictionary_append`, the formula of
-kernels.linalg.inv_chol_append). Rank deficiency: a point whose Schur complement
-k(x,x) - |L^{-1} k_S(x)|^2 is <= tol * k(x,x) lies (numerically) in the span of the dictionary,
-adds no direction and is NOT appended (the analogue of the eigenvalue threshold of the symmetric
-root); so the live factor is always positive definite.
-
-Sampling. Ridge-leverage (RLS) inclusion: a candidate with variance v is kept with probability
-min(1, q v); uniform inclusion keeps each candidate with a fixed probability. A kept candidate
-that duplicates a live point (or an earlier kept candidate) is dropped. A kept candidate for
-which there is no room sets the returned overflow flag; callers must turn the flag into an error
-naming the capacity to raise (nothing is truncated silently).
+Walk-through: docs/kernels.md.
 """
 from __future__ import annotations
 

@@ -1,96 +1,28 @@
 """Approx-DisKernelUCB: synchronous distributed kernel UCB with a re-sampled Nyström dictionary.
 
-Baseline B3 of the asynchronous-environment study (Li et al., NeurIPS 2022, synchronous), in two
-registered variants built from the same pieces (state, a client's point, the synchronisation), each a
-factory that binds its own select, update and history rows: `approx_dis_kernel_ucb` (the asynchronous
-environment) and `approx_dis_kernel_ucb_duets` (the DUETS paper's baseline, below, whose storage may
-also be the public candidates, `candidate_approx`). Its internals are recalled from that paper, not
-read from it; this module implements this reading:
+Baseline B3 of the asynchronous-environment study (Li et al., NeurIPS 2022, synchronous; its
+internals recalled from that paper, not read from it), in two registered variants built from the
+same pieces: `approx_dis_kernel_ucb` (the asynchronous environment) and `approx_dis_kernel_ucb_duets`
+(the DUETS paper's baseline, spec duets §4.3; storage "rows" here or "candidates", `candidate_approx`).
+All clients share a dictionary S (size m) and the global statistics A_g = sum z z^T, b_g = sum z y of
+all data up to the last synchronisation; client i adds its own new points to get (A_i, b_i), and
 
-    - all clients share a dictionary S (size m) and the global statistics A_g = sum z z^T,
-      b_g = sum z y over ALL data up to the last synchronisation, z = z(x; S) the Nyström
-      embedding (kernels.nystrom); client i adds its own new points since then:
-          A_i = A_g + sum_{s new on i} z_s z_s^T,   b_i = b_g + sum_{s new on i} z_s y_s;
-    - score with the Nyström ridge quantities of (A_i, b_i) (the variance carries 1/lam):
-          mean(x) = z^T (A_i + lam I)^{-1} b_i,
-          var(x)  = max(k(x,x) - |z|^2, 0)/lam + z^T (A_i + lam I)^{-1} z,
-          score   = mean + alpha sqrt(var);  ties (within 1e-10 (1 + |max|)) go to the largest
-          `tie_noise = jax.random.uniform(select_key, (N, K))`;
-    - after the active client i adds its point x_t, it adds the GLOBAL-model variance
-      var_g(x_t) (that of (A_g, b_g)) to a sum V_i, and triggers a synchronisation when
-          count * V_i > threshold,
-      count = n_i, the client's number of new points (trigger_count="client", the spec's
-      reading), or the global steps since the last synchronisation ("elapsed");
-    - a synchronisation involves ALL N clients:
-        (a) each client j re-samples its WHOLE history by ridge leverage: point s is kept with
-            probability min(1, q var_g(x_s)) (old global model), using the uniform draw
-            u[s] = jax.random.uniform(fold_in(update_key, s)) of its position s in the pooled
-            arrival order (`rls_uniforms`; independent of the buffer size, so `resize` changes no
-            draw); it uploads the kept points, |S_j| of them (no client-side de-duplication);
-        (b) the server forms S_new = the kept points in arrival order, duplicates dropped: a kept
-            point equal to one already in S_new, or whose Schur complement
-            k(x,x) - k_S(x)^T K_SS^{-1} k_S(x) against it is <= eig_tol k(x,x) (numerically in its
-            span, no new direction), is not added;
-        (c) every client re-embeds its whole history with S_new and uploads Z^T Z, Z^T y;
-        (d) the server sums them into (A_g, b_g) and broadcasts them; buffers and sums clear.
-  Communication (spec B3, counting all N clients, seen or not; d per point, full m^2 matrices):
-      up   = d sum_j |S_j| + N (m^2 + m),   down = N d m + N (m^2 + m),   rounds = 1,
-  with m = |S_new|.
+    mean(x) = z^T (A_i + lam I)^{-1} b_i,   var(x) = max(k(x,x) - |z|^2, 0)/lam + z^T (A_i + lam I)^{-1} z,
+    score   = mean + alpha sqrt(var),   z(x; S) = L^{-1} k_S(x), K_SS = L L^T (kernels.nystrom).
 
-Embedding. z(x; S) = L^{-1} k_S(x) with K_SS = L L^T (the Cholesky form of Async-KernelUCB,
-kernels.nystrom.embed_chol); the state keeps the inverse factor Linv = L^{-1}, zero-padded to
-M x M. It is an orthogonal rotation of the symmetric-root embedding K_SS^{-1/2} k_S(x), so every
-Gram product, mean, variance and action is the same number up to rounding. The Cholesky factor
-is built by appending the kept points one at a time (`nystrom.chol_dictionary_append`, O(M^2)
-each, a `lax.fori_loop` over the traced number of kept points), with its near-duplicate rule in
-place of an eigenvalue cut: no eigendecomposition of the padded M x M Gram matrix.
+After its point x_t the active client adds var_g(x_t) (the global model's) to V_i and triggers
+when count * V_i > threshold. A synchronisation of all N clients re-samples every history point
+with probability min(1, q var_g(x_s)), forms the de-duplicated dictionary S_new, re-embeds all
+histories and broadcasts the new (A_g, b_g); up = d sum_j |S_j| + N (m^2 + m),
+down = N d m + N (m^2 + m), rounds = 1 (spec B3).
 
-State. The history of all clients lives in one arrival-order buffer (hist_X [C, d], hist_y [C],
-hist_owner [C]), C = `rows(spec, t_end) = t_end` rows; since the rebuilt statistics are sums
-over clients, (c)-(d) are computed as one embedding of the pooled history. The dictionary has at
-most dict_capacity rows, sized by demand (`Sizing.demand`): before each of the runner's doubling
-segments, room for about 1.5 times the dictionary in use, and a segment in which a re-sampled
-dictionary overflows (ERR_DICT) is run again with twice the rows. The work of a step and of a
-synchronisation then follows the dictionary's actual size instead of its capacity. Each client
-keeps (A_i + lam I)^{-1} (loc_Pinv [N, M, M], Sherman-Morrison rank-one updates between syncs)
-and b_i; a client with no new point since the last sync (loc_n = 0) uses the global
-(g_Pinv, g_b) instead, so a sync writes the one fresh Cholesky inverse of the global model and
-no N x M x M broadcast.
-Costs: select O(N K M (d + M)); a quiet update O(M^2); a sync O(C M (d + M) + n M^2 + M^3), n the
-number of kept points (the M^3 is the Cholesky inverse of A_g + lam I).
+State: one pooled arrival-order history (hist_X [C, d], hist_y [C], hist_owner [C], C = t_end);
+the dictionary dict_X [M, d] with the inverse Cholesky factor Linv [M, M] of its Gram matrix
+(M <= dict_capacity, sized by demand); per client loc_Pinv [N, M, M] = (A_i + lam I)^{-1} and
+loc_b [N, M] = b_i; the global g_Pinv [M, M], g_b [M].
+Errors: dictionary overflow, full history, more than one active client (`Algorithm.errors`).
 
-Batching. The synchronisation is a `base.batch_cond` with gather=1: under the runner's vmap only
-the runs that synchronise at a step compute the sync, one after another, while the others take
-the quiet branch; so a quiet step costs its O(K M (d + M)) select and O(M^2) update, and a step
-at which some runs of the batch synchronise costs one sync per synchronising run, not one per run
-of the batch (gather=None would sync every run whenever one does).
-
-Protocol. With `step.one_active` (the asynchronous problems) select scores client
-i = argmax(step.active) only, O(K M (d + M)), with row i of the same (N, K) tie noise, so its
-action is the one of the all-client select; the other clients' actions are 0 (never used).
-aux: the scored clients' mean and var ([K], plus "client", under one_active; [N, K] otherwise;
-update does not read it). Update learns from client argmax(step.active) only, in both modes: a
-step with more than one active client reports ERR_MULTI_ACTIVE.
-
-`approx_dis_kernel_ucb_duets` is the Approx-DisKernelUCB of Pavlovic, Salgia and Zhao (2024, the
-DUETS paper's baseline; spec duets §4.3, from the authors' code where the paper is silent), where
-every client acts at every step:
-    - every active client adds its point (client order); its trigger sum grows by the UNSCALED
-      variance lam * var_i(x_t) of its OWN current model (before the point), and all clients
-      synchronise when ANY sum exceeds the threshold (no count factor), or at step `forced_sync`
-      when none has happened yet (the authors' code forces the first one at 0-based step 10);
-    - the re-sampling keeps a history point with probability min(1, q * lam * var_g(x_s)) (q is the
-      paper's q-bar, lam var_g the unscaled variance of the last global model, 1 before any sync);
-    - ties go to the FIRST arm (np.argmax); while the dictionary is empty a client picks
-      `base.uniform_arms`; every client scores the SAME contexts (the public candidate set,
-      step.contexts[0]), embedded once per step for all clients;
-    - communication in the paper's units: up = d * (mean over clients of its distinct kept points)
-      + m^2 + m, down = d m + m^2 + m (one broadcast); the diagnostic comm_code is the authors'
-      code's m (m + 1). The history holds N points a step.
-
-Errors (`Algorithm.errors`, per step): a dictionary overflow (raise dict_capacity), a full
-history buffer, more than one active client. Diagnostics per step: trigger, var_sum (V_i after
-the step), dict_size, kept (points kept by a sync's re-sampling, summed over clients).
+Walk-through: docs/algorithms/approx_dis_kernel.md.
 """
 from __future__ import annotations
 

@@ -1,80 +1,27 @@
 """Async-KernelUCB: asynchronous distributed kernel UCB with a Nyström dictionary (Li et al., ICLR 2023).
 
 N clients and one server; at each step exactly one client is active (`step.active`, one True).
-The active client picks arms with the SNAPSHOT it received at its last communication (it
-never uses its own un-uploaded data), buffers (x, y), and adds its stale variance of x to a
-running sum acc_i. When acc_i > threshold (D in the paper) it runs the three-message protocol:
+It picks arms with the SNAPSHOT it received at its last communication, buffers (x, y), and adds
+its stale variance of x to a running sum acc_i. When acc_i > threshold (D in the paper) it runs
+the three-message protocol: the server sends its dictionary and statistics; the client keeps each
+buffered point with probability min(1, q var) (ridge leverage, fresh variances), appends the new
+points to the dictionary and uploads their embedded statistics; the server adds them and sends
+the new statistics back as the client's snapshot.
 
-    1. server -> client: dictionary S_{k-1}, A(D_{k-1}; S_{k-1}), b(D_{k-1}; S_{k-1});
-    2. the client computes the FRESH variance of each buffered point from these, keeps each
-       with probability min(1, q var) (ridge-leverage sampling), drops duplicates of dictionary
-       points, appends the rest: S_k; embeds its buffer with S_k and uploads the new points,
-       A(dD; S_k), b(dD; S_k);
-    3. the server re-expresses its statistics in S_k with the basis change T (the corrected form
-       of eq. 5), adds the upload and sends A(D_k; S_k), b(D_k; S_k) back; the client stores
-       them as its new snapshot.
-
-Nyström mean and variance (the variance carries the 1/lam factor; see kernels.nystrom):
     mean(x) = z^T (A + lam I)^{-1} b,   var(x) = max(k(x,x) - |z|^2, 0)/lam + z^T (A + lam I)^{-1} z
-    score   = mean + alpha * sqrt(var);  ties (within 1e-10 (1 + |max|)) broken uniformly at
-    random with `tie_noise = jax.random.uniform(select_key, (N, K))` (row i, the largest noise wins).
-    At an event the RLS draws are `jax.random.uniform(update_key, (B,))`, B the buffer rows; the
-    j-th buffered point uses draw j.
+    score   = mean + alpha * sqrt(var),   z(x; S) = L^{-1} k_S(x), K_SS = L L^T (kernels.nystrom)
 
-Communication per event (scalars; d per dictionary point, full |S|^2 per matrix):
-    up   = d |dS_k| + |S_k|^2 + |S_k|
-    down = d |S_{k-1}| + |S_{k-1}|^2 + |S_{k-1}| + |S_k|^2 + |S_k|,   rounds = 1
-with |dS_k| the points actually appended (after de-duplication).
+Every dictionary is a prefix of the server's, so the basis change of eq. (5) is T = [I 0].
+Communication per event: up = d |dS_k| + |S_k|^2 + |S_k|,
+down = d |S_{k-1}| + |S_{k-1}|^2 + |S_{k-1}| + |S_k|^2 + |S_k|, rounds = 1.
 
-Embedding. z(x; S) = L^{-1} k_S(x) with K_SS = L L^T (kernels.nystrom, "Cholesky embedding"):
-an orthogonal rotation of the symmetric-root embedding W_S k_S(x) of the paper, so every mean,
-variance, leverage probability and action is the same number (up to rounding). Because every
-dictionary is a prefix of the server's, the basis change between S_{k-1} and S_k is exactly
-T = [I 0] (zero padding): the server's statistics need NO re-expression, the appended points
-simply get zero rows/columns of A. A point whose Schur complement against the dictionary is
-<= eig_tol * k(x,x) adds no direction and is treated as a duplicate (not appended, not counted
-in |dS_k|); exact duplicates are dropped as before.
+State: the server's dictionary dict_X [M, d] with Linv [M, M], its A [M, M], b [M] and
+P = (A + lam I)^{-1} [M, M]; each client's upload buffer buf_X [N, B, d], buf_y [N, B] and snapshot
+(snap_n [N], snap_Pinv [N, M, M], snap_coef [N, M]); M and B are sized by demand (`Sizing.demand`). Errors: dictionary or buffer overflow,
+more than one active client. Kernel: any registered one; the paper's exp(-gamma |x - y|^2) is
+"rbf" with lengthscale = 1 / sqrt(2 gamma).
 
-Server aggregate and cost. The server keeps A, b and P = (A + lam I)^{-1} over the full capacity
-(so the zero rows/columns of not-yet-used dictionary slots carry 1/lam on P's diagonal, which is
-exactly what appending a point needs). An event costs O(n_buf M^2), n_buf the client's buffered
-points: message 1's fresh variances use the stored P; appending a point extends the inverse
-factor Linv by one row (Schur complement); each uploaded point is embedded once and folded into
-P by a Sherman-Morrison update (and into A, b by its outer products), in loops whose trip count
-is the traced buffer size, not the static capacity. Since every client's statistics are
-re-expressed in the newest basis at every event (a no-op here), the aggregate equals the spec's
-sum of per-client statistics. The NumPy reference (bench/reference/async_kernel_np.py) keeps
-per-client statistics in the symmetric-root basis; a second one
-(bench/reference/async_kernel_eigenbasis_np.py) follows the paper's eigenbasis form, moving every
-client's stored statistics with the eq. (5) basis-change matrices at each event. The tests compare
-rotation-invariant numbers and the rotated aggregate against both.
-
-Protocol. The algorithm always scores only the active client i = argmax(step.active) (K arms),
-whatever `step.one_active` says: actions[N] holds its choice at i (the other entries are 0 and
-never used); aux = {client, mean[K], var[K]} of client i. A step with more than one active client
-reports ERR_MULTI_ACTIVE (only client i acts and learns then).
-
-State and sizes. The dictionary has at most `dict_capacity` rows, each client's upload buffer at
-most `buffer_capacity`. Client snapshots are stored as (dictionary size, (A + lam I)^{-1},
-(A + lam I)^{-1} b): the size selects the prefix of the server's Linv, so only [N, M, M] once
-(memory N M^2). Both are sized by demand (`Sizing.demand`: the dictionary size or the fullest
-buffer, whichever is larger): before each of the runner's doubling segments they get room for
-about 1.5 times that, up to their capacities, and a segment in which one overflows (ERR_DICT or
-ERR_BUFFER) is run again with twice the rows. So a step costs as the dictionary in use. Padding
-changes no number.
-
-Batching. The event is not a conditional: `communicate` always runs, over the buffer on an event
-and over 0 points on a quiet step, so its loops do nothing then, and the [N, M, M] snapshot write
-is a masked write of one client's block. Under the runner's vmap a step thus costs O(M^2) plus
-the events' O(n_buf M^2) loops (whose trip count is the batch's largest), with no branch whose
-both sides are computed.
-
-Errors (`Algorithm.errors`, per step): a dictionary overflow (raise dict_capacity), a buffer
-overflow (raise buffer_capacity) or more than one active client. Diagnostics per step: dict_size,
-acc (the active client's running sum after the step), trigger.
-
-Kernel: any registered kernel; the paper's Gaussian kernel exp(-gamma |x - y|^2) is "rbf" with
-lengthscale = 1 / sqrt(2 gamma).
+Walk-through: docs/algorithms/async_kernel.md.
 """
 from __future__ import annotations
 

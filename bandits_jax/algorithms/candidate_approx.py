@@ -1,46 +1,28 @@
 """Approx-DisKernelUCB of the DUETS paper kept over its public candidate set
 (`approx_dis_kernel_ucb_duets` with storage="candidates").
 
-The algorithm of `approx_dis_kernel.approx_dis_kernel_ucb_duets` with its rows (that module's
-docstring: every client acts at every step, its trigger sum grows by the unscaled variance of its own
-model, any sum over the threshold or the forced first step synchronises everyone, the history
-re-sampled by ridge leverage into a new Nyström dictionary, first-index ties, uniform arms while the
-dictionary is empty); only the storage and the re-sampling's random numbers differ. On a finite
-candidate set C [M, d] every number lives on C, so the cost is bounded by the M candidates, not by
-the N T points seen.
-
-The Nyström model as a Gaussian process. With z(x) the embedding in the dictionary S (Z [M, m] over
-the candidates) and the data's A = sum z z^T, b = sum z y, the ridge quantities of `approx_dis_kernel`
-are those of a Gaussian process with prior covariance Z Z^T on the candidates and noise variance lam:
+The algorithm of `approx_dis_kernel.approx_dis_kernel_ucb_duets` (spec duets §4.3); only the storage
+and the re-sampling's random numbers differ. On a finite candidate set C [M, d] every number lives
+on C, so the cost is bounded by the M candidates, not by the N T points seen. With z(x) the
+embedding in the dictionary S (Z [M, m] over the candidates), A = sum z z^T and b = sum z y, the
+ridge quantities are those of a Gaussian process with prior covariance Z Z^T and noise variance lam:
 
     mean(x) = z^T (A + lam I)^{-1} b,   lam var(x) = resid(x) + Sigma[x, x],
-    Sigma = lam Z (A + lam I)^{-1} Z^T  (the posterior covariance),  resid = max(k(x, x) - |z|^2, 0).
+    Sigma = lam Z (A + lam I)^{-1} Z^T,  resid = max(k(x, x) - |z|^2, 0).
 
-So the pooled model of the last synchronisation is mean_G [M], Sigma_G [M, M] and resid [M], and a
-client's points since then update it exactly as in `candidate_kernel` (`absorb`: counts, reward sums
-and a [B, B] matrix per client over its distinct candidates, O(M x its distinct candidates + B^2) a
-point, B sized by demand; the factory binds those slots, `candidate_kernel.SLOTS`, as `slots`);
-resid does not change between synchronisations. The trigger sum grows by lam var_i(x_t) =
-resid[a] + Sigma_i[a, a] of the client's model before its point.
+A client's points since the synchronisation update (mean_G, Sigma_G) exactly as in
+`candidate_kernel` (its `SLOTS`); its trigger sum grows by lam var_i(x_t). A synchronisation keeps
+candidate c of owner j when one uniform u[j, c] falls below 1 - (1 - p_c)^count[j, c],
+p_c = min(1, q lam var_G(c)) (the same law as a draw per point); the new dictionary is the kept
+candidates in candidate order; then A = Z^T diag(count) Z, b = Z^T sums and the new model, in
+O(M m^2 + M^2 m). Communication: up = d (kept pairs) / N + m^2 + m, down = d m + m^2 + m.
 
-A synchronisation (everything the rows storage does, by candidate):
-    (a) owner j keeps candidate c, on which it has count[j, c] >= 1 points, when at least one of them
-        is kept by the leverage draw of probability p_c = min(1, q lam var_G(c)) (the OLD pooled
-        model, lam var_G = 1 before any synchronisation): one uniform u[j, c] (jax.random.uniform of
-        the sync key, shape [N, M]) against 1 - (1 - p_c)^count[j, c]. The distinct points an owner
-        uploads then have the same distribution as with one draw per point, but not the same draws;
-    (b) the new dictionary: the candidates some owner kept, in candidate order (not arrival order;
-        the same span, so the same model, unless the near-duplicate cut drops another point);
-    (c)-(d) A = Z^T diag(count) Z, b = Z^T sums over all pooled counts, and the new (mean_G, Sigma_G,
-        resid): O(M m^2 + M^2 m) for a dictionary of m <= dict_capacity rows (padded to a capacity of the
-        ladder, `synchronise`).
-Communication as in the rows storage: up = d (kept (owner, candidate) pairs) / N + m^2 + m, down =
-d m + m^2 + m, comm_code m (m + 1). The diagnostic `kept` counts kept (owner, candidate) pairs (the
-rows storage counts kept points). In a batch of runs only those that synchronise compute it
-(`base.batch_cond` with gather=1).
+State: candidates [M, d], counts [N, M], sums [M], dict_n, mean_g [M], cov_g [M, M], resid [M];
+per client the `candidate_kernel.Slots` [N, B, ...], loc_mean [N, M], loc_var [N, M] and the
+trigger sums loc_trig [N]. Errors: ERR_DICT (dictionary overflow), ERR_SLOTS (a client with more
+than buffer_capacity distinct candidates since the last synchronisation).
 
-Errors: a dictionary overflow (ERR_DICT) and a client with more than buffer_capacity distinct
-candidates since the last synchronisation (ERR_SLOTS).
+Walk-through: docs/algorithms/candidate_storage.md.
 """
 from __future__ import annotations
 

@@ -1,47 +1,27 @@
 """DisKernelUCB of the DUETS paper kept over its public candidate set (`dis_kernel_ucb_duets` with
 storage="candidates"), and the clients' candidate slots that `candidate_approx` shares.
 
-The same algorithm as `dis_kernel.dis_kernel_ucb_duets` with its rows (that module's docstring: every
-client acts at every step, any client's elapsed * log-det ratio > threshold synchronises everyone, the
-unscaled variance, first-index ties, a uniform first arm, communication in the DUETS paper's units,
-`dis_protocol`); only the storage differs. On a finite candidate set C [M, d] every number the UCB needs lives on
-C, so the cost is bounded by the M candidates, not by the N T points seen.
+The same algorithm as `dis_kernel.dis_kernel_ucb_duets` (spec duets §4.2); only the storage differs.
+On a finite candidate set C [M, d] every number the UCB needs lives on C, so the cost is bounded by
+the M candidates, not by the N T points seen. The pooled data G of the last synchronisation are the
+Gaussian-process posterior over the candidates with noise variance lam (prior 0 and k(C, C)). A
+synchronisation folds in the new points by candidate: P the distinct candidates, c their counts, s
+their reward sums, D = diag(sqrt(c)), A = lam I + D Sigma_G[P, P] D = L L^T,
 
-Pooled data G of the last synchronisation: the Gaussian-process posterior over the candidates with
-noise variance lam, its mean mean_G [M] and covariance Sigma_G [M, M] (prior: 0 and k(C, C)). A
-synchronisation folds in the clients' new points by candidate: with P the distinct candidates among
-them, c [|P|] their new counts and s their reward sums, D = diag(sqrt(c)) and A = lam I + D Sigma_G[P, P] D
-= L L^T (c points at one candidate are one observation of s / c with noise lam / c),
+    W = L^{-1} D Sigma_G[P, :],   mean_G += W^T L^{-1} (s / sqrt(c) - D mean_G[P]),   Sigma_G -= W^T W.
 
-    W = L^{-1} D Sigma_G[P, :],   mean_G += W^T L^{-1} (s / sqrt(c) - D mean_G[P]),   Sigma_G -= W^T W,
+Client i's model is the pooled one updated by its points since then, held in at most B candidate
+slots (ids_i, counts, sums) and Q_i [B, B]: Sigma_i = Sigma_G - S_i^T Q_i S_i, S_i = Sigma_G[ids_i, :];
+a point at candidate a (slot j) with reward y is absorbed as
 
-in blocks of `POOL_BLOCK` candidates (padding slots have c = 0 and drop out), as many blocks as P
-needs: O(|P| M^2), set by the distinct points a synchronisation brings, not by N T. In a batch of runs
-only those that synchronise compute it, one after another (`base.batch_cond` with gather=1).
-
-Client i: its points since the synchronisation sit on P_i, at most B distinct candidates (slot k:
-candidate ids_i[k], count and reward sum), and its model is the pooled one updated
-by them. Its posterior covariance is Sigma_G - S_i^T Q_i S_i with S_i = Sigma_G[ids_i, :] [B, M] and
-Q_i [B, B] (zero on unused slots), and a point at candidate a (slot j, appended if new) with reward y
-is absorbed by the Gaussian-process update with noise variance lam:
-
-    g = Sigma_G[ids_i, a],   z = e_j - Q_i g,   u = S_i^T z   (= Sigma_i[:, a]),   h = lam + u[a],
+    g = Sigma_G[ids_i, a],   z = e_j - Q_i g,   u = S_i^T z,   h = lam + u[a],
     mean_i += u (y - mean_i[a]) / h,   var_i -= u^2 / h,   Q_i += z z^T / h,   logdet_i += log(h / lam)
 
-O(M |P_i|) a point (the rows of Sigma_G at its candidates, SLOT_CHUNK at a time), however many points
-the client has seen since the synchronisation, plus O(B^2) for Q_i; once some client holds more than
-`dense_from` candidates, all clients' u come from one [N, M] x [M, M] product instead of N |P_i| gathered
-rows (`client_rows`, chosen step by step). Either way the numbers are those of the rows storage (one
-inverse-Cholesky row per point, the log-det ratio from its diagonal) to rounding, and Q_i only grows
-by positive terms.
+State: candidates [M, d], mean_g [M], cov_g [M, M]; per client the `Slots` [N, B, ...] (B sized by
+demand up to buffer_capacity, `slot_sizing`), loc_mean [N, M], loc_var [N, M], loc_logdet [N].
+Costs: a sync O(|P| M^2), a point O(M |P_i| + B^2). Error: ERR_BUFFER (too many distinct candidates).
 
-Slots. B is sized by demand (`slot_sizing`, `core.Sizing`): the runner gives each segment of the
-horizon room for about 1.5 times the most slots a client of the batch uses, and runs a segment again
-with twice the room when a client outgrows them, up to buffer_capacity; a client with more than
-buffer_capacity distinct candidates since the last synchronisation is the error ERR_BUFFER. So the
-O(B^2) of Q_i follows the clients' actual spread (a few slots with frequent synchronisations, hundreds
-for agents that never synchronise). The slots' functions are `SLOTS`, which the factory of the
-Approx-DisKernelUCB candidate storage binds into it, so that `candidate_approx` imports no storage.
+Walk-through: docs/algorithms/candidate_storage.md.
 """
 from __future__ import annotations
 

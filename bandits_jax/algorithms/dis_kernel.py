@@ -1,75 +1,28 @@
 """Synchronous and pooled kernel baselines of the asynchronous environment (Li et al., ICLR 2023, Sec. 5).
 
-All three run in the asynchronous environment: one active client per step (`active[N]`, one
-True), and the same contexts, arrivals and noise as Async-KernelUCB. The UCB uses the exact
-kernel ridge quantities on the same scale as Async-KernelUCB (the variance carries 1/lam):
+DisKernelUCB, OneKernelUCB and NKernelUCB, with the exact kernel ridge quantities on the scale of
+Async-KernelUCB (the variance carries 1/lam), ties to the largest `tie_noise` (`base.argmax_random_ties`):
 
     mean(x) = k_x^T (K + lam I)^{-1} y,   var(x) = max(k(x, x) - k_x^T (K + lam I)^{-1} k_x, 0) / lam
-    score   = mean + alpha * sqrt(var);   ties go to the largest
-    `tie_noise = jax.random.uniform(select_key, (N, K))` (`base.argmax_random_ties`), as in Async-KernelUCB.
+    score   = mean + alpha * sqrt(var)
 
-DisKernelUCB comes in two registered variants built from the same pieces (state, client appends,
-synchronisation, client models), each a factory that binds its own select, update and buffer rows:
-`dis_kernel_ucb` (the asynchronous environment of Li et al. 2023) and `dis_kernel_ucb_duets` (the
-DUETS paper's synchronous baseline, whose storage may also be the public candidates).
+DisKernelUCB (exact, shares raw data; internals recalled from Li et al., NeurIPS 2022): every
+client holds the pooled data G of the last synchronisation plus its own new points dD_i, and
+triggers a synchronisation of all N clients when
+    elapsed * log( det(I + K_{G + dD_i} / lam) / det(I + K_G / lam) ) > threshold;
+communication [A]: up = (d + 1) sum_j |dD_j|, down = (d + 1)(N - 1) sum_j |dD_j|, rounds = 1.
+Two registered variants: `dis_kernel_ucb` and `dis_kernel_ucb_duets` (the DUETS paper's baseline,
+spec duets §4.2: every client acts each step, unscaled variance, first-index ties; storage
+"candidates" in `candidate_kernel`).
+OneKernelUCB: one exact KernelUCB on all pooled data (storage `kernel.LEARNERS`); up = d + 1,
+down = (N - 1)(d + 1) per active step (spec B1 [A]). NKernelUCB: N independent KernelUCBs, no
+communication.
 
-DisKernelUCB (exact, shares raw data; the exact counterpart of Approx-DisKernelUCB). Its internals
-are recalled from Li et al. (NeurIPS 2022), not read from it; this module implements this reading:
-    - every client holds the pooled data G of the last synchronisation (identical on all clients)
-      plus its own observations since then, dD_i; it scores with exact KRR on G followed by dD_i;
-    - after the active client i adds its observation, it triggers a synchronisation when
-          elapsed * log( det(I + K_{G + dD_i} / lam) / det(I + K_G / lam) ) > threshold
-      with elapsed = global steps since the last synchronisation, this one included
-      (trigger_count="elapsed", the spec's form), or elapsed = |dD_i| (trigger_count="client",
-      the count the authors' DisLinUCB code uses);
-    - a synchronisation involves ALL N clients: each uploads its raw new points, the server appends
-      them to G in client order (client 0's points in arrival order, then client 1's, ...) and
-      sends every client the points of the others; all dD_j are cleared.
-  Communication [A] (d + 1 scalars per raw point; all N clients counted, seen or not):
-      up = (d + 1) * sum_j |dD_j|,   down = (d + 1) * (N - 1) * sum_j |dD_j|,   rounds = 1.
-  With threshold = 0 every step synchronises and DisKernelUCB is OneKernelUCB, messages included.
-  Diagnostics: trigger, logdet_ratio (the active client's), n_global (|G|), num_syncs.
-  `dis_kernel_ucb_duets` is the DisKernelUCB of Pavlovic, Salgia and Zhao (2024, the DUETS paper's
-  baseline; spec duets §4.2) in a synchronous setting where every client acts at every step:
-      - every active client appends its point, and the clients synchronise when ANY of them has
-        elapsed * log-det ratio > threshold (elapsed: steps since the last sync, this one included);
-      - the UCB uses the unscaled variance k(x, x) - k_x^T (K + lam I)^{-1} k_x (no 1/lam),
-        score = mean + alpha * sqrt(var), and ties go to the FIRST arm (np.argmax), except that a
-        client with no data at all picks `base.uniform_arms` (with threshold = inf the clients are
-        then exactly the N-KernelUCB of `kernel.kernel_ucb(first="uniform")`);
-      - communication in the paper's units: up = (d + 1) * (new points of one client) (the average
-        over clients), down = (d + 1) * (all new points) (one broadcast); the diagnostic comm_code is
-        the authors' code's count, (d + 1) * (all new points) (`dis_protocol.duets_report`).
-  The pooled buffers then hold N points a step (`dis_protocol.duets_rows`). On a public candidate set,
-  storage="candidates" keeps the same model as the posterior over the candidates and each client's
-  new points by distinct candidate instead (`candidate_kernel`), at a cost bounded by the candidates.
+State: pooled X [C, d], y [C] and the padded inverse Cholesky factor chol_inv [C, C] of K_G + lam I
+(C = t_end rows); per client the factor rows of its own points, loc_rows [N, B, C]. Errors:
+ERR_CAPACITY, ERR_BUFFER, more than one active client (`Algorithm.errors`).
 
-OneKernelUCB: one exact KernelUCB on all clients' pooled data, every point absorbed at once, in the
-storage its factory picks (`kernel.LEARNERS`: dense, panels or distinct, the same numbers to rounding).
-Communication (spec B1 [A]): each active step, up = d + 1, down = (N - 1)(d + 1), rounds = 1.
-
-NKernelUCB: N independent exact KernelUCBs (client i uses only its own data); no communication.
-
-Exact statistics. The pooled data G live in X[C, d], y[C] with the padded INVERSE Cholesky factor
-chol_inv[C, C] of K_G + lam I (kernels.linalg, grown by `inv_chol_append`, one row per point).
-Client i's factor is that of G followed by dD_i; since an append writes only one row, client i
-stores only the rows of its own points, loc_rows[i][B, C], and `client_model` splices them
-below the live block of chol_inv. At a synchronisation the server appends all new points to
-chol_inv one by one (exact, O(C^2) a point; no fresh factorisation is needed).
-
-Costs. `select` scores every client's K contexts: O(N K C^2) a step for DisKernelUCB and
-OneKernelUCB, O(K C_i^2) a client for NKernelUCB. Under a one-active protocol (`step.one_active`,
-declared by the problem) select scores client i = argmax(active) only, O(K C^2), with the same
-random draws (row i of the (N, K) tie noise; NKernelUCB: key split(key, N)[i]), so client i's
-action is the one of the all-client select; the other clients' actions are 0 (the runner never
-uses them) and the aux holds client i's quantities ([K]). A sync costs O(|new points| C^2).
-Buffers grow with the runner's doubling segments (`core.Sizing`): the pooled buffers have
-`rows(spec, t_end) = t_end` rows, the per-client buffers min(t_end, buffer_capacity) rows;
-`resize` pads without changing a number.
-
-Errors are never silent (`Algorithm.errors`, reported at the step they happen): an overflow of
-the pooled (ERR_CAPACITY) or per-client (ERR_BUFFER) buffers, or a step with more than one active
-client (`base.ERR_MULTI_ACTIVE`; NKernelUCB only under a one-active protocol).
+Walk-through: docs/algorithms/dis_kernel.md.
 """
 from __future__ import annotations
 

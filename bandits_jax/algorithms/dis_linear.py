@@ -5,39 +5,26 @@ V = A + lam I and theta = V^{-1} b a client scores (`kernels.ridge.ridge_scores`
 
     mean(x) = x^T theta,   var(x) = x^T V^{-1} x,   score = mean + alpha * sqrt(var),
 
-ties going to the largest `tie_noise = jax.random.uniform(select_key, (N, K))`
-(`base.argmax_random_ties`), as in Async-KernelUCB. V is factorised afresh per client and step
-(O(N d^3), d small). The internals of both are recalled from the cited papers and the authors'
-public code, not read from them (spec §4, B4 and B5); this module implements that reading.
+ties going to the largest `tie_noise` (`base.argmax_random_ties`). Their internals are recalled
+from the cited papers and the authors' code, not read from them (spec §4, B4 and B5).
 
-DisLinUCB (Wang et al. 2019; spec B4). Client i holds the global statistics of the last sync
-(A_g, b_g) plus its own since then (dA_i, db_i) and scores with A_i = A_g + dA_i, b_i = b_g + db_i.
-After its step, with n_i its number of new observations, it triggers a sync of ALL clients when
+DisLinUCB (Wang et al. 2019; spec B4): client i scores with A_g + dA_i, b_g + db_i and triggers
+a sync of ALL clients when
 
-    n_i * ( log det(A_i + lam I) - log det(A_g + lam I) ) >= threshold.
+    n_i * ( log det(A_i + lam I) - log det(A_g + lam I) ) >= threshold;
 
-At a sync every client uploads (dA_j, db_j, n_j) and the server broadcasts (A_g, b_g, n):
-up = down = N (d^2 + d + 1) scalars (the authors' code's count), rounds = 1. Several active
-clients at a step are allowed (each adds to its own buffer; any trigger syncs everyone), except
-under a one-active protocol (below), where more than one sets `base.ERR_MULTI_ACTIVE`.
-Diagnostics: trigger, logdet_ratio (of client argmax(active)), num_syncs.
+up = down = N (d^2 + d + 1) scalars, rounds = 1.
+State: A_g [d, d], b_g [d], dA [N, d, d], db [N, d], n_loc [N].
 
-FedLinUCB (He et al. 2022; spec B5). Client i scores with the statistics it last DOWNLOADED
-(Phi_i, b_i) only, and buffers (dPhi_i, db_i). After its step, if
+FedLinUCB (He et al. 2022; spec B5): client i scores with what it last DOWNLOADED and buffers
+(dPhi_i, db_i); when
 
     log det(lam I + Phi_i + dPhi_i) - log det(lam I + Phi_i) > log(1 + alpha_c)
 
-it uploads its buffers (d^2 + d), the server adds them to its statistics, and the client downloads
-the server's statistics (d^2 + d) and clears its buffers: up = down = d^2 + d, rounds = 1. Only
-the active client communicates; exactly one active client per step is required (more sets
-`base.ERR_MULTI_ACTIVE`, as in Async-KernelUCB). Diagnostics: trigger, logdet_ratio.
+it uploads its buffers and downloads the server's statistics: up = down = d^2 + d, rounds = 1.
+State: A_g [d, d], b_g [d], A_dl [N, d, d], b_dl [N, d], dA [N, d, d], db [N, d].
 
-One active client (`step.one_active`, declared by the asynchronous problems): select scores
-client i = argmax(active) only, O(d^3 + K d^2) instead of O(N (d^3 + K d^2)), with row i of the
-same (N, K) tie noise, so client i's action is the one of the all-client select; the other
-clients' actions are 0 (never used) and the aux holds client i's quantities ([K]). DisLinUCB's
-update then computes client i's log-determinant ratio only (the others are not active, so they
-cannot trigger): O(d^3) a step instead of O(N d^3).
+Walk-through: docs/algorithms/dis_linear.md.
 """
 from __future__ import annotations
 

@@ -2,41 +2,26 @@
 
 A phased elimination over a finite, public candidate set (`Problem.public`: {"candidates": [M, d],
 "best": int32}). Epoch j lasts T_j steps: T_1 is given, T_j = floor(sqrt(T T_{j-1})), and the last
-epoch is cut at the horizon T (T = 50, T_1 = 2: 2, 10, 22, 16 steps). In epoch j every agent
-queries T_j candidates drawn uniformly, with replacement, from the active set X_j; there is no
-UCB and no exploitation. After each epoch but the last:
+epoch is cut at the horizon T. In epoch j every agent queries T_j candidates drawn uniformly, with
+replacement, from the active set X_j; there is no UCB and no exploitation. After each epoch but
+the last the server regenerates the agents' queries from their shared coins, computes the exact
+posterior variance sigma_j^2 (Eq. 4, no 1/lam) of the epoch's points over X_j, keeps each point
+with probability p_j = min(1, p0 sigma^2_max) (S_j the distinct kept candidates), forms
+vbar = (lam I + Z^T Z)^{-1} sum_n Z_n^T Y_n (Eq. 8, z(x) = K_SS^{-1/2} k_S(x)), and everyone trims
+(Eq. 9):
 
-  1. the server regenerates every agent's queries from the agents' coins (shared randomness:
-     the coin of agent n is fold_in(fold_in(key, COIN), n); its i-th query of epoch j is
-     active_ids[floor(u n_active)], u = uniform(fold_in(fold_in(coin_n, j), i)), active_ids the
-     active candidate ids in increasing order), so no point travels up;
-  2. it computes the EXACT posterior variance sigma_j^2 (Eq. 4, no 1/lam) of this epoch's N T_j
-     points over X_j, sigma^2_max = its maximum, and p_j = min(1, p0 sigma^2_max);
-  3. it keeps each of the N T_j points with probability p_j (server key fold_in(key, SERVER),
-     draw u[n, i] of point i of agent n); S_j = the distinct kept candidates (one uniformly chosen
-     point of the epoch when none is kept);
-  4. each agent sends v_n = Z_n^T Y_n (|S_j| scalars), with z(x) = K_SS^{-1/2} k_S(x); the server
-     forms vbar = (lam I + Z^T Z)^{-1} sum_n v_n over ALL the epoch's points (Eq. 8) and broadcasts
-     S_j, vbar and sigma_max (d|S_j| + |S_j| + 1 scalars);
-  5. everyone trims (Eq. 9): X_{j+1} = {x in X_j : mu(x) >= max_{X_j} mu - 2 beta sigma_max},
-     mu(x) = z(x)^T vbar; the data of the epoch are then discarded.
+    X_{j+1} = {x in X_j : mu(x) >= max_{X_j} mu - 2 beta sigma_max},   mu(x) = z(x)^T vbar.
 
-The epoch's data are kept as counts and reward sums per candidate ([M] each): the agents' sums
-are their only contribution, and sum_n v_n = Z_U^T s over the distinct points U of the epoch, the
-same number as the paper's per-agent sum. The exact variance uses the same counts
-(kernels.krr.repeated_points_posterior), so an epoch costs O(R^3 + M R^2) with R = min(N T_j, M)
-distinct points, not O((N T_j)^3). The Nyström root uses the eigenvalue floor of kernels.nystrom.
+Communication (spec §3.6), at the last step of each completed epoch: up = |S_j|,
+down = d|S_j| + |S_j| + 1, rounds = 1; the authors' code's count is the diagnostic `comm_code`.
 
-Communication (spec §3.6), at the last step of each completed epoch: up = |S_j| (one agent's
-upload, the paper's average over agents), down = d|S_j| + |S_j| + 1, rounds = 1. The authors'
-code counts N times its number of kept draws, without de-duplication; that is recorded as the
-diagnostic `comm_code`. Other diagnostics, non-zero at the epoch ends only: epoch_length T_j,
-sigma2_max, p, inducing |S_j|, active_before, active_after, best_survived, regen_mismatch (the
-number of candidates whose regenerated count differs from the agents' queries: 0 always);
-`active` is the active-set size at every step.
-
+State: candidates [M, d], best; active [M] bool, active_ids [M] int32, n_active; the epoch's
+counts [M] and reward sums [M] (all agents); the agents' coin root and the server's key. An epoch
+costs O(R^3 + M R^2), R = min(N T_j, M) distinct points (kernels.krr.repeated_points_posterior).
 Defaults follow the paper where the spec marks a choice (spec §7): floor for T_j, the exact
 unscaled sigma in p_j and in Eq. 9, 2 beta, p_j clipped at 1, de-duplicated S_j.
+
+Walk-through: docs/algorithms/duets.md.
 """
 from __future__ import annotations
 

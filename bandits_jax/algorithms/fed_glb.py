@@ -1,63 +1,26 @@
 """FedGLB-UCB: synchronous federated generalised linear bandit with a sigmoid link (Li & Wang 2022).
 
 Baseline B6 of the asynchronous-environment study. The link mu(z) = 1 / (1 + exp(-z)) is stated
-in the paper; everything else (the local online Newton steps, the online-to-confidence-set
-centre, the trigger, the accelerated-gradient synchronisation and its stopping rule) is RECALLED
-from the paper and the authors' public code, not read from them (spec §4, B6). This module
-implements this reading; rewards are used as they are, even when not binary.
+in the paper; the rest (local online Newton steps, the confidence-set centre, the trigger, the
+accelerated-gradient synchronisation) is RECALLED from the paper and the authors' code (spec §4, B6).
 
-Statistics (raw contexts, no bias term; V-regulariser lam / c_mu):
-    A_g [d, d] = sum x x^T over all data up to the last sync; theta_g [d] the synchronised estimate;
-    client i adds its new points: dA_i = sum x x^T, db_i = sum x z_s with z_s = x_s^T theta_{i,s}
-    (the prediction of its online iterate before the step), and
-        V_i = A_g + dA_i + (lam / c_mu) I,    centre theta_hat_i = V_i^{-1} (A_g theta_g + db_i)
-    (ridge regression onto the predicted values, the global data predicted by theta_g).
-Score: mean = x^T theta_hat_i, var = x^T V_i^{-1} x, score = mean + alpha sqrt(var); ties
-(within 1e-10 (1 + |max|)) go to the largest `tie_noise = jax.random.uniform(select_key, (N, K))`.
+    V_i = A_g + dA_i + (lam / c_mu) I,   theta_hat_i = V_i^{-1} (A_g theta_g + db_i),
+    score = x^T theta_hat_i + alpha sqrt(x^T V_i^{-1} x)   (ties to the largest `tie_noise`),
+with db_i = sum x z_s, z_s = x_s^T theta_{i,s}. The active client's local step on (x, y):
+    theta_i <- theta_i - (1 / c_mu) V_i^{-1} (mu(x^T theta_i) - y) x.
+Trigger: n_i * (log det V_i - log det V_g) >= threshold, V_g = A_g + (lam / c_mu) I.
 
-Local step of the active client i on (x, y), after adding x to dA_i and x z to db_i (z = x^T theta_i):
-    theta_i <- theta_i - (1 / c_mu) V_i^{-1} (mu(x^T theta_i) - y) x      (online Newton step, no projection).
-Trigger (as DisLinUCB): n_i * (log det V_i - log det V_g) >= threshold, V_g = A_g + (lam / c_mu) I,
-n_i = client i's number of new points.
+Synchronisation (all N clients): A_g += sum_j dA_j; distributed Nesterov accelerated gradient
+descent on F(theta) = sum_s [log(1 + exp(x_s^T theta)) - y_s x_s^T theta] + lam |theta|^2 / 2 from
+theta_g, step 1/L, stopping when |grad F| <= sqrt(2 lam / n) or after `max_iters` gradients; the
+server broadcasts (A_g, theta_g, n). Communication, k gradients:
+    up = N (d^2 + 1) + k N d,   down = k N d + N (d^2 + d + 1),   rounds = 1.
 
-Synchronisation (ALL N clients, seen or not):
-    1. every client uploads dA_j and n_j (d^2 + 1 scalars); A_g <- A_g + sum_j dA_j;
-    2. distributed Nesterov accelerated gradient descent on the regularised logistic loss of all
-       n data points (a sum, as the clients return summed gradients sum_s (mu(x_s^T theta) - y_s) x_s),
-           F(theta) = sum_s [log(1 + exp(x_s^T theta)) - y_s x_s^T theta] + lam |theta|^2 / 2,
-       from theta_g, with step 1/L, L = lambda_max(A_g) / 4 + lam, constant momentum
-       beta = (sqrt(kappa) - 1) / (sqrt(kappa) + 1), kappa = L / lam:
-           y_k = theta_k + beta (theta_k - theta_{k-1}); g_k = grad F(y_k);
-           stop with theta_g = y_k if |g_k| <= sqrt(2 lam / n), else theta_{k+1} = y_k - g_k / L.
-       The rule is the paper's |grad f| <= sqrt(2 lam / n^3) for the MEAN loss f = F / n, which is
-       (lam / n)-strongly convex, so that f(y_k) - min f <= n |grad f|^2 / (2 lam) <= 1 / n^2; on
-       the summed gradient g_k = n grad f it reads |g_k| <= n sqrt(2 lam / n^3) = sqrt(2 lam / n).
-       after `max_iters` gradients it stops with theta_g = the last theta_{k+1} (diagnostic
-       agd_converged is False then). Each gradient costs the server sending y_k and every client
-       returning its part of the gradient: d scalars per client each way;
-    3. the server broadcasts (A_g, theta_g, n): d^2 + d + 1 scalars per client. All clients set
-       theta_i = theta_g and clear dA, db, n.
-  Communication: up = N (d^2 + 1) + k N d, down = k N d + N (d^2 + d + 1), rounds = 1 (k gradients).
+State: A_g [d, d], theta_g [d]; per client dA [N, d, d], db [N, d], theta [N, d], loc_n [N]; the
+pooled history hist_X [C, d], hist_y [C] (C = t_end), which the gradient of F sums over.
+Errors: full history, more than one active client (`Algorithm.errors`).
 
-The raw data stay where they were observed; the simulation keeps them in one arrival-order
-buffer (hist_X [C, d], hist_y [C], C = `rows(spec, t_end) = t_end` rows) because the gradient of
-F is a sum over clients. Costs: select O(N (d^3 + K d^2)); a sync O(k C d + d^3).
-
-Batching. The sync is a `base.batch_cond` (gather=1) around a `lax.while_loop`: under the
-runner's vmap only the runs that synchronise at a step run the loop, one after another, each to
-its own convergence (gather=None would run it for the whole batch until its slowest run
-converges); a quiet step skips it.
-
-Protocol. With `step.one_active` (the asynchronous problems) select scores client
-i = argmax(step.active) only, O(d^3 + K d^2), with row i of the same (N, K) tie noise, so its
-action is the one of the all-client select; the other clients' actions are 0 (never used).
-aux: the scored clients' mean and var ([K], plus "client", under one_active; [N, K] otherwise;
-update does not read it). Update learns from client argmax(step.active) only, in both modes: a
-step with more than one active client reports ERR_MULTI_ACTIVE.
-
-Errors (`Algorithm.errors`, per step): a full history buffer, more than one active client.
-Diagnostics per step: trigger, logdet_ratio, agd_iters (gradients of a sync, 0 otherwise),
-agd_converged.
+Walk-through: docs/algorithms/fed_glb.md.
 """
 from __future__ import annotations
 

@@ -5,10 +5,7 @@ Each agent keeps its own history in buffers of C rows:
     X[C, d] chosen contexts, y[C] rewards, n = number of live rows,
     chol_inv[C, C] = padded INVERSE Cholesky factor of K_n + lam I, K_n = k(X[:n], X[:n]),
 
-grown by one Schur-complement append per observation (`kernels.linalg.inv_chol_append`,
-O(C^2), one new row written). Keeping L^{-1} rather than L turns every per-step triangular
-solve into a matrix-vector product, which XLA runs at memory bandwidth on CPU (its
-triangular solve is several times slower).
+grown by one Schur-complement append per observation (`kernels.linalg.inv_chol_append`, O(C^2)).
 With k_x = k(X[:n], x):
 
     mean(x) = k_x^T (K_n + lam I)^{-1} y
@@ -16,35 +13,17 @@ With k_x = k(X[:n], x):
 
 and with no data mean = 0, var = k(x, x). Scores for the K contexts of a step:
 
-    kernel_ucb [S] (Srinivas et al. 2010; Valko et al. 2013, up to the scale absorbed in beta):
-        mean + beta * sqrt(var)
+    kernel_ucb [S] (Srinivas et al. 2010; Valko et al. 2013): mean + beta * sqrt(var)
     kernel_ts [S] (Chowdhury & Gopalan 2017, per-arm independent form):
         mean + sqrt(max(nu^2 var, var_floor)) * z,  z = jax.random.normal(key, (K,), dtype)
-        drawn with the agent's select key. var_floor = 0 is standard. The baselines' code of the
-        Neural/Federated Neural Bandits papers uses var_floor = 1e-6 (an option).
 
-Actions are jnp.argmax of the scores (the first index on ties).
+Actions are jnp.argmax of the scores (the first index on ties). Options: max_history (static; the
+Federated Neural Bandits baselines cap at 1000), var_floor (their code uses 1e-6). Two other
+storages of the same exact model, "panels" and "distinct", serve `dis_kernel.one_kernel_ucb`
+(`LEARNERS[storage]`). Float hyper-parameters (lam, beta or nu, lengthscale, var_floor) are the
+traced `params`; the kernel, max_history and the storage's sizes are the static `KernelConfig`.
 
-Option max_history (static): once n reaches it, nothing more is added. The Federated Neural
-Bandits baselines cap at 1000. The default None keeps everything. The baselines' code uses the
-Laplacian kernel exp(-||x - x'||) (kernel="laplacian", lengthscale=1) and a variance scaled by
-lam nu, i.e. beta = sqrt(lam nu) here.
-
-Growing buffers: `rows1(spec, t_end) = min(t_end, max_history)` rows; `resize1` pads the
-buffers (zeros) and the factor (identity), which changes no number. A buffer that is full stops
-absorbing data, so the runner must provide `rows1` rows.
-
-The same exact model has two other storages, used by the pooled baseline
-(`dis_kernel.one_kernel_ucb`). Each storage is a `Learner`, a NamedTuple of its functions that a
-factory picks once (`LEARNERS[storage]`), so no function asks which state it holds:
-    "dense": the buffers above (`KernelState`; init1, update1, ... are its functions);
-    "panels": the inverse factor as row panels with a pending block (`kernels.panels.Factor`,
-        `PanelKernelState`), a capacity of the horizon from the start; a step costs ~n^2 / 2;
-    "distinct": the distinct points seen with their counts and reward sums
-        (`DistinctKernelState`, `kernels.krr`), for contexts from a finite set; O(m^3) a step.
-
-Float hyper-parameters (lam, beta or nu, lengthscale, var_floor) are the traced `params`; the
-kernel, max_history and the storage's sizes are the static `KernelConfig`.
+Walk-through: docs/algorithms/kernel.md.
 """
 from __future__ import annotations
 

@@ -1,49 +1,29 @@
 """Neural UCB and Neural Thompson sampling, N independent agents.
 
 Each agent owns a ReLU network f(x; theta) (`kernels.ntk`), trained on its own history, and a
-covariance Z over the network's tangent features g(x) = d f(x; theta) / d theta taken at the
-CURRENT parameters:
+covariance Z over the network's tangent features taken at the CURRENT parameters:
 
     g_k    = c * grad_theta f(x_k; theta)          c = 1 (feature_scale="raw") or 1/sqrt(m) ("sqrt_m")
     width_k = sqrt(g_k^T Z^{-1} g_k)               Z = lam I + sum_s g_s g_s^T   (or its diagonal)
     Neural UCB: score_k = f(x_k; theta) + beta * width_k
     Neural TS:  score_k = f(x_k; theta) + nu * width_k * z_k,   z = jax.random.normal(key, (K,), dtype)
-                (one standard-normal draw per arm, with the agent's select key)
 
-The action is jnp.argmax of the scores (the first index on ties). After the choice:
+The action is jnp.argmax of the scores (the first index on ties). After the choice Z += g g^T
+(a rank-one update of its Cholesky factor, or of diag(Z)), and while t < train_until the agent
+appends (x, r) to its history and runs `train_steps` full-batch gradient-descent steps,
+warm-started, on one of two losses:
+    loss="authors": mean_i (f(x_i) - y_i)^2 + (lam / n) / 2 * ||theta||^2
+    loss="paper":   1/2 sum_i (f(x_i) - y_i)^2 + m lam / 2 * ||theta - theta0||^2
+Defaults are the official code behind the baselines of Federated Neural Bandits [C]; the standard
+forms [S] (Zhou et al. 2020; Zhang et al. 2021) are parameterization="paper",
+feature_scale="sqrt_m", loss="paper".
 
-    1. Z += g g^T of the chosen arm's features (at the parameters used for the selection); full
-       covariance keeps the Cholesky factor of Z, updated by one rank-one `chol_update` (O(p^2),
-       no inverse is ever formed); covariance="diag" keeps diag(Z) and adds g^2.
-    2. While the agent's step counter t < train_until: append (x, r) to its history, then run
-       `train_steps` full-batch gradient-descent steps (optax SGD, learning rate lr), warm-started
-       from the current parameters, on the n rows of the history:
-         loss="authors": mean_i (f(x_i) - y_i)^2 + (lam / n) / 2 * ||theta||^2
-                         (torch SGD with weight_decay = lam / n; the decay pulls toward 0)
-         loss="paper":   1/2 sum_i (f(x_i) - y_i)^2 + m lam / 2 * ||theta - theta0||^2
-       From t = train_until on the network is frozen; Z keeps updating.
+State per agent (`NeuralState`, leading [N] axis once lifted by `base.independent`): the network
+parameters, Z's Cholesky factor [p, p] (or diagonal [p]), and a history buffer of
+C = min(t_end, train_until) rows with a count n. Float hyper-parameters (lam, beta or nu, lr) are
+the traced `params`; everything else is the static `NeuralConfig`.
 
-Which is which ([C]: the official code behind the baselines of Federated Neural Bandits, Dai et
-al. 2023; [S]: the standard definitions):
-    defaults = the official code [C]: parameterization="authors" (biases, N(0, 1) init), raw
-    gradients, loss="authors", 30 steps of lr 0.01, training until step 2000.
-    standard forms [S] (Zhou et al. 2020; Zhang et al. 2021): parameterization="paper",
-    feature_scale="sqrt_m", loss="paper". (The standard algorithms retrain from theta0 with J
-    steps; here training is always warm-started.)
-    The code writes the width as sqrt(lam * nu_code * g^T U^{-1} g): beta (or nu) = sqrt(lam * nu_code)
-    gives the same scores. The default beta = nu = sqrt(0.1 * 0.01) is the synthetic experiments'
-    setting (lam = 0.1, nu_code = 0.01).
-
-State per agent (`NeuralState`, leading [N] axis once lifted by `base.independent`): the history
-is a buffer of C rows with a count n; the loss is masked to the first n rows, so padding
-(`resize1`) changes no number. `rows1(spec, t_end) = min(t_end, train_until)` rows (at least 1):
-no history is stored once training has stopped. The training loop's trip count is train_steps
-while t < train_until and 0 afterwards, so under vmap it costs nothing once every agent has
-stopped. Agent i's select key is jax.random.split(key, N)[i] (`base.independent`).
-
-Float hyper-parameters (lam, beta or nu, lr) are the traced `params`; everything else (width,
-depth, steps, names) is the static `NeuralConfig`. `training_loss`, `gradient_descent`,
-`feature_scale` and `check_int` are shared with FN-UCB (`fn_ucb`).
+Walk-through: docs/algorithms/neural.md.
 """
 from __future__ import annotations
 

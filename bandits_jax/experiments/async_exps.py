@@ -3,57 +3,22 @@
 One experiment per environment (synthetic f1 and f2, MagicTelescope, Mushroom, and synthetic
 stand-ins for MovieLens and Yelp), each with the seven algorithms of the paper: Async-KernelUCB,
 Approx-DisKernelUCB, OneKernelUCB, NKernelUCB, FedGLB-UCB, DisLinUCB and FedLinUCB, and a uniformly
-random policy ("Random") as the floor every learner must beat. One client
-is active per step (uniform arrivals); all algorithms of a run see the same contexts, arrivals
-and noise. Regret is the cumulative pseudo-regret summed over clients (one client acts per
-step, so this is the paper's R_t), communication the cumulative number of scalars sent.
+random policy ("Random") as the floor every learner must beat. One client is active per step
+(uniform arrivals); all algorithms of a run see the same contexts, arrivals and noise. Regret is
+the cumulative pseudo-regret summed over clients (the paper's R_t), communication the cumulative
+number of scalars sent.
 
-Hyper-parameters (`--set KEY=VALUE`):
-    gamma:  Gaussian kernel exp(-gamma |x - y|^2) of the kernel methods (lengthscale 1 / sqrt(2 gamma)).
-    alpha:  the exploration multiplier of every algorithm.
-    lam, q: ridge regulariser of every algorithm, ridge-leverage factor of the two Nyström methods.
-    async_D, approx_D, dislin_D, glb_D, fedlin_alpha_c: the communication thresholds; "" takes the
-        default rule: 1/N^2 for Async-KernelUCB's D and FedLinUCB's alpha_c, T / (N d ln(N T))
-        for the three synchronous methods.
-    sync_convention: what T counts in that synchronous rule. "steps" (default, the paper's T:
-        all arrivals, 0.36 at T = 10^4, N = 100, d = 20) or "rounds" (the authors' code: rounds
-        in which all N clients act, T / N of them, 0.0054 there).
-    async_dict_capacity, async_buffer_capacity, approx_dict_capacity: static buffer sizes of the
-        Nyström methods; nkernel_capacity: history rows of each NKernelUCB client.
-    one_storage: how exact OneKernelUCB keeps its pooled model (dis_kernel.one_kernel_ucb): "panels"
-        (the default; a step at time t costs ~t^2 / 2), "dense", or "distinct" (the default of the
-        UCI environments, whose 20 k-means arms are the only contexts: counts and sums on the
-        distinct points, O(20^3) a step). The choice changes no number beyond rounding, so a
-        resumed run may change it.
-The paper grid-searches gamma and alpha over {0.1, 1, 4}: `--set grid=true` runs every algorithm
-at every point of `grid_values` (9 (gamma, alpha) points for the kernel methods, 3 alpha values
-for the others) as ONE compiled call per algorithm (the points vmapped), each point a curve
-"<algorithm> [gamma=.., alpha=..]", and the summary names each algorithm's best point. Without
-it a run is the one point (gamma, alpha).
+Hyper-parameters (`--set KEY=VALUE`): gamma (Gaussian kernel exp(-gamma |x - y|^2), default 0.1),
+alpha, lam, q; the thresholds async_D, approx_D, dislin_D, glb_D, fedlin_alpha_c ("" takes the
+default rule: 1/N^2 for Async-KernelUCB's D and FedLinUCB's alpha_c, T / (N d ln(N T)) for the
+three synchronous methods, with T counted by sync_convention="steps" or "rounds"); the capacities
+async_dict_capacity, async_buffer_capacity, approx_dict_capacity, nkernel_capacity; one_storage,
+OneKernelUCB's storage ("panels", "dense" or "distinct"; the same numbers to rounding).
+`--set grid=true` runs the paper's grid of gamma and alpha over {0.1, 1, 4} as one compiled call
+per algorithm; `async_D_values` and `approx_D_values` add threshold sweeps. An overflow is never
+silent: the sweep ends with a ConfigError naming the capacity to raise.
 
-D sweeps: `--set async_D_values=1e-4,0.01,1 approx_D_values=1,10,100` adds Async-KernelUCB and
-Approx-DisKernelUCB curves at those thresholds, "<algorithm> (D=<value>)"; the plot's third
-panel shows final regret against total communication, one point per curve. The eight base curves
-of a sweep are the runs without it: the curve cache takes them from a finished base run of the
-same configuration and seeds instead of computing them again.
-
-Capacities. An overflow is never silent: the algorithm reports an error bit, the sweep stores each
-run's bits ("<curve>/errors" in results.npz, the messages under "errors" in metadata.json) and
-ends with a ConfigError that names the capacity to raise (a grid point with errors is only marked
-in the summary and never chosen). NKernelUCB's history is capped at nkernel_capacity rows per
-client (`capped_history`).
-
-Default gamma = 0.1, the smallest value of the paper's grid, and the only one at which the
-Nystrom methods fit at paper size. Dictionary size (measured on synthetic f1, N = 100, q = 1,
-D = 1/N^2, one seed): with gamma = 1 the ridge-leverage dictionary of Async-KernelUCB holds
-76 / 268 / 457 points at t = 100 / 500 / 1000 (most points of the 20-dimensional ball stay far
-from the span) and keeps growing; with gamma = 0.1 it holds 23 / 64 / 90, and a 10^4-step run
-fits in 512. The client snapshots cost N M^2 numbers (0.2 GB a run at M = 512, 13 GB at
-M = 4096), and a synchronisation of Approx-DisKernelUCB re-embeds the whole history at
-O(t M^2). M is sized by demand (the runner gives the dictionaries room for 1.5 times their
-fill, `Sizing.demand`), so these costs follow the dictionary in use; the capacities (512 by
-default) are the limits, and gamma = 1 or 4 (the rest of the grid) needs them raised. An
-overflow stops the run early with a message naming the capacity (the runner's error check).
+Walk-through: docs/experiments/async.md.
 """
 from __future__ import annotations
 

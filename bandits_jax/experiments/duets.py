@@ -7,34 +7,21 @@ agents, T = 50 steps, 5 runs; `large`: N = 100, T = 2000, 100 runs (beyond the p
 
 Algorithms, all on the public candidate set:
     DUETS                T_1 = 2, p0 = 10 (algorithms.duets)
-    DUETS-authors        DUETS as the authors' early code runs it (algorithms.duets_authors, spec 3.8):
-                         ceil epoch lengths, p_j = p_log log(N T_j) / (N T_j) with p_log = 4, every
-                         kept draw inducing, pointwise elimination with the lam-scaled sigma~
+    DUETS-authors        DUETS as the authors' early code runs it (algorithms.duets_authors, spec 3.8)
     DisKernelUCB         D = 10 (algorithms.dis_kernel.dis_kernel_ucb_duets)
     Approx-DisKernelUCB  D = 20, q-bar = 4, first sync forced at step 10 (approx_dis_kernel_ucb_duets)
-    N-KernelUCB          GP-UCB per agent with a uniform first point: DisKernelUCB with threshold = inf,
-                         which never synchronises (the same arms as kernel.kernel_ucb(first="uniform"))
+    N-KernelUCB          DisKernelUCB with threshold = inf (GP-UCB per agent, uniform first point)
     Random               uniform over the candidates (no learning; the floor every method must beat)
 Each method with a beta has it searched over `beta_grid` ({0.2, 0.5, 1, 2, 5}, the paper's), all
 points and seeds in one compiled call per algorithm; the summary names the point of lowest mean final
 regret. For the kernel UCB baselines beta multiplies their sigma (alpha in those modules).
 
-How each method is stored (all exact except the Nystrom parts): DisKernelUCB and N-KernelUCB
-(storage "candidates", algorithms.candidate_kernel) keep the pooled data as the posterior mean and
-covariance over the M candidates ([M], [M, M]), into which a synchronisation folds the new points by
-distinct candidate, and each agent's points since the last synchronisation by distinct candidate
-(counts, reward sums and a [B, B] matrix that turns rows of the pooled covariance into its own), so
-their cost is bounded by the candidates, not by the N T points seen. B is sized by demand
-(the most slots a client of the batch uses, algorithms.candidate_kernel) up to a cap: min(T, dis_slots)
-for DisKernelUCB (at paper size T, which cannot overflow; at `large` an agent with more than dis_slots
-distinct candidates since its last synchronisation stops its run with an error that says to raise it),
-T for N-KernelUCB, which never synchronises (its agents can spread over hundreds of candidates).
-Approx-DisKernelUCB (approx_storage) keeps at paper size the pooled history (N T rows, storage "rows",
-the spec's re-sampling with a draw per point) and at `large` the pooled counts per client and candidate
-and the Nystrom model over the candidates (storage "candidates", algorithms.candidate_approx: a draw per
-client and candidate, the same law; each client's new points in demand-sized slots capped at T); its
-dictionary has at most approx_dict_capacity points. DUETS keeps only per-candidate counts and reward
-sums of the current epoch ([M] each), as its data are discarded at every epoch end.
+Storage: the kernel baselines keep their models over the candidates (algorithms.candidate_kernel,
+slots capped by dis_slots), Approx-DisKernelUCB the pooled history at paper size and the candidate
+storage at `large` (approx_storage, approx_dict_capacity), DUETS only the epoch's per-candidate
+counts and reward sums.
+
+Walk-through: docs/experiments/duets.md.
 """
 from __future__ import annotations
 

@@ -4,43 +4,24 @@ One experiment per figure. Curves with different numbers of agents N run on diff
 so these experiments build a list of (problem, algorithm) pairs; the single-agent baselines run
 on the N = 1 problem. Regret is the mean over agents, mean +- standard error (ddof 0) over the
 runs, as the paper plots it. The paper has 3 runs; the paper size here has 10 for the synthetic
-figures (1a-1d, 3, 6), where the spread over initial networks is large, and keeps 3 for the
-real-data figures (2a-2d) and for fig4, which mixes both: its neural curves are those of
-fig1a/1b/2a/2b, the synthetic ones the first 3 of fig1a/1b's 10 seeds (`--seeds 10` gives all
-of them, and 7 new real-data seeds to compute).
+figures (1a-1d, 3, 6) and 3 for the real-data figures (2a-2d) and fig4.
 
-Keys. Every curve of a seed sees the same problem draws (contexts, noise, data order: common
-random numbers), but draws its initial network (and its Thompson samples) from its own key
-stream (`core.Algorithm.stream`), fixed by its method family and N (`curve_stream`): FN-UCB
-with N = 1, 2, 5, 10, Neural UCB and Neural TS start from independent networks, so their errors
-are not correlated through a shared initialisation. Curves of one family and one N that differ
-in a knob only (fig1c's ablations, the D values of fig1d/2d, fig3's full and Less Comm.) share
-a stream, so that comparison is paired; so do the same curve in two figures (fig6's and fig4's
-FN-UCB curves are fig1a/1b's, number for number).
+Every curve of a seed sees the same problem draws (common random numbers) but draws its initial
+network from its own key stream (`curve_stream`, fixed by its method family and N); curves that
+differ in a knob only share a stream, so that comparison is paired.
 
 Every experiment has a `mode` key:
-    mode="authors" (default): the option set of the authors' released code, from which the
-        published curves came: the code's network (biases, N(0, 1) init), raw gradient features,
-        mean-squared loss with weight decay lam / n toward 0, the diagonal log-det trigger, and the
-        code's two quirks (one network shared by all agents; observations enter the training set
-        only in training rounds). lam, nu and D are on the raw-gradient scale of that code. The
-        baselines use the code's Neural UCB/TS, LinUCB with an unrooted quadratic bonus and kernel
-        TS with a variance floor of 1e-6. For fig2c (diagonal, width 50) that released code does
-        not give the paper's curves: one run each at T = 5000 gave regret 294, 750, 255 for N = 1,
-        2, 5, which does not fall with N, so the stored curves of the paper came from another
-        revision.
-    mode="paper": the paper's text: App. B network (no biases, symmetric init), features
-        g / sqrt(m), the loss of eq. (1), exact log det, separate networks trained on all local
-        data, and under a diagonal covariance (fig2c/2d) footnote 4's min-max rescaling of UCB_a's
-        mean to [0, 1] across the K arms (`minmax_mean`, which the released code lacks); the
-        standard Neural UCB/TS, LinUCB and kernel TS forms. The hyper-parameter values are the
-        same numbers (the paper states no others); the D values of Fig. 1d/2d are in the units of
-        the code's trigger and do not carry over (recalibrate by matching the number of
-        communication rounds). Odd context dimensions (shuttle, d = 63) are zero-padded by one
-        column.
+    mode="authors" (default): the option set of the authors' released code [C], from which the
+        published curves came (one shared network, raw gradient features, weight decay lam / n,
+        the diagonal log-det trigger); the baselines are the code's.
+    mode="paper": the paper's text [P]: App. B network, features g / sqrt(m), the loss of eq. (1),
+        exact log det, separate networks trained on all local data, footnote 4's min-max rescaling
+        under a diagonal covariance; the standard baselines.
 
 Lists of values (N, D, nu, problems) are comma-separated strings, e.g. `--set n_values=1,2`.
 `data_dir=""` lets the data loaders use their own look-up order (environment, cache, download).
+
+Walk-through: docs/experiments/fnucb.md.
 """
 from __future__ import annotations
 

@@ -2,35 +2,25 @@
 
 N clients share one reward function f. At every global step t exactly one client i_t is active;
 it sees the candidate set A_t of K arms and pulls one. The problem hands the SAME A_t to all N
-clients (contexts [N, K, d] is A_t broadcast) and `active` marks the one client that acts, so
+clients (contexts [N, K, d] is A_t broadcast) and `active` [N] marks the one client that acts, so
 the regret of inactive clients is zero and only i_t's pull counts.
 
-Arrivals (`arrivals=`):
-    "uniform" (default): i_t ~ Uniform({0..N-1}) i.i.d., drawn from the problem's per-step key,
-                         hence fixed per run and identical for every algorithm.
-    "round_robin":       i_t = t mod N.
-    a sequence of ints:  i_t = seq[t mod len(seq)], each entry in 0..N-1.
+Arrivals (`arrivals=`): "uniform" (default, i_t ~ Uniform({0..N-1}) from the problem's per-step
+key), "round_robin" (i_t = t mod N), or a sequence of ints (i_t = seq[t mod len(seq)]).
 
 Problems:
-    async-f1, async-f2  d = 20, K = 20 fresh arms per step drawn uniformly (in volume) from the
-        unit l2 ball: x = v^(1/d) g / ||g||, g ~ N(0, I_d), v ~ U(0, 1). theta* is drawn once per
-        run the same way (from the instance key). With u = <x, theta*>:
-            f1(x) = cos(3u),    f2(x) = u^3 - 3u^2 - u + 3 = (3 - u)(1 - u^2).
-        Reward y = f(x) + eta, eta ~ N(0, noise_std^2) with noise_std = 0.1 by default.
-    async-magic, async-mushroom  a classification dataset reduced to a fixed K-armed bandit: the
-        label is binarised (MAGIC: gamma 'g' -> 1; Mushroom: edible 'e' -> 1), the features are
-        clustered by k-means (K = 20 clusters, k-means++ seeding, n_init restarts, a fixed
-        clustering seed shared by all runs), each cluster is an arm whose context is its centroid
-        scaled to unit l2 norm and whose mean p_c is the cluster's average binarised label.
-        A_t is the same K centroids at every step; rewards are Bernoulli(p_c).
-        Features before clustering: MAGIC's 10 columns z-scored (d = 10); Mushroom's one-hot
-        encoding with '?' (missing stalk-root) a category of its own
-        (datasets.load_mushroom(missing="category")): from UCI's file all 8,124 rows (d = 117),
-        from the offline mushroom.dat, which holds no row with a missing value, 5,644 rows (d = 98).
+    async-f1, async-f2  d = 20, K = 20 fresh arms per step drawn uniformly from the unit l2 ball,
+        theta* drawn once per run the same way; with u = <x, theta*>:
+            f1(x) = cos(3u),    f2(x) = u^3 - 3u^2 - u + 3 = (3 - u)(1 - u^2),
+        reward y = f(x) + eta, eta ~ N(0, noise_std^2), noise_std = 0.1 by default.
+    async-magic, async-mushroom  a classification data set reduced to a fixed K-armed bandit:
+        K = 20 k-means clusters of the features, each an arm whose context is its centroid scaled
+        to unit norm and whose reward is Bernoulli(p_c), p_c the cluster's mean binarised label.
 
-Common random numbers: the noise (Gaussian) or the uniform draw behind the Bernoulli reward is
-drawn ONCE per arm per step (shape [K]) and shared by all clients, so which client is active
-does not change the reward an arm would pay.
+Common random numbers: the noise (or the uniform draw behind the Bernoulli reward) is drawn once
+per arm per step (shape [K]) and shared by all clients.
+
+Walk-through: docs/problems.md.
 """
 from __future__ import annotations
 
