@@ -380,7 +380,6 @@ def approx_dis_kernel_ucb(
 ) -> Algorithm:
     """Approx-DisKernelUCB in the asynchronous environment of Li et al. 2023, one active client a step.
 
-
     params: lam > 0, alpha >= 0, q >= 0 (RLS factor), threshold >= 0 (D_A), lengthscale > 0.
     Static: trigger_count ("client" or "elapsed"), dict_capacity (M; overflow is an error),
     eig_tol (near-duplicate cut: a kept point whose Schur complement against the dictionary is
