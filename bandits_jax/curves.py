@@ -79,10 +79,11 @@ class Run(NamedTuple):
     algorithm: object
 
 
-def resolve(curves, check: bool = True) -> list:
-    """[Run] of `curves`, each problem and algorithm built once per distinct spec. With `check`, a
-    pair that does not fit (a phase-level trial on a regret problem, an algorithm whose `init`
-    refuses the problem's public part) raises ConfigError naming both, before anything compiles."""
+def resolve(curves, trace: bool = True) -> list:
+    """[Run] of `curves`, each problem and algorithm built once per distinct spec. A pair that does not
+    fit raises ConfigError naming both, before anything compiles (`check_fit`): a phase-level trial on
+    a regret problem always, an algorithm whose `init` refuses the problem's public part with `trace`
+    (the sweep passes False: it traces every start and step for the curves' identities anyway)."""
     from .algorithms import build_algorithm
 
     algorithms, runs = {}, []
@@ -91,15 +92,12 @@ def resolve(curves, check: bool = True) -> list:
     if duplicated:
         raise ConfigError(f"curve names must be unique; repeated: {', '.join(duplicated)}")
     for curve in curves:
-        if not isinstance(curve, Curve):
-            raise ConfigError(f"an experiment's build returns Curves, got {type(curve).__name__}")
         akey = spec_key(curve.algorithm)
         if akey not in algorithms:
             algorithms[akey] = build_algorithm(curve.algorithm)
         algorithm = algorithms[akey]._replace(name=curve.name, stream=curve.stream)
         run = Run(curve, problem_of(curve.problem), algorithm)
-        if check:
-            check_fit(run)
+        check_fit(run, trace)
         runs.append(run)
     return runs
 
@@ -128,10 +126,10 @@ def grid_names(name: str, grid) -> list:
     return [f"{name} [{label}]" for label, _ in grid]
 
 
-def check_fit(run: Run) -> None:
-    """Refuse (ConfigError) an algorithm that cannot run on its problem, by tracing its start (no
-    compilation): a Trial needs an Arms world, a regret algorithm a Problem, and `init` may refuse the
-    problem's public part (e.g. a candidate-set algorithm on a problem without candidates)."""
+def check_fit(run: Run, trace: bool = True) -> None:
+    """Refuse (ConfigError) an algorithm that cannot run on its problem: a Trial needs an Arms world, a
+    regret algorithm a Problem, and, with `trace`, tracing its start (no compilation) lets `init`
+    refuse the problem's public part (e.g. a candidate-set algorithm on a problem without candidates)."""
     import jax
 
     from .runner import horizon_sizes, precision_scope, run_start
@@ -139,16 +137,20 @@ def check_fit(run: Run) -> None:
     problem, algorithm = run.problem, run.algorithm
     trial = isinstance(algorithm, Trial)
     if trial != isinstance(problem, Arms):
-        want = "a phase-level world (Arms)" if trial else "a regret problem"
-        raise ConfigError(f"{run.curve.algorithm.name} does not fit {run.curve.problem.name}: it needs {want}")
-    if trial:
+        raise misfit(run, f"it needs {'a phase-level world (Arms)' if trial else 'a regret problem'}")
+    if trial or not trace:
         return
     with precision_scope("float64"):
         start = run_start(problem, algorithm, 0, horizon_sizes(algorithm, problem.spec))
         try:
             jax.eval_shape(start, np.uint32(0), {name: 0.5 for name in algorithm.params})
         except ConfigError as err:
-            raise ConfigError(f"{run.curve.algorithm.name} does not fit {run.curve.problem.name}: {err}") from None
+            raise misfit(run, str(err)) from None
+
+
+def misfit(run: Run, why: str) -> ConfigError:
+    """The one-line error of an algorithm that does not fit its problem, and why."""
+    return ConfigError(f"{run.curve.algorithm.name} does not fit {run.curve.problem.name}: {why}")
 
 
 def spec_dict(spec: Spec) -> dict:

@@ -33,7 +33,7 @@ def draw_results(res):
     any_comm = any(float(c.sum()) > 0 for c in comm.values())
     final = {row["algorithm"]: row for row in summary_rows(res)}  # final regret mean and SE per curve
     x = res.metadata.get("x", "")
-    against = final_against_tag(res, x) if x else {}
+    against = final_against_tag(res, x, final) if x else {}
     panels = (3 if any_comm else 1) + (1 if against else 0)
     cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     if len(algorithms) > len(cycle):  # more curves than the cycle (a D sweep): distinct colours, not repeats
@@ -196,10 +196,9 @@ def tag_series(res, algorithms, x: str) -> dict:
     return {label: sorted(m) for label, m in series.items() if len({v for v, _ in m}) > 1}
 
 
-def final_against_tag(res, x: str) -> dict:
+def final_against_tag(res, x: str, final: dict) -> dict:
     """{series label: (x values, final regret means, standard errors)} of the panel "final regret
-    against x" (`tag_series` over the shown curves), read from the summary rows."""
-    final = {row["algorithm"]: row for row in summary_rows(res)}
+    against x" (`tag_series` over the shown curves), read from the summary rows `final` {curve: row}."""
     out = {}
     for label, members in tag_series(res, shown_curves(res), x).items():
         out[label] = ([v for v, _ in members], [final[c]["final_regret_mean"] for _, c in members],

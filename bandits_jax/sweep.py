@@ -34,7 +34,7 @@ import jax
 import numpy as np
 
 from .core import ConfigError, Trial
-from .curves import resolve
+from .curves import misfit, resolve
 from .experiments.registry import RUN_KEYS, Experiment, build_curves, resolve_config
 from .experiments.catalog import get_experiment
 from .progress import SweepProgress
@@ -146,11 +146,10 @@ def _identities(resolved, hparams: dict, config: dict) -> dict:
                 identities[point] = run_identity(run.problem, run.algorithm, hparams[point],
                                                  base_key=config["base_key"], precision=config["precision"])
             except ConfigError as err:
-                raise ConfigError(f"{run.curve.algorithm.name} does not fit {run.curve.problem.name}: {err}") from None
+                raise misfit(run, str(err)) from None
             except (TypeError, ValueError, IndexError) as err:
                 first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-                raise ConfigError(f"{run.curve.algorithm.name} does not fit {run.curve.problem.name}: its step "
-                                  f"fails on that problem ({type(err).__name__}: {first})") from None
+                raise misfit(run, f"its step fails on that problem ({type(err).__name__}: {first})") from None
     return identities
 
 
@@ -164,7 +163,7 @@ def _selected_runs(exp, config, only) -> list:
             raise ConfigError(f"{exp.name}: unknown curve(s) {', '.join(map(repr, unknown))} in --only; "
                               f"this experiment has: {', '.join(known)}")
         curves = [c for c in curves if c.name in only]
-    runs = resolve(curves)
+    runs = resolve(curves, trace=False)  # _identities traces every start and step
     if len({isinstance(r.algorithm, Trial) for r in runs}) > 1:
         raise ConfigError(f"{exp.name}: an experiment runs regret curves or phase-level trials, not both")
     return runs

@@ -153,6 +153,7 @@ def make_problem(name: str, **kwargs):
 
 
 __all__ = [
-    "PROBLEMS", "BUILDERS", "WRAPPERS", "make_problem", "build_problem", "register_problem", "problem_descriptions", "problem_options", "classification_bandit", "cosine", "square",
+    "PROBLEMS", "BUILDERS", "WRAPPERS", "make_problem", "build_problem", "register_problem", "problem_descriptions",
+    "problem_options", "classification_bandit", "cosine", "square",
     "linear", "load_dataset", "DataNotFoundError", "datasets", "synthetic", "async_env", "ratings",
 ]
