@@ -1,4 +1,4 @@
-"""The `bandits-jax` command: list, show, run, plot, bench.
+"""The `bandits-jax` command: list, show, run, plot, report, bench.
 
     bandits-jax run NAME | FILE.toml | --problem SPEC --algorithm SPEC [--algorithm SPEC ...]
 
@@ -49,6 +49,12 @@ def _parser() -> argparse.ArgumentParser:
     plot.add_argument("--figure", type=Path, metavar="PNG",
                       help="write one figure of all folders to PNG: a column each, regret above and "
                            "communication below (e.g. the DUETS paper's Figure 1 from results/duets/*/paper)")
+    rep = sub.add_parser("report", help="print a reproduction page (Markdown) from results folders' summaries")
+    rep.add_argument("dir", type=Path, nargs="+")
+    rep.add_argument("--verdicts", type=Path, metavar="MD",
+                     help="hand-written verdicts: text before the first '## NAME' opens the page, each "
+                          "'## NAME' section goes above that experiment's tables")
+    rep.add_argument("--title", help="the page's heading (default: '<family>: reproduction')")
     show = sub.add_parser("show", help="print the configuration keys of an experiment")
     show.add_argument("name")
     show.add_argument("--size", default="paper")
@@ -103,6 +109,11 @@ def main(argv=None) -> int:
             run_experiment(exp, size=size, overrides=_overrides(args), out=args.out,
                            chunk=args.chunk, quiet=args.quiet, plot=not args.no_plot,
                            curves=False if args.no_curve_cache else args.curves, only=tuple(args.only))
+            return 0
+        if args.command == "report":
+            from .report import report
+
+            print(report(args.dir, args.verdicts, args.title), end="")
             return 0
         if args.command == "plot":
             from .plotting import plot_figure, plot_results
