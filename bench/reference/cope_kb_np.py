@@ -114,7 +114,8 @@ def ind_rage(gram, means, noise, delta=0.005, xi=1e-10, eps=0.1, max_rounds=30):
 
 
 def ind_rage_code(features, means, noise, delta=0.005, xi=1e-10, eps=0.1, max_rounds=30):
-    """IndRAGE as the RAGE authors' code runs it (spec 5.2 alternative [R]), rule var=False.
+    """IndRAGE as the RAGE authors' code runs it (spec 5.2 alternative [R]) with the spec's rule
+    var=False (the code's own function default is var=True, a variance-based rule not done here).
 
     Phase k: delta_k = (delta / V) / k^2; same design solver; N_k = max(ceil(8 (2^(k-1))^2 rho_k
     (1 + eps) log(2 n^2 / delta_k)), 2 |supp| / eps); ROUND; OLS with pinv on phase k's samples
@@ -132,6 +133,8 @@ def ind_alba(features, means, noise, draw_counts, delta=0.005, max_steps=400):
 
     G-optimal design on the arms in span(S), i.i.d. draws, theta = (n_s M)^+ sum x_t y_t, the
     ElimTil_p loops with p = floor(d / 2^r) and the min(err, ERR) confidence width (see `_alba_agent`).
+    Each agent works in its own coordinates (d = rank of its arms, 4 here; spec 5, pitfall 11), and
+    L = ||theta_v|| is oracle knowledge taken from its true means, as the reference code does.
     """
     return _alba_family(features, means, noise, draw_counts, delta, max_steps, fixed_basis=False)
 
