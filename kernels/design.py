@@ -5,9 +5,10 @@ push-through identity, G(lam) = Phi A^{-1} Phi^T = K (xi I + diag(lam) K)^{-1}  
 and the pair norm Q_ab = ||phi_a - phi_b||^2_{A^{-1}} = G_aa + G_bb - 2 G_ab; its gradient in
 lam_x is -(G_ax - G_bx)^2 [P, Eq. 9].
   * XY design: min_{lam on support} max_{pairs} w_ab Q_ab(lam), by Frank-Wolfe with the min-max
-    subgradient (step 2/(t+2), best iterate) [D, RAGE], or accurately by entropic mirror descent on
-    a soft-max smoothed objective (`xy_design_accurate`); omega(S) = the XY value over the pairs of
-    S with lam on all points [P].
+    subgradient (step 2/(t+2), best iterate) [D, RAGE], or accurately (`xy_design_accurate`) by a
+    barrier method on the epigraph form, whose Newton steps converge where mirror descent on a
+    soft-max smoothed objective stalls near 1e-3 [D]; omega(S) = the XY value over the pairs of S
+    with lam on all points [P]. Weights are taken per unordered pair (the larger of w_ab, w_ba).
   * G design: min max_{x in targets} G_xx(lam); information gain: max log det(I + K_lam / xi) [P].
   * Rounding: Pukelsheim's efficient apportionment of N samples to the support of lam [R].
   * Ridge estimate from counts and means: Fhat = K diag(s) (diag(s) K diag(s) + N xi I)^{-1} s*ybar,
@@ -89,6 +90,7 @@ def xy_design_accurate(K, xi, pairs, support, weights=None, iters=150):
     weights = _weights(K, weights)
     m = K.shape[-1]
     upper = jnp.arange(m)[:, None] < jnp.arange(m)[None, :]
+    weights = jnp.maximum(jnp.where(pairs, weights, 0.0), jnp.where(pairs.T, weights.T, 0.0))
     pairs = (pairs | pairs.T) & upper  # each unordered pair once
     live = pairs | (~jnp.any(pairs) & jnp.eye(m, dtype=bool))  # a zero pair keeps an empty set finite
     lam0 = _uniform(support, K.dtype)
@@ -122,7 +124,7 @@ def xy_design_accurate(K, xi, pairs, support, weights=None, iters=150):
     z0 = jnp.append(lam0, 1.05 + 1e-3)
     z = lax.while_loop(running, newton, (z0, nu, 0, False))[0]
     last = jnp.where(support, z[:m], 0.0)
-    return _finish(K, xi, pairs, support, weights, last / jnp.sum(last), lam0, jnp.inf)
+    return _finish(K, xi, pairs, support, weights, last / jnp.sum(last), lam0, h0)
 
 
 def omega(K, xi, members):
