@@ -16,6 +16,7 @@ lam_x is -(G_ax - G_bx)^2 [P, Eq. 9].
 Designs are returned with entries < 1e-5 zeroed and renormalised; the value is the objective at
 the returned design. Masks replace subsets, so shapes are static; every function is jittable and
 vmappable. float64 only: xi ~ 1e-10 puts condition numbers near 1e10. Spec: cope-kb §1.4, §2.
+Walk-through: docs/kernels.md.
 """
 from __future__ import annotations
 
@@ -115,7 +116,7 @@ def xy_design_accurate(K, xi, pairs, support, weights=None, iters=150):
 
         alpha = lax.while_loop(reject, lambda al: 0.5 * al, alpha0)
         z = jnp.where(alpha > 1e-12, z + alpha * dz, z)
-        centred = (dec < 1e-3) | (alpha <= 1e-12)  # a failed line search means rounding, not distance
+        centred = (dec < 1e-3) | (alpha < 1e-8)  # a stalled line search meets rounding, not distance
         return z, jnp.where(centred, 8.0 * t, t), k + 1, centred & (nu < 1e-9 * t)
 
     def running(carry):
