@@ -5,9 +5,10 @@ push-through identity, G(lam) = Phi A^{-1} Phi^T = K (xi I + diag(lam) K)^{-1}  
 and the pair norm Q_ab = ||phi_a - phi_b||^2_{A^{-1}} = G_aa + G_bb - 2 G_ab; its gradient in
 lam_x is -(G_ax - G_bx)^2 [P, Eq. 9].
   * XY design: min_{lam on support} max_{pairs} w_ab Q_ab(lam), by Frank-Wolfe with the min-max
-    subgradient (step 2/(t+2), best iterate) [D, RAGE], or accurately by entropic mirror descent on
-    a soft-max smoothed objective (`xy_design_accurate`); omega(S) = the XY value over the pairs of
-    S with lam on all points [P].
+    subgradient (step 2/(t+2), best iterate) [D, RAGE], or accurately (`xy_design_accurate`) by a
+    barrier method on the epigraph form, whose Newton steps converge where mirror descent on a
+    soft-max smoothed objective stalls near 1e-3 [D]; omega(S) = the XY value over the pairs of S
+    with lam on all points [P]. Weights are taken per unordered pair (the larger of w_ab, w_ba).
   * G design: min max_{x in targets} G_xx(lam); information gain: max log det(I + K_lam / xi) [P].
   * Rounding: Pukelsheim's efficient apportionment of N samples to the support of lam [R].
   * Ridge estimate from counts and means: Fhat = K diag(s) (diag(s) K diag(s) + N xi I)^{-1} s*ybar,
@@ -15,6 +16,7 @@ lam_x is -(G_ax - G_bx)^2 [P, Eq. 9].
 Designs are returned with entries < 1e-5 zeroed and renormalised; the value is the objective at
 the returned design. Masks replace subsets, so shapes are static; every function is jittable and
 vmappable. float64 only: xi ~ 1e-10 puts condition numbers near 1e10. Spec: cope-kb §1.4, §2.
+Walk-through: docs/kernels.md.
 """
 from __future__ import annotations
 
@@ -89,6 +91,7 @@ def xy_design_accurate(K, xi, pairs, support, weights=None, iters=150):
     weights = _weights(K, weights)
     m = K.shape[-1]
     upper = jnp.arange(m)[:, None] < jnp.arange(m)[None, :]
+    weights = jnp.maximum(jnp.where(pairs, weights, 0.0), jnp.where(pairs.T, weights.T, 0.0))
     pairs = (pairs | pairs.T) & upper  # each unordered pair once
     live = pairs | (~jnp.any(pairs) & jnp.eye(m, dtype=bool))  # a zero pair keeps an empty set finite
     lam0 = _uniform(support, K.dtype)
@@ -113,7 +116,7 @@ def xy_design_accurate(K, xi, pairs, support, weights=None, iters=150):
 
         alpha = lax.while_loop(reject, lambda al: 0.5 * al, alpha0)
         z = jnp.where(alpha > 1e-12, z + alpha * dz, z)
-        centred = (dec < 1e-3) | (alpha <= 1e-12)  # a failed line search means rounding, not distance
+        centred = (dec < 1e-3) | (alpha < 1e-8)  # a stalled line search meets rounding, not distance
         return z, jnp.where(centred, 8.0 * t, t), k + 1, centred & (nu < 1e-9 * t)
 
     def running(carry):
@@ -122,7 +125,7 @@ def xy_design_accurate(K, xi, pairs, support, weights=None, iters=150):
     z0 = jnp.append(lam0, 1.05 + 1e-3)
     z = lax.while_loop(running, newton, (z0, nu, 0, False))[0]
     last = jnp.where(support, z[:m], 0.0)
-    return _finish(K, xi, pairs, support, weights, last / jnp.sum(last), lam0, jnp.inf)
+    return _finish(K, xi, pairs, support, weights, last / jnp.sum(last), lam0, h0)
 
 
 def omega(K, xi, members):
