@@ -48,7 +48,8 @@ def _parser() -> argparse.ArgumentParser:
     plot.add_argument("dir", type=Path, nargs="+")
     plot.add_argument("--figure", type=Path, metavar="PNG",
                       help="write one figure of all folders to PNG: a column each, regret above and "
-                           "communication below (e.g. the DUETS paper's Figure 1 from results/duets/*/paper)")
+                           "communication below (e.g. the DUETS paper's Figure 1 from results/duets/*/paper), or a "
+                           "phase-level experiment's panels (CoPE-KB's Figure 2 from results/cope_fc-rank*/paper)")
     show = sub.add_parser("show", help="print the configuration keys of an experiment")
     show.add_argument("name")
     show.add_argument("--size", default="paper")
