@@ -20,6 +20,7 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 _FNB = "Federated Neural Bandits (Dai et al. 2023)"
 _ASYNC = "Asynchronous kernel bandits (Li et al. 2023)"
 _DUETS = "DUETS (Pavlovic, Salgia and Zhao 2024)"
+_COPE = "CoPE-KB (Du, Kuroki and Huang 2023)"
 
 # the paper an algorithm is reproduced for: by module, a name's own entry first where a module serves two
 PAPERS = {
@@ -39,6 +40,12 @@ PAPERS = {
     "duets_authors": _DUETS,
     "elimination": "best-arm identification (Even-Dar et al. 2006)",
     "uniform_allocation": "baseline of best-arm identification",
+    "cope_kb": _COPE,
+    "cope_kb_alba": "baseline in Du et al. 2023",
+    "cokernel_ind_alloc": "ablation in Du et al. 2023",
+    "cokernel_fb_ind_alloc": "ablation in Du et al. 2023",
+    **{name: "baseline in Du et al. 2023" for name in ("ind_rage", "ind_rage_code", "ind_peace_fb", "ind_peace_fb_omega",
+                                                       "ind_uniform_fb", "ind_uniform_fb_means")},
 }
 
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .results import curve_family, load_results, outcome_rows, shown_curves, summary_rows
+from .results import curve_family, derived_rows, load_results, outcome_rows, shown_curves, summary_rows
 
 
 def plot_results(out_dir, filename: str = "plot.png") -> Path:
@@ -98,8 +98,19 @@ def save_figure(draw, path: Path) -> Path:
 
 
 def draw_figure(results):
-    """The matplotlib figure of `plot_figure` for loaded results (axes [2, len(results)])."""
+    """The matplotlib figure of `plot_figure` for loaded results (axes [2, len(results)]); phase-level
+    results with declared panels get a column each and a row per panel (e.g. CoPE-KB's Figure 2 from
+    results/cope_fc-rank{1,2,5}/paper)."""
     import matplotlib.pyplot as plt
+
+    if all(res.metadata.get("panels") for res in results):
+        rows = max(len(res.metadata["panels"]) for res in results)
+        fig, axes = plt.subplots(rows, len(results), figsize=(5.0 * len(results), 4.0 * rows), squeeze=False)
+        for col, res in enumerate(results):
+            for row, panel in enumerate(res.metadata["panels"]):
+                draw_outcome_panel(axes[row, col], res, *panel)
+        fig.tight_layout()
+        return fig
 
     shown = [(a, curve_family(res, a)) for res in results for a in shown_curves(res)]
     families = list(dict.fromkeys(f for _, f in shown))  # a grid's chosen point may differ per folder
@@ -157,9 +168,18 @@ def draw_communication(ax, comm, color):
 
 def draw_outcomes(res):
     """Phase-level results: one panel per declared outcome (error probability, sample complexity,
-    ...), each curve a point with its 95% interval (`results.interval95`)."""
+    ...), each curve a point with its 95% interval (`results.interval95`); where the experiment
+    declares `panels` and an x tag, its panels against x instead (`draw_outcome_panel`)."""
     import matplotlib.pyplot as plt
 
+    if res.metadata.get("panels") and res.metadata.get("x"):
+        panels = res.metadata["panels"]
+        fig, axes = plt.subplots(1, len(panels), figsize=(5.0 * len(panels) + 1.0, 4.4), squeeze=False)
+        for ax, panel in zip(axes[0], panels):
+            draw_outcome_panel(ax, res, *panel)
+        fig.suptitle(res.metadata.get("experiment", ""))
+        fig.tight_layout()
+        return fig
     outcomes = res.metadata["outcomes"]
     rows = outcome_rows(res)
     fig, axes = plt.subplots(1, len(outcomes), figsize=(4.2 * len(outcomes) + 1.0, 4.4), squeeze=False)
@@ -204,3 +224,52 @@ def final_against_tag(res, x: str, final: dict) -> dict:
         out[label] = ([v for v, _ in members], [final[c]["final_regret_mean"] for _, c in members],
                       [final[c]["final_regret_se"] for _, c in members])
     return out
+
+
+def outcome_series(res, outcome: str, how: str) -> dict:
+    """{series label: (x values, estimates, lows, highs)} of one outcome against the experiment's x tag,
+    derived curves included; how "error" turns a rate into 1 - rate (its interval flipped)."""
+    x = res.metadata["x"]
+    rows = {row["algorithm"]: row for row in outcome_rows(res)}
+    tags = dict(res.metadata.get("tags", {}))
+    for row, own in derived_rows(res):
+        rows[row["algorithm"]] = row
+        tags[row["algorithm"]] = own
+    series = tag_series(res._replace(metadata={**res.metadata, "tags": tags}), list(rows), x)
+    out = {}
+    for label, members in series.items():
+        points = [(v, rows[c][outcome]) for v, c in members if outcome in rows[c]]
+        if not points:
+            continue
+        if how == "error":
+            points = [(v, (1.0 - e, 1.0 - h, 1.0 - lo)) for v, (e, lo, h) in points]
+        out[label] = tuple(np.array(col) for col in zip(*[(v, *est) for v, est in points]))
+    return out
+
+
+def draw_outcome_panel(ax, res, outcome: str, how: str, yscale: str):
+    """One outcome against the x tag on ax: a line per method with its 95% interval as a band (log y
+    clipped at a floor for zero error rates)."""
+    import matplotlib.ticker
+
+    declared = res.metadata["outcomes"][outcome]
+    derived = {d[0] for d in res.metadata.get("derived", [])}
+    for label, (xs, est, low, high) in outcome_series(res, outcome, how).items():
+        line = ax.plot(xs, est, marker="o", label=label, linestyle="--" if label in derived else "-")[0]
+        ax.fill_between(xs, np.nan_to_num(low, nan=est), np.nan_to_num(high, nan=est), alpha=0.15,
+                        color=line.get_color())
+    values = sorted({v for s in outcome_series(res, outcome, how).values() for v in s[0]})
+    if values and min(values) > 0 and max(values) / min(values) > 20:
+        ax.set_xscale("log")
+    ax.set_yscale("symlog", linthresh=1e-2) if (yscale == "log" and how == "error") else ax.set_yscale(yscale)
+    if values:
+        ax.set_xticks(values)
+        ax.get_xaxis().set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+        ax.tick_params(axis="x", labelsize=7)
+    name = "error probability (1 - correct)" if how == "error" else outcome
+    ax.set_xlabel(res.metadata["x"])
+    ax.set_ylabel(f"{name}, 95% interval")
+    ax.set_title(f"{res.metadata.get('experiment', '')}: {declared['description'] if how != 'error' else name}",
+                 fontsize=8)
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)

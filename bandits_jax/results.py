@@ -154,17 +154,37 @@ def outcome_rows(results: Results) -> list:
     return rows
 
 
+def derived_rows(results: Results) -> list:
+    """Rows of the curves an experiment derives from others (metadata "derived": (method, source, outcome,
+    factor)): the source curve's row with that outcome (estimate and interval) times factor, named and
+    tagged with the derived method. [(row, tags)]."""
+    out = []
+    tags = results.metadata.get("tags", {})
+    rows = {row["algorithm"]: row for row in outcome_rows(results)}
+    for method, source, outcome, factor in results.metadata.get("derived", []):
+        for curve, own in tags.items():
+            if own.get("method") != source or curve not in rows or outcome not in rows[curve]:
+                continue
+            row = {"algorithm": curve.replace(source, method, 1), "seeds": rows[curve]["seeds"],
+                   outcome: tuple(factor * v for v in rows[curve][outcome])}
+            out.append((row, {**own, "method": method}))
+    return out
+
+
 def _outcome_table(results: Results) -> list:
     """Markdown lines of the phase-level summary: every outcome with its 95% interval."""
     outcomes = results.metadata["outcomes"]
     lines = ["Outcomes over trials (seeds): estimate [95% interval]; a rate's interval is Wilson's, a mean's is "
              "mean +- 1.96 standard errors.", "",
              "| algorithm | " + " | ".join(outcomes) + " | seeds |", "|---" * (len(outcomes) + 2) + "|"]
-    for row in outcome_rows(results):
+    derived = derived_rows(results)
+    for row in outcome_rows(results) + [row for row, _ in derived]:
         cells = [f"{row[k][0]:.4g} [{row[k][1]:.4g}, {row[k][2]:.4g}]" if k in row else "-" for k in outcomes]
         lines.append(f"| {row['algorithm']} | " + " | ".join(cells) + f" | {row['seeds']} |")
     lines += ["", "Outcomes: " + "; ".join(f"{k}: {o['description']} ({o['kind']})" for k, o in outcomes.items())
               + "."]
+    for method, source, outcome, factor in results.metadata.get("derived", []):
+        lines += ["", f"{method} is not run: it is {source}'s {outcome} times {factor:g} (its interval likewise)."]
     return lines
 
 

@@ -209,6 +209,8 @@ def _metadata(exp, size: str, config: dict, seeds, resolved, named, outcome_of_r
         "curves": [r.curve.as_dict() for r in resolved],
         "tags": {n: t for r in resolved for n, t in r.curve.point_tags().items()},
         "x": exp.x,
+        **({"panels": [list(p) for p in exp.panels]} if exp.panels else {}),
+        **({"derived": [list(d) for d in exp.derived]} if exp.derived else {}),
         "problem_info": {p.name: dict(p.info) for p in problems if p.info},
         "tables": {n: [t._asdict() for t in r.algorithm.tables] for n, r in points.items()
                    if getattr(r.algorithm, "tables", ())},

@@ -1,1 +1,2 @@
-"""Accelerator math with no bandit words in it: kernel functions, NTK features, incremental linear algebra."""
+"""Accelerator math with no bandit words in it: kernel functions, NTK features, incremental linear algebra,
+experimental design."""

@@ -21,7 +21,7 @@ from helpers import data_dir_default
 GOLDEN = Path(__file__).parent / "golden" / "smoke_outputs.npz"
 # phase-level experiments came after the change and have no regret curves; tests/test_elimination.py
 # checks them against their NumPy reference
-PHASE_LEVEL = {"bai/elimination"}
+PHASE_LEVEL = {"bai/elimination", *(f"cope/{m}-{c}" for m in ("fc", "fb") for c in ("rank1", "rank2", "rank5"))}
 # the default suite runs a subset that reaches every algorithm and variant at least once (all
 # seven asynchronous methods on synthetic and on real data, every linear, kernel and neural
 # baseline, FN-UCB's ablations, diagonal and less-communication variants, the random policy); the

@@ -41,6 +41,18 @@ ALGORITHMS = {
     "duets_authors": "duets_authors:duets_authors",
     "uniform_allocation": "elimination:uniform_allocation",
     "successive_elimination": "elimination:successive_elimination",
+    "cokernel_fc": "cope_kb:cokernel_fc",
+    "cokernel_ind_alloc": "cope_kb:cokernel_ind_alloc",
+    "ind_rage": "cope_kb:ind_rage",
+    "ind_rage_code": "cope_kb:ind_rage_code",
+    "cokernel_fb": "cope_kb:cokernel_fb",
+    "cokernel_fb_ind_alloc": "cope_kb:cokernel_fb_ind_alloc",
+    "ind_peace_fb": "cope_kb:ind_peace_fb",
+    "ind_peace_fb_omega": "cope_kb:ind_peace_fb_omega",
+    "ind_uniform_fb": "cope_kb:ind_uniform_fb",
+    "ind_uniform_fb_means": "cope_kb:ind_uniform_fb_means",
+    "ind_alba": "cope_kb_alba:ind_alba",
+    "ind_poly_alba": "cope_kb_alba:ind_poly_alba",
 }
 
 WRAPPERS = {

@@ -39,6 +39,12 @@ class Experiment:
              spread over runs, as the DUETS paper's Figure 1 draws).
     notes:   a paragraph copied into every summary (stand-ins, deviations from the paper).
     x:       a tag whose values the plot puts on an x-axis (final regret against it), "" for none.
+    panels:  phase-level outcomes drawn against x, ((outcome, how, y scale), ...): how "mean" or
+             "rate" draws the outcome, "error" draws 1 - a rate (an error probability); y scale
+             "log" or "linear". Empty: one panel per outcome, one point per curve.
+    derived: curves computed from others, never run: ((method, source method, outcome, factor), ...),
+             the source's outcome (and interval) times factor (e.g. IndRAGE/V); shown in the plot and
+             the summary beside the run curves.
     """
 
     name: str
@@ -51,6 +57,8 @@ class Experiment:
     band: str = "se"
     notes: str = ""
     x: str = ""
+    panels: tuple = ()
+    derived: tuple = ()
 
 
 _REGISTRY: dict = {}

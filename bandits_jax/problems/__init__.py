@@ -18,7 +18,7 @@ from bandits_jax.kernels import ntk
 
 from .._cpu import cpu_guard
 from ..core import ConfigError, Problem, describe
-from . import arms, async_env, datasets, ratings, synthetic
+from . import arms, async_env, cope, datasets, ratings, synthetic
 from . import candidates
 from .classification import classification_bandit
 from .datasets import DataNotFoundError, load_dataset
@@ -63,6 +63,7 @@ BUILDERS = {
     "movielens-standin": ratings.movielens_standin,
     "yelp-standin": ratings.yelp_standin,
     "gaussian-arms": arms.gaussian_arms,
+    "cope-kb": cope.cope_kb,
 }
 
 
