@@ -49,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     plot.add_argument("--figure", type=Path, metavar="PNG",
                       help="write one figure of all folders to PNG: a column each, regret above and "
                            "communication below (e.g. the DUETS paper's Figure 1 from results/duets/*/paper), or a "
-                           "phase-level experiment's panels (CoPE-KB's Figure 2 from results/cope/fc-rank*/paper)")
+                           "phase-level experiment's panels (CoPE-KB's Figure 2 from results/cope_fc-rank*/paper)")
     rep = sub.add_parser("report", help="print a reproduction page (Markdown) from results folders' summaries")
     rep.add_argument("dir", type=Path, nargs="+")
     rep.add_argument("--verdicts", type=Path, metavar="MD",
