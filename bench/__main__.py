@@ -22,6 +22,9 @@ A third section (bench/duets_bench.py; names DUETS, DisKernelUCB-duets, or `--on
 DUETS and the DUETS paper's DisKernelUCB at duets/h1's paper size (N = 10, T = 50, 2000 candidates)
 against the NumPy loops written from the spec, at S = 1 and 1000 and over the beta grid.
 
+A fourth section (bench/cope_bench.py; names CoKernelFC, CoKernelFB, or `--only cope`) times the
+CoPE-KB trials in the rank-2 world at S = 1, 100 and 1000 against their NumPy loops, in trials/s.
+
 Prints a table and writes JSON (default bench/results/bench.json).
 """
 from __future__ import annotations
@@ -41,7 +44,7 @@ import numpy as np
 from bandits_jax import cpu_guard
 from bandits_jax.runner import cumulative_regret, run_batch
 
-from . import async_bench, configs, duets_bench, harness, numpy_loop
+from . import async_bench, configs, cope_bench, duets_bench, harness, numpy_loop
 from .harness import log
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "bench.json"
@@ -101,13 +104,14 @@ def parse_args(argv):
         if getattr(args, flag) is not None and getattr(args, flag) < 1:
             p.error(f"--{flag.replace('_', '-')} must be a positive integer")
     known = {c.name.lower(): c.name for c in configs.cases()}
-    known.update({n.lower(): n for n in async_bench.NAMES + duets_bench.NAMES})
-    groups = {async_bench.GROUP: async_bench.NAMES, duets_bench.GROUP: duets_bench.NAMES}
+    known.update({n.lower(): n for n in async_bench.NAMES + duets_bench.NAMES + cope_bench.NAMES})
+    groups = {async_bench.GROUP: async_bench.NAMES, duets_bench.GROUP: duets_bench.NAMES,
+              cope_bench.GROUP: cope_bench.NAMES}
     only = [n.strip().lower() for item in args.only for n in item.split(",") if n.strip()]
     unknown = [n for n in only if n not in known and n not in groups]
     if unknown:
         p.error(f"unknown algorithm(s) {', '.join(unknown)}; known: {', '.join(known.values())} "
-                f"(or {async_bench.GROUP} / {duets_bench.GROUP} for a whole section)")
+                f"(or {' / '.join(groups)} for a whole section)")
     args.only_names = {known[n] for n in only if n not in groups}
     for group, names in groups.items():
         if group in only:
@@ -370,6 +374,7 @@ def main(argv=None) -> int:
     results = [bench_case(case, args, ceilings) for case in cases]
     async_section = async_bench.run_section(args, skip_reason, capacity_comparison)
     duets_section = duets_bench.run_section(args, skip_reason)
+    cope_section = cope_bench.run_section(args, skip_reason)
     total = time.perf_counter() - t_start
     # a ceiling is the best the machine did: measured again at the end, the larger value counts
     # (the fractions of the rows are rescaled to it)
@@ -409,6 +414,8 @@ def main(argv=None) -> int:
         lines += ["", async_bench.table(async_section), ""]
     if duets_section:
         lines += ["", duets_bench.table(duets_section), ""]
+    if cope_section:
+        lines += ["", cope_bench.table(cope_section), ""]
     lines.append("targets (measured, not asserted):")
     for g in goals:
         status = "n/a" if g["value"] is None else ("met" if g["met"] else "NOT met")
@@ -422,7 +429,7 @@ def main(argv=None) -> int:
                    ceilings=dict(memory_bandwidth_bytes_per_second=ceilings["memory_bandwidth"],
                                  matmul_float64_flops_per_second=ceilings["matmul_flops"]),
                    environment=environment(), results=results, targets=goals, total_seconds=total,
-                   async_section=async_section, duets_section=duets_section,
+                   async_section=async_section, duets_section=duets_section, cope_section=cope_section,
                    table=report)
     out_path.write_text(json.dumps(payload, indent=2, default=_json_default) + "\n")
     log(f"wrote {out_path}")

@@ -15,22 +15,25 @@ from bench import configs
 from bench.__main__ import main
 
 
-# one worker runs every test of this file, and the fixture (the bench run) is session-scoped, so it
-# runs once per worker even when that worker interleaves these tests with other modules' (a module
-# fixture would be torn down and run again between them)
+# one worker runs every test of this file (the group), and the bench run of each selection is kept
+# for the life of that worker process: pytest-xdist tears a session fixture down whenever the
+# worker's queue of tests runs dry, and the next test would run the bench again
 pytestmark = pytest.mark.xdist_group("bench")
 
 FAST_SUBSET = ("KernelUCB", "LinUCB", "OneKernelUCB")
+_RUNS = {}  # selection -> the bench's JSON
 
 
 @pytest.fixture(scope="session", params=["subset", pytest.param("all", marks=pytest.mark.slow)])
 def quick_result(request, tmp_path_factory):
-    out = tmp_path_factory.mktemp("bench") / "bench.json"
-    only = ["--only", ",".join(FAST_SUBSET)] if request.param == "subset" else []
-    assert main(["--quick", "--out", str(out), *only]) == 0
-    result = json.loads(out.read_text())
-    result["expected"] = FAST_SUBSET if request.param == "subset" else None
-    return result
+    if request.param not in _RUNS:
+        out = tmp_path_factory.mktemp("bench") / "bench.json"
+        only = ["--only", ",".join(FAST_SUBSET)] if request.param == "subset" else []
+        assert main(["--quick", "--out", str(out), *only]) == 0
+        result = json.loads(out.read_text())
+        result["expected"] = FAST_SUBSET if request.param == "subset" else None
+        _RUNS[request.param] = result
+    return _RUNS[request.param]
 
 
 def _selected(names, result):
@@ -179,3 +182,24 @@ def test_duets_section_rows(quick_result):
         for row in res["rows"]:
             assert row["agent_steps_per_second"] > 0 and math.isfinite(row["final_regret_mean"])
             assert row["ratio"] == pytest.approx(row["agent_steps_per_second"] / rate)
+
+
+def test_cope_only_selects_the_section():
+    from bench.__main__ import parse_args
+    assert parse_args(["--only", "cope"]).only_names == {"CoKernelFC", "CoKernelFB"}
+    assert parse_args(["--only", "cokernelfb"]).only_names == {"CoKernelFB"}
+
+
+def test_cope_section_rows(quick_result):
+    section = quick_result.get("cope_section")
+    if quick_result["expected"] is not None:
+        assert section is None                   # the subset leaves the section out
+        return
+    for res in section["results"]:
+        rate = res["numpy"]["trials_per_second"]
+        assert rate > 0 and [r["runs"] for r in res["rows"]] == [1, 4]
+        for row in res["rows"]:
+            assert row["samples_mean"] > 0 and 0.0 <= row["correct"] <= 1.0
+            if res["algorithm"] == "CoKernelFC":  # delta = 0.005 at Delta = 0.2: these seeds all succeed
+                assert row["correct"] == 1.0
+            assert row["ratio"] == pytest.approx(row["trials_per_second"] / rate)

@@ -438,11 +438,11 @@ def test_approx_candidate_storage_keeps_and_errors():
 
 @pytest.mark.parametrize("which", ["N-KernelUCB", "Approx-DisKernelUCB"])
 def test_candidate_slots_grow_by_demand(which):
-    """Candidate storage sizes its client slots by demand: a run started with room for 8 slots, which
-    its agents outgrow (with buffer_capacity = 8 the same run reports the overflow error), grows them
+    """Candidate storage sizes its client slots by demand: a run started with room for 2 slots, which
+    its agents outgrow (with buffer_capacity = 4 the same run reports the overflow error), grows them
     segment by segment and gives the same regret and communication as a run with every slot from the
     start."""
-    N, T, M = 3, 30, 100
+    N, T, M = 3, 16, 100
     prob = candidate_problem("branin", N, T, num_candidates=M)
     common = dict(lam=0.2, alpha=5.0, lengthscale=0.2, storage="candidates")
 
@@ -457,7 +457,7 @@ def test_candidate_slots_grow_by_demand(which):
                                 stop_on_error=False)
 
     with jax.enable_x64(True):
-        grown, whole, small = run(T, 2), run(T, T), run(8, 2)
+        grown, whole, small = run(T, 2), run(T, T), run(4, 2)
     assert grown.errors.tolist() == [0, 0] and np.all(small.errors != 0)
     np.testing.assert_array_equal(grown.regret, whole.regret)
     np.testing.assert_array_equal(grown.comm_up, whole.comm_up)
@@ -465,5 +465,5 @@ def test_candidate_slots_grow_by_demand(which):
     assert grown.rounds.sum() >= (which != "N-KernelUCB")
     # the slot cap changes the numbers (the error above) without changing a shape at the first
     # segment: the curve cache must still tell the two apart
-    ids = {runner.run_identity(prob, alg, alg.defaults) for alg in (on_candidates(make(c)) for c in (8, T))}
+    ids = {runner.run_identity(prob, alg, alg.defaults) for alg in (on_candidates(make(c)) for c in (4, T))}
     assert len(ids) == 2
