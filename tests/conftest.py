@@ -1,12 +1,20 @@
-# Tests compile many small programs and run each briefly, so XLA's backend optimisation is set to
-# its lowest level, which halves compile time; the numbers do not change (the golden outputs agree to
-# 1e-10 either way; floating-point semantics are the same at every level, only the machine code's
-# speed differs). BANDITS_JAX_TEST_XLA_OPT=default leaves XLA's own level.
 import os
+import shutil
+import tempfile
 
-if os.environ.get("BANDITS_JAX_TEST_XLA_OPT", "0") != "default" and "xla_backend_optimization_level" not in \
-        os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0").strip()
+# One compilation cache for the whole test run, shared by the worker processes and the command-line
+# processes that tests start: many tests compile the same program (a smoke experiment's curve, a
+# reference configuration) at the same shapes, and the second compilation becomes a read. The folder
+# is new for every run (the first process to import this file creates it; its workers and
+# subprocesses inherit the variables), so nothing is reused from an earlier run and the suite's time
+# on a clean machine does not depend on it. BANDITS_JAX_TEST_COMPILE_CACHE=off turns it off.
+_OWN_CACHE = "BANDITS_JAX_TEST_COMPILE_CACHE" not in os.environ  # True in the first process only
+if _OWN_CACHE:
+    os.environ["BANDITS_JAX_TEST_COMPILE_CACHE"] = tempfile.mkdtemp(prefix="bandits_jax_xla_")
+_CACHE = os.environ["BANDITS_JAX_TEST_COMPILE_CACHE"]
+if _CACHE != "off":
+    os.environ.update(JAX_COMPILATION_CACHE_DIR=_CACHE, JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0.2",
+                      JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
 
 # The CPU guard (bandits_jax/_cpu.py) first thing in every test process, before any jax computation:
 # importing bandits_jax no longer applies it.
@@ -14,26 +22,7 @@ import bandits_jax  # noqa: E402
 
 bandits_jax.cpu_guard()
 
-import shutil  # noqa: E402
-import tempfile  # noqa: E402
-
-import jax  # noqa: E402
 import pytest  # noqa: E402
-
-# One compilation cache for the whole test run, shared by the worker processes: many tests compile
-# the same program (a smoke experiment's curve, a reference configuration) at the same shapes, and
-# the second compilation becomes a read. The folder is new for every run (the first process to
-# import this file creates it and its workers inherit the variable), so nothing is reused from an
-# earlier run and the suite's time on a clean machine does not depend on it.
-# BANDITS_JAX_TEST_COMPILE_CACHE=off turns it off.
-_OWN_CACHE = "BANDITS_JAX_TEST_COMPILE_CACHE" not in os.environ  # True in the first process only
-if _OWN_CACHE:
-    os.environ["BANDITS_JAX_TEST_COMPILE_CACHE"] = tempfile.mkdtemp(prefix="bandits_jax_xla_")
-_CACHE = os.environ["BANDITS_JAX_TEST_COMPILE_CACHE"]
-if _CACHE != "off":
-    jax.config.update("jax_compilation_cache_dir", _CACHE)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 
 @pytest.fixture(autouse=True)

@@ -5,7 +5,8 @@ with N = 1 and N = 2 agents, the authors' initial network (torch layout, out x i
 and the rewards of every arm at each of 2,000 iterations, the noiseless means, and the arms the
 authors' code chose. Run from that network on that stream, the algorithm that the registered
 experiment fnucb/fig1a builds for mode=authors must choose the same arms (every agent) at 99% of
-the iterations or more and reach the recorded pseudo-regret to 1e-3 (relative).
+the iterations or more and reach the recorded pseudo-regret to 1e-3 (relative) (`pytest -m slow`);
+the default suite replays the first 500 iterations, where every arm must be the same.
 
 Measured (float64): N = 1, the same arms at 1986 of 2000 iterations, regret 64.7178 against
 64.7233 (8.6e-5 relative); N = 2, 1999 of 2000, 21.3702 against 21.3667 (1.6e-4). The first
@@ -58,9 +59,18 @@ def authors_fn_ucb(num_agents):
     return alg
 
 
-@pytest.mark.parametrize("num_agents", [1, 2])
-def test_authors_mode_chooses_the_authors_arms(num_agents):
+# the default suite replays the first 500 iterations (before the first near-tie of either run);
+# the whole 2,000 run with `pytest -m slow`
+PREFIX = 500
+
+
+@pytest.mark.parametrize("num_agents, prefix", [(1, PREFIX), (2, PREFIX),
+                                                pytest.param(1, None, marks=pytest.mark.slow),
+                                                pytest.param(2, None, marks=pytest.mark.slow)])
+def test_authors_mode_chooses_the_authors_arms(num_agents, prefix):
     data = recorded(num_agents)
+    if prefix is not None:
+        data = {k: v[:prefix] if k in ("contexts", "rewards", "means", "actions") else v for k, v in data.items()}
     T = data["actions"].shape[0]
     alg = authors_fn_ucb(num_agents)
     config = alg.init.args[0]
@@ -78,9 +88,10 @@ def test_authors_mode_chooses_the_authors_arms(num_agents):
     actions, regret = np.asarray(actions), np.asarray(regret)
     means, theirs = data["means"], data["actions"]
     their_regret = (means.max(-1) - np.take_along_axis(means, theirs[..., None], -1)[..., 0]).sum(0).mean()
-    assert their_regret == pytest.approx(RECORDED_REGRET[num_agents], abs=5e-4)
+    if prefix is None:
+        assert their_regret == pytest.approx(RECORDED_REGRET[num_agents], abs=5e-4)
     same = np.all(actions == theirs, axis=1)
-    assert same.mean() >= 0.99, f"the same arms at {same.sum()} of {T} iterations; first differences at " \
+    assert same.mean() >= (0.99 if prefix is None else 1.0), f"the same arms at {same.sum()} of {T} iterations; first differences at " \
                                 f"{np.flatnonzero(~same)[:10].tolist()}"
     assert regret.sum(0).mean() == pytest.approx(their_regret, rel=1e-3)
 

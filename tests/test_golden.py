@@ -22,14 +22,11 @@ GOLDEN = Path(__file__).parent / "golden" / "smoke_outputs.npz"
 # phase-level experiments came after the change and have no regret curves; tests/test_elimination.py
 # checks them against their NumPy reference
 PHASE_LEVEL = {"bai/elimination", *(f"cope/{m}-{c}" for m in ("fc", "fb") for c in ("rank1", "rank2", "rank5"))}
-# the default suite runs a subset that reaches every algorithm and variant at least once (all
-# seven asynchronous methods, every linear, kernel and neural baseline, FN-UCB's ablations,
-# diagonal and less-communication variants, the random policy), on synthetic data; the other
-# experiments, and the real-data half of those below, repeat those algorithms on other data and run
-# with `pytest -m slow`
-DEFAULT = {"quickstart", "async/synthetic-f1", "fnucb/fig1c", "fnucb/fig2c", "fnucb/fig3", "fnucb/fig4"}
-# experiments of which the default suite checks only the curves whose names start so
-DEFAULT_CURVES = {"fnucb/fig4": "cosine: "}
+# the default suite runs two experiments, which reach FN-UCB, KernelUCB, NeuralUCB, the random
+# policy and all seven asynchronous methods; every experiment runs with `pytest -m slow`. (The other
+# algorithms and variants are each checked against a NumPy loop written from its spec in the
+# default suite: tests/test_fn_ucb.py, test_linear_kernel_algorithms.py, test_neural_algorithms.py.)
+DEFAULT = {"quickstart", "async/synthetic-f1"}
 
 
 def _stored():
@@ -44,9 +41,8 @@ def _stored():
 STORED = _stored()
 
 
-def smoke_outputs(name: str, prefix: str = "") -> dict:
-    """{curve: {output: [S, T]}} of experiment `name` at its smoke size, as the sweep computes them
-    (only the curves whose names start with `prefix`)."""
+def smoke_outputs(name: str) -> dict:
+    """{curve: {output: [S, T]}} of experiment `name` at its smoke size, as the sweep computes them."""
     exp = experiments()[name]
     config = resolve_config(exp, "smoke", {})
     seeds = list(range(config["first_seed"], config["first_seed"] + config["seeds"]))
@@ -56,8 +52,6 @@ def smoke_outputs(name: str, prefix: str = "") -> dict:
         pytest.skip(f"{name}: {err}")
     out, cache = {}, {}
     for problem, alg, grid in runs:
-        if not alg.name.startswith(prefix):
-            continue
         curves = [alg.name] if grid is None else grid_names(alg.name, grid)
         params = None if grid is None else {
             k: [point.get(k, v) for _, point in grid for _ in seeds] for k, v in alg.defaults.items()}
@@ -77,23 +71,13 @@ def test_every_registered_experiment_has_stored_outputs():
     assert DEFAULT <= set(STORED)
 
 
-def _cases():
-    """(name, prefix) pairs: the default subset, then every experiment whole under `slow`."""
-    slow = pytest.mark.slow
-    for name in sorted(STORED):
-        whole = name in DEFAULT and name not in DEFAULT_CURVES
-        yield pytest.param(name, "", id=name, marks=() if whole else slow)
-        if name in DEFAULT_CURVES:
-            yield pytest.param(name, DEFAULT_CURVES[name], id=f"{name}[{DEFAULT_CURVES[name].strip(': ')}]")
-
-
-@pytest.mark.parametrize("name, prefix", list(_cases()))
-def test_smoke_outputs_equal_the_stored_ones(name, prefix):
+@pytest.mark.parametrize("name", [n if n in DEFAULT else pytest.param(n, marks=pytest.mark.slow)
+                                  for n in sorted(STORED)])
+def test_smoke_outputs_equal_the_stored_ones(name):
     with data_dir_default():  # the real-data experiments read the shared data folder where it exists
-        got = smoke_outputs(name, prefix)
-    stored = {curve: outputs for curve, outputs in STORED[name].items() if curve.startswith(prefix)}
-    assert stored and sorted(got) == sorted(stored)
-    for curve, outputs in stored.items():
+        got = smoke_outputs(name)
+    assert sorted(got) == sorted(STORED[name])
+    for curve, outputs in STORED[name].items():
         for output, expect in outputs.items():
             np.testing.assert_allclose(got[curve][output], expect, rtol=1e-10, atol=1e-10,
                                        err_msg=f"{name}: {curve}: {output}")
