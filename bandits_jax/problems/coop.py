@@ -93,9 +93,9 @@ def network(graph, V: int, p: float, seed: int, data_dir=None):
             raise ConfigError("the graph given is disconnected; pass a connected graph (or one component of it)")
         if graph.number_of_nodes() < V:
             raise ConfigError(f"graph too small: {graph.number_of_nodes()} nodes, fewer than V = {V}")
-        G = graphs.subsample(graph, V, seed) if graph.number_of_nodes() > V else \
-            nx.convert_node_labels_to_integers(graph, ordering="sorted")
-        return G, f"a given graph ({graph.number_of_nodes()} nodes)", "given"
+        if graph.number_of_nodes() > V:
+            return graphs.subsample(graph, V, seed), f"a given graph, random-walk subsample of {V} nodes", "given"
+        return nx.convert_node_labels_to_integers(graph, ordering="sorted"), "a given graph", "given"
     if graph == "er":
         return graphs.erdos_renyi(V, p, seed), f"erdos-renyi({V}, {p:g})", "synthetic"
     if graph in graphs.STANDINS:
@@ -112,8 +112,8 @@ def network(graph, V: int, p: float, seed: int, data_dir=None):
     if not isinstance(graph, (str, Path)) or not Path(graph).expanduser().is_file():
         raise ConfigError(f"graph {graph!r} is neither a known name ({', '.join(known)}) nor an existing edge list "
                           "file; pass one of those names or the path of a SNAP edge list")
-    return graphs.subsample(graphs.load_edge_list(graph), V, seed), \
-        f"edge list {Path(graph).name}, random-walk subsample of {V} nodes", "real"
+    source = f"edge list {Path(graph).name}, random-walk subsample of {V} nodes"
+    return graphs.subsample(graphs.load_edge_list(graph), V, seed), source, "real"
 
 
 def voronoi_clusters(dist: np.ndarray, gamma: int, seed: int) -> np.ndarray:
