@@ -359,6 +359,7 @@ def khat_z(samples, kernel, sigma_x=1.0, sigma_z=1.0, squared=False):
     k = lambda A, B: kernel_matrix(kernel, A, B, sigma_x).mean()
     n = len(samples)
     mmd2 = np.array([[k(a, a) + k(b, b) - 2 * k(a, b) for b in samples] for a in samples])
+    mmd2 = 0.5 * (mmd2 + mmd2.T)
     return _similarity_from_mmd2(mmd2, np.eye(n, dtype=bool), sigma_z, squared)
 
 
