@@ -1,6 +1,6 @@
 """Plain NumPy Coop-KernelUCB, Eager, Dist, Naive Cooperation and the independent baselines (Fig. 1).
 
-Exact dual mode, a fresh Cholesky solve per agent and round ([P] eqs. 7-9, spec 2, 8.2). Rounds
+Exact dual mode, a fresh linear solve per agent and round ([P] eqs. 7-9, spec 2, 8.2). Rounds
 have two phases: all agents act on the data of rounds < t, then all observations are sent. Agent v
 deciding at round t uses observation (u, s) iff admit[v, u] and s <= t - delay[v, u] (spec 1.3).
 Observation i of source a_i: Gram W(a_i, a_j) K_x(x_i, x_j), query W(q, a_i) K_x(x, x_i), prior
@@ -292,15 +292,15 @@ class _Model:
         Z = hist.x[s, u]
         G = Wg * k(Z, Z)
         kap = wq[:, None] * k(Z, C)
-        L = np.linalg.cholesky(G + self.lam * np.eye(len(s)))
-        a = np.linalg.solve(L, kap)
-        mean = a.T @ np.linalg.solve(L, hist.y[s, u])
-        var = np.maximum(np.diag(k(C, C)) - np.sum(a * a, axis=0), 0.0)  # W(q, q) = 1
+        A = G + self.lam * np.eye(len(s))
+        sol = np.linalg.solve(A, np.concatenate([hist.y[s, u][:, None], kap], axis=1))
+        mean = kap.T @ sol[:, 0]
+        var = np.maximum(np.diag(k(C, C)) - np.sum(kap * sol[:, 1:], axis=0), 0.0)  # W(q, q) = 1
         if width[0] == "eta":
             w = width[1] / np.sqrt(self.lam)
         else:
             _, B, R, delta = width
-            gain = np.sum(np.log(np.diag(L))) - len(s) * 0.5 * np.log(self.lam)  # 0.5 logdet(I + G/lam)
+            gain = 0.5 * (np.linalg.slogdet(A)[1] - len(s) * np.log(self.lam))  # 0.5 logdet(I + G/lam)
             w = B + R * np.sqrt(2 * (gain + 1 + np.log(1 / delta)))
         return mean + w * np.sqrt(var)
 
