@@ -253,3 +253,54 @@ def test_small_setup1_run_learns_and_cooperation_beats_independent_linucb(small_
     assert m["Eager"] < m["LinUCB"] and m["Coop"] < m["LinUCB"] and m["Dist"] < m["LinUCB"]
     assert runs["Coop"]["accepted"].sum() < runs["Eager"]["accepted"].sum() == runs["Naive"]["accepted"].sum()
     assert runs["LinUCB"]["deliveries"].sum() == 0 < runs["Coop"]["deliveries"].sum()
+
+
+# ----------------------------------------------------------------------------- scores by hand
+
+@pytest.fixture(scope="module")
+def pair_world():
+    rng = np.random.default_rng(12)
+    X = unit(rng.standard_normal((4, 2, 3, 5)) + np.array([1.0, -1.0])[:, None, None] * np.eye(5)[0])
+    fbar = X @ unit(rng.standard_normal(5))
+    return X, fbar + 0.1 * rng.standard_normal(fbar.shape), fbar, rng.random(fbar.shape)
+
+
+@pytest.mark.parametrize("embedding", ["current", "frozen_at_send"])
+def test_coop_scores_match_a_hand_built_product_kernel_posterior(pair_world, embedding):
+    X, Y, fbar, U = pair_world
+    g = ref.graph_arrays_np(np.array([[0, 1], [1, 0]], bool), 1)
+    out = ref.coop_kernel_ucb_np(X, Y, fbar, U, g, kernel="rbf", sigma_x=0.8, lam=0.5, eta=0.3, embedding=embedding)
+    a = out["actions"]
+    xs = X[np.arange(4)[:, None], np.arange(2)[None, :], a]  # chosen contexts [t, v, d]
+    ys = Y[np.arange(4)[:, None], np.arange(2)[None, :], a]
+    t, src, rnd = 3, np.array([0, 0, 0, 1, 1, 1]), np.array([0, 1, 2, 0, 1, 2])
+    last = np.full(6, 2) if embedding == "current" else rnd  # current: all rounds < 3 are known
+    sets = [xs[: r + 1, u] for u, r in zip(src, last)] + [xs[:3, 0]]
+    W = ref.khat_z(sets, "rbf", 0.8)
+    Z, C = xs[rnd, src], X[t, 0]
+    G = W[:6, :6] * kernel_matrix("rbf", Z, Z, 0.8)
+    kap = W[6, :6, None] * kernel_matrix("rbf", Z, C, 0.8)
+    Ainv = np.linalg.inv(G + 0.5 * np.eye(6))
+    var = 1.0 - np.einsum("ik,ij,jk->k", kap, Ainv, kap)
+    expect = kap.T @ Ainv @ ys[rnd, src] + 0.3 / np.sqrt(0.5) * np.sqrt(var)
+    assert np.abs(out["scores"][t, 0] - expect).max() < 1e-10
+    assert (W[:6, :6] < 1 - 1e-3).any()  # the two agents do differ
+
+
+def test_igp_ucb_and_oful_widths_by_hand(pair_world):
+    X, Y, fbar, U = pair_world
+    g = ref.graph_arrays_np(np.zeros((2, 2), bool), 0)
+    igp = ref.igp_ucb_np(X, Y, fbar, U, g, sigma_x=0.8)
+    x, y = X[0, 0, igp["actions"][0, 0]], Y[0, 0, igp["actions"][0, 0]]
+    k = kernel_matrix("rbf", X[1, 0], x[None], 0.8)[:, 0]
+    beta = 1.0 + 0.1 * np.sqrt(2 * (0.5 * np.log(2.0) + 1 + np.log(20.0)))  # 1 x 1 Gram: logdet(1 + 1)
+    expect = k * y / 2.0 + beta * np.sqrt(1.0 - k**2 / 2.0)
+    assert np.abs(igp["scores"][1, 0] - expect).max() < 1e-12
+    oful = ref.oful_np(X, Y, fbar, U, g)
+    x, y = X[0, 0, oful["actions"][0, 0]], Y[0, 0, oful["actions"][0, 0]]
+    Ainv = np.linalg.inv(np.eye(5) + np.outer(x, x))
+    w = 0.1 * np.sqrt(np.log(1 + x @ x) + 2 * np.log(20.0)) + 1.0
+    expect = X[1, 0] @ Ainv @ (y * x) + w * np.sqrt(np.einsum("kd,de,ke->k", X[1, 0], Ainv, X[1, 0]))
+    assert np.abs(oful["scores"][1, 0] - expect).max() < 1e-12
+    naive = ref.naive_igp_ucb_np(X, Y, fbar, U, g, sigma_x=0.8)
+    assert (naive["actions"] == igp["actions"]).all()  # gamma = 0: nobody to pool with
