@@ -265,26 +265,46 @@ def pair_world():
     return X, fbar + 0.1 * rng.standard_normal(fbar.shape), fbar, rng.random(fbar.shape)
 
 
-@pytest.mark.parametrize("embedding", ["current", "frozen_at_send"])
+@pytest.mark.parametrize("embedding", ["current", "frozen_at_send", "known"])
 def test_coop_scores_match_a_hand_built_product_kernel_posterior(pair_world, embedding):
     X, Y, fbar, U = pair_world
     g = ref.graph_arrays_np(np.array([[0, 1], [1, 0]], bool), 1)
-    out = ref.coop_kernel_ucb_np(X, Y, fbar, U, g, kernel="rbf", sigma_x=0.8, lam=0.5, eta=0.3, embedding=embedding)
+    Kz = np.array([[0.9, 0.3], [0.3, 1.1]])
+    opts = {"kz": Kz} if embedding == "known" else {"embedding": embedding}
+    out = ref.coop_kernel_ucb_np(X, Y, fbar, U, g, kernel="rbf", sigma_x=0.8, lam=0.5, eta=0.3, **opts)
     a = out["actions"]
     xs = X[np.arange(4)[:, None], np.arange(2)[None, :], a]  # chosen contexts [t, v, d]
     ys = Y[np.arange(4)[:, None], np.arange(2)[None, :], a]
     t, src, rnd = 3, np.array([0, 0, 0, 1, 1, 1]), np.array([0, 1, 2, 0, 1, 2])
-    last = np.full(6, 2) if embedding == "current" else rnd  # current: all rounds < 3 are known
-    sets = [xs[: r + 1, u] for u, r in zip(src, last)] + [xs[:3, 0]]
-    W = ref.khat_z(sets, "rbf", 0.8)
+    last = rnd if embedding == "frozen_at_send" else np.full(6, 2)  # current: all rounds < 3 are known
+    W = ref.khat_z([xs[: r + 1, u] for u, r in zip(src, last)] + [xs[:3, 0]], "rbf", 0.8)
+    if embedding == "known":
+        W = Kz[np.append(src, 0)][:, np.append(src, 0)]
     Z, C = xs[rnd, src], X[t, 0]
     G = W[:6, :6] * kernel_matrix("rbf", Z, Z, 0.8)
     kap = W[6, :6, None] * kernel_matrix("rbf", Z, C, 0.8)
     Ainv = np.linalg.inv(G + 0.5 * np.eye(6))
-    var = 1.0 - np.einsum("ik,ij,jk->k", kap, Ainv, kap)
+    var = W[6, 6] - np.einsum("ik,ij,jk->k", kap, Ainv, kap)
     expect = kap.T @ Ainv @ ys[rnd, src] + 0.3 / np.sqrt(0.5) * np.sqrt(var)
     assert np.abs(out["scores"][t, 0] - expect).max() < 1e-10
     assert (W[:6, :6] < 1 - 1e-3).any()  # the two agents do differ
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"X": np.zeros((3, 2, 4))}, "X must be"), ({"U": np.zeros((3, 2, 4))}, "U must have shape"),
+    ({"kernel": "poly"}, "kernel must be"), ({"kz": np.eye(3)}, "kz must be"),
+    ({"embedding": "late"}, "embedding must be"), ({"lam": 0.0}, "lam must be"),
+    ({"dist_mimic": "copy"}, "dist_mimic must be"), ({"graph": {"dist": np.zeros((2, 2))}}, "graph arrays lack"),
+])
+def test_bad_input_is_refused_with_a_clear_message(pair_world, change, message):
+    X, Y, fbar, U = pair_world
+    args = {"X": X, "Y": Y, "fbar": fbar, "U": U, "graph": ref.graph_arrays_np(np.ones((2, 2), bool), 1)}
+    args.update({k: v for k, v in change.items() if k in args})
+    opts = {k: v for k, v in change.items() if k not in args}
+    with pytest.raises(ValueError, match=message):
+        ref.dist_kernel_ucb_np(**args, **opts)
+    with pytest.raises(ValueError, match="delay_mode"):
+        ref.graph_arrays_np(np.ones((2, 2), bool), 1, "late")
 
 
 def test_igp_ucb_and_oful_widths_by_hand(pair_world):

@@ -215,6 +215,8 @@ def _dual_method(X, Y, fbar, U, graph, admit, *, kernel="linear", sigma_x=1.0, l
 def _primal_method(X, Y, fbar, U, graph, admit, lam, width, talk=True):
     _check(X, Y, fbar, U, graph)
     T, V, K, d = X.shape
+    if not lam > 0:
+        raise ValueError(f"lam must be > 0, got {lam}")
 
     def decide(t, v, hist):
         s, u = active_slots(admit[v], graph["delay"][v], t)
@@ -266,6 +268,8 @@ class _Model:
 
     def __init__(self, X, graph, admit, kernel, sigma_x, lam, kz, sigma_z, mmd_squared, embedding):
         V = X.shape[1]
+        if not lam > 0:
+            raise ValueError(f"lam must be > 0, got {lam}")
         if kernel not in ("linear", "rbf"):
             raise ValueError(f"kernel must be 'linear' or 'rbf', got {kernel!r}")
         if embedding not in ("current", "frozen_at_send"):
@@ -287,7 +291,7 @@ class _Model:
         s, u = self.slots(owner, t)
         if len(s) == 0:
             return None
-        Wg, wq = self._similarity(hist, owner, t, q, s, u)
+        Wg, wq, wqq = self._similarity(hist, owner, t, q, s, u)
         k = lambda A, B: kernel_matrix(self.kernel, A, B, self.sigma_x)
         Z = hist.x[s, u]
         G = Wg * k(Z, Z)
@@ -295,7 +299,7 @@ class _Model:
         A = G + self.lam * np.eye(len(s))
         sol = np.linalg.solve(A, np.concatenate([hist.y[s, u][:, None], kap], axis=1))
         mean = kap.T @ sol[:, 0]
-        var = np.maximum(np.diag(k(C, C)) - np.sum(kap * sol[:, 1:], axis=0), 0.0)  # W(q, q) = 1
+        var = np.maximum(wqq * np.diag(k(C, C)) - np.sum(kap * sol[:, 1:], axis=0), 0.0)
         if width[0] == "eta":
             w = width[1] / np.sqrt(self.lam)
         else:
@@ -306,9 +310,9 @@ class _Model:
 
     def _similarity(self, hist, owner, t, q, s, u):
         if isinstance(self.kz, str) and self.kz == "one":
-            return 1.0, np.ones(len(s))
+            return 1.0, np.ones(len(s)), 1.0
         if not isinstance(self.kz, str):
-            return self.kz[np.ix_(u, u)], self.kz[q, u]
+            return self.kz[np.ix_(u, u)], self.kz[q, u], self.kz[q, q]
         n_now = hist.prefix.shape[0]  # q's own samples: every round so far
         if self.embedding == "current":
             last = t - self.delay[owner, u]  # source u as seen by the owner at round t
@@ -317,7 +321,7 @@ class _Model:
         emb = (u, last)
         Wg = khat_prefix(hist.prefix, emb, emb, self.sigma_z, self.squared)
         wq = khat_prefix(hist.prefix, (np.array([q]), np.array([n_now - 1])), emb, self.sigma_z, self.squared)[0]
-        return Wg, wq
+        return Wg, wq, 1.0  # K_hat_z(q, q) = 1
 
 
 # ----------------------------------------------------------------------------------- helpers
