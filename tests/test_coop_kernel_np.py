@@ -233,11 +233,7 @@ def small_run(er_world):
     """One setup-1 trial (V = 8, T = 30, gamma = 1): per-agent cumulative regret R_G(T) / V by method."""
     adj, gamma, g, _ = er_world
     X, Y, fbar, U, _ = setup1_world(adj, gamma, T_SMALL, 20)
-    runs = {"LinUCB": ref.linucb_np(X, Y, fbar, U, g), "OFUL": ref.oful_np(X, Y, fbar, U, g),
-            "Naive": ref.naive_linucb_np(X, Y, fbar, U, g)}
-    for name, fn in (("Coop", ref.coop_kernel_ucb_np), ("Dist", ref.dist_kernel_ucb_np),
-                     ("Eager", ref.eager_kernel_ucb_np)):
-        runs[name] = fn(X, Y, fbar, U, g, kernel="linear")
+    runs = {name: fn(X, Y, fbar, U, g) for name, fn in ref.fig1_row("linear").items()}
     per_agent = {name: out["regret"].sum() / V_SMALL for name, out in runs.items()}
     per_agent["random"] = (fbar.max(axis=2) - fbar.mean(axis=2)).sum() / V_SMALL
     print({"gamma": gamma, "edges": int(adj.sum() // 2), **{k: round(float(v), 3) for k, v in per_agent.items()}})

@@ -24,6 +24,8 @@ exists, scalars = (d + 2) deliveries, accepted = those with admit[v, u] (indepen
 Inputs X [T, V, K, d], Y [T, V, K] (noisy reward of every arm), fbar [T, V, K], U [T, V, K], the
 graph dict of graph_arrays_np; outputs actions [T, V], regret [T, V], scores [T, V, K], counts [T].
 """
+from functools import partial
+
 import numpy as np
 
 from .kernel_np import kernel_matrix
@@ -197,6 +199,21 @@ def dist_kernel_ucb_np(X, Y, fbar, U, graph, *, kernel="linear", sigma_x=1.0, la
     out = _loop(X, Y, fbar, U, decide, model.prefix_needed)
     out.update(_counts(graph, admit, T, d), model_transfers=transfers, model_scalars=sizes)
     return out
+
+
+def fig1_row(row, sigma_x=1.0):
+    """The six methods of one row of Fig. 1 by name, each a function (X, Y, fbar, U, graph, **options)."""
+    if row == "linear":
+        return {"LinUCB": linucb_np, "OFUL": oful_np, "Naive": naive_linucb_np,
+                "Coop": partial(coop_kernel_ucb_np, kernel="linear"),
+                "Dist": partial(dist_kernel_ucb_np, kernel="linear"),
+                "Eager": partial(eager_kernel_ucb_np, kernel="linear")}
+    if row == "rbf":
+        rbf = {"kernel": "rbf", "sigma_x": sigma_x}
+        return {"KernelUCB": partial(kernel_ucb_np, **rbf), "IGP-UCB": partial(igp_ucb_np, **rbf),
+                "Naive": partial(naive_igp_ucb_np, **rbf), "Coop": partial(coop_kernel_ucb_np, **rbf),
+                "Dist": partial(dist_kernel_ucb_np, **rbf), "Eager": partial(eager_kernel_ucb_np, **rbf)}
+    raise ValueError(f"row must be 'linear' or 'rbf', got {row!r}")
 
 
 # ----------------------------------------------------------------------------------- engines
