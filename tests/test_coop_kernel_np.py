@@ -245,7 +245,7 @@ def test_small_setup1_run_learns_and_cooperation_beats_independent_linucb(small_
     for out in runs.values():
         assert (out["regret"] >= 0).all() and out["regret"].max() > 0
     assert m["LinUCB"] < 0.7 * m["random"]
-    # this trial's ordering (cooperative below independent holds in 11-12 of 12 seeds of this setup)
+    # this trial's ordering (below LinUCB in 12 seeds of this setup: Eager 12, Coop 11, Dist 10 times)
     assert m["Eager"] < m["LinUCB"] and m["Coop"] < m["LinUCB"] and m["Dist"] < m["LinUCB"]
     assert runs["Coop"]["accepted"].sum() < runs["Eager"]["accepted"].sum() == runs["Naive"]["accepted"].sum()
     assert runs["LinUCB"]["deliveries"].sum() == 0 < runs["Coop"]["deliveries"].sum()
