@@ -207,7 +207,7 @@ def _fc(name, description, allocation, size, estimate, communicates, delta, xi, 
 
 def cokernel_fc(delta: float = 0.005, xi: float = 1e-10, eps: float = 0.1, iters: int = 2000,
                 max_rounds: int = 40) -> Trial:
-    """CoKernelFC (Alg. 1): global XY design over all nV pairs, shared kernel estimate, 2^-r eliminations."""
+    """CoKernelFC (Algorithm 1), fixed-confidence elimination on one global design and shared data."""
     return _fc("CoKernelFC", "CoKernelFC: collaborative fixed-confidence elimination, global design (Alg. 1)",
                global_allocation, paper_size, shared_estimate, True, delta, xi, eps, iters, max_rounds)
 
@@ -228,7 +228,7 @@ def ind_rage(delta: float = 0.005, xi: float = 1e-10, eps: float = 0.1, iters: i
 
 def ind_rage_code(delta: float = 0.005, xi: float = 1e-10, eps: float = 0.1, iters: int = 2000,
                   max_rounds: int = 40) -> Trial:
-    """IndRAGE-code: V independent RAGE copies with the RAGE authors' code constants (spec §5.2 alternative)."""
+    """IndRAGE-code, V independent RAGE copies with the constants of the RAGE authors' code (spec §5.2)."""
     return _fc("IndRAGE-code", "V independent RAGE copies, the RAGE code's sample sizes (8 4^(k-1) rho (1+eps) "
                                "log(2n^2/delta_k), 2|supp|/eps) and a ridge limit of its OLS; no communication",
                local_allocation, rage_code_size, own_estimate, False, delta, xi, eps, iters, max_rounds)
@@ -347,14 +347,14 @@ def _fb(name, description, schedule, allocate, estimate, table, communicates, bu
 
 
 def cokernel_fb(budget: float = 20000.0, xi: float = 1e-10, iters: int = 2000) -> Trial:
-    """CoKernelFB (Alg. 2): R = ceil(log2 omega(Xt)) rounds of a global design, omega halving per agent."""
+    """CoKernelFB (Algorithm 2), R rounds of one global design and omega halving per agent."""
     check_capacity("CoKernelFB", "iters", iters)
     return _fb("CoKernelFB", "CoKernelFB: collaborative fixed-budget halving, global design (Alg. 2)",
                collaborative_schedule, fb_global_allocation(iters), shared_estimate, "omega_table", True, budget, xi)
 
 
 def cokernel_fb_ind_alloc(budget: float = 20000.0, xi: float = 1e-10, iters: int = 2000) -> Trial:
-    """CoKernelFB-IndAlloc: CoKernelFB with local designs of floor(T / R) samples per busy agent (spec §5.5)."""
+    """CoKernelFB-IndAlloc, CoKernelFB with each busy agent's local design of T / R samples (spec §5.5)."""
     check_capacity("CoKernelFB-IndAlloc", "iters", iters)
     return _fb("CoKernelFB-IndAlloc", "CoKernelFB with local per-agent designs, shared estimate, global omega",
                collaborative_schedule, fb_local_allocation(iters), shared_estimate, "omega_table", True, budget, xi)
@@ -392,13 +392,13 @@ def uniform_fb(name: str, description: str, estimate: Callable, budget: float, x
 
 
 def ind_uniform_fb(budget: float = 20000.0, xi: float = 1e-10) -> Trial:
-    """IndUniformFB: each agent spreads T round-robin over its arms, ridge estimate on its own data (spec §5.7)."""
+    """IndUniformFB, T round-robin pulls per agent and a ridge estimate on its own data (spec §5.7)."""
     return uniform_fb("IndUniformFB", "uniform round-robin sampling per agent, kernel ridge estimate on own data",
                       own_estimate, budget, xi)
 
 
 def ind_uniform_fb_means(budget: float = 20000.0, xi: float = 1e-10) -> Trial:
-    """IndUniformFB-means: each agent spreads T round-robin over its arms, per-arm empirical means (spec §5.7)."""
+    """IndUniformFB-means, T round-robin pulls per agent and per-arm empirical means (spec §5.7)."""
     return uniform_fb("IndUniformFB-means", "uniform round-robin sampling per agent, per-arm empirical means",
                       means_estimate, budget, xi)
 
