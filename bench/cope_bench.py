@@ -118,11 +118,8 @@ def table(section: dict) -> str:
                 cells += [f"{r['compile_seconds']:.1f}", f"{r['run_seconds']:.2f}", f"{r['peak_mb']:.0f}",
                           f"{r['trials_per_second']:.3g}", f"{r['ratio']:.3g}", f"{r['correct']:.2f}", ""]
             lines.append(cells)
-    widths = [max(len(h), *(len(c[i]) for c in lines)) if lines else len(h) for i, h in enumerate(head)]
-    fmt = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
     out = [f"CoPE-KB section: cope-kb {section['case']} (V=5, n=6, d=8); CoKernelFC at Delta=0.2, CoKernelFB at "
-           "Delta=0.02, T=1e5; x NumPy = JAX trials/s over the NumPy loop's", fmt(head), fmt(["-" * w for w in widths])]
-    out += [fmt(c) for c in lines]
+           "Delta=0.02, T=1e5; x NumPy = JAX trials/s over the NumPy loop's"] + harness.aligned(head, lines)
     for res in section["results"]:
         ref = res["numpy"]
         out.append(f"  {res['algorithm']}: NumPy loop {ref['seconds']:.3f} s a trial "

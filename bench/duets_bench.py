@@ -139,12 +139,9 @@ def table(section: dict) -> str:
                 cells += [f"{r['compile_seconds']:.1f}", f"{r['run_seconds']:.2f}", f"{r['peak_mb']:.0f}",
                           f"{r['agent_steps_per_second']:.3g}", f"{r['runs_per_second']:.3g}", f"{r['ratio']:.3g}", ""]
             lines.append(cells)
-    widths = [max(len(h), *(len(c[i]) for c in lines)) if lines else len(h) for i, h in enumerate(head)]
-    fmt = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
     out = [f"DUETS section: {section['experiment']} (N={spec['num_agents']} agents every step, "
            f"M={spec['num_arms']} candidates, d={spec['dim']}, T={spec['horizon']}); x NumPy = JAX agent-steps/s "
-           "over the NumPy loop's on one seed", fmt(head), fmt(["-" * w for w in widths])]
-    out += [fmt(c) for c in lines]
+           "over the NumPy loop's on one seed"] + harness.aligned(head, lines)
     for res in section["results"]:
         ref = res["numpy"]
         out.append(f"  {res['algorithm']}: NumPy loop {ref['seconds']:.2f} s a run, "

@@ -144,3 +144,13 @@ def skip_row(rows: list, row: dict, where: str, note: str) -> None:
     log(f"{where}: {note}")
     row.update(skipped=True, note=note)
     rows.append(row)
+
+
+def aligned(head: tuple, rows: list) -> list:
+    """A plain-text table: the header, a rule and the rows (lists of strings), columns padded."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
+
+    def line(cells):
+        return "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
+
+    return [line(head), line(["-" * w for w in widths])] + [line(r) for r in rows]
