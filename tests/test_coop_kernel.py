@@ -194,7 +194,8 @@ def test_feature_rbf_runs_and_ring_limits(world):
                                   ring_rounds=ring)
             _, acts, aux, reg, reps = runner.replay(algo, EnvSpec(V, K, D, T), None, jnp.asarray(X), jnp.asarray(Y),
                                                     jnp.ones((T, V), bool), KEY, public=arrays, means=jnp.asarray(fbar))
-            out[ring] = (np.asarray(acts), np.asarray(aux["scores"]), int(np.asarray(reps.errors).max()), np.asarray(reg))
+            out[ring] = (np.asarray(acts), np.asarray(aux["scores"]), int(np.asarray(reps.errors).max()),
+                         np.asarray(reg))
     assert np.isfinite(out[None][1]).all() and out[None][3].min() >= 0
     np.testing.assert_array_equal(out[2][0], out[None][0])
     np.testing.assert_allclose(out[2][1], out[None][1], atol=1e-12)

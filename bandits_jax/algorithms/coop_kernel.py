@@ -248,11 +248,12 @@ def assemble(name: str, pieces: Pieces, given: dict, *, kernel="linear", storage
     kern = resolve_kernel(name, kernel)
     if storage == "feature" and kern.name not in ("linear", "rbf"):
         raise ConfigError(f"{name}: the feature storage supports the linear and rbf kernels, got {kern.name}")
-    opts = Options(kern, storage, mmd, check_capacity(name, "r_max", r_max), check_capacity(name, "landmarks", landmarks),
-                   None if ring_rounds is None else check_capacity(name, "ring_rounds", ring_rounds))
+    ring = None if ring_rounds is None else check_capacity(name, "ring_rounds", ring_rounds)
+    opts = Options(kern, storage, mmd, check_capacity(name, "r_max", r_max),
+                   check_capacity(name, "landmarks", landmarks), ring)
     params = signed_params(name, {k: SIGNS[k] for k in given}, given)
-    return Algorithm(name, params, partial(init, pieces, opts), partial(select, pieces, opts), partial(update, pieces, opts),
-                     None, {ERR_RING: RING_MESSAGE}, description)
+    return Algorithm(name, params, partial(init, pieces, opts), partial(select, pieces, opts),
+                     partial(update, pieces, opts), None, {ERR_RING: RING_MESSAGE}, description)
 
 
 def coop_kernel_ucb(kernel="linear", lam=1.0, eta=1.0, lengthscale=1.0, sigma_z=1.0, *, storage="dual",

@@ -151,7 +151,9 @@ def feature_posterior(kern, kp, lam, store: FeatureStore, t, mask, lags, L, lq, 
     G = prefix(store, "G", j, jnp.arange(V))
     h = prefix(store, "h", j, jnp.arange(V))
     r, m = L.shape[1], G.shape[-1]
-    A = jnp.einsum("ua,ub,uij->aibj", Ls, Ls, G).reshape(r * m, r * m) + lam * jnp.eye(r * m, dtype=G.dtype)
+    outer = (Ls[:, :, None] * Ls[:, None, :]).reshape(V, r * r)
+    A = (outer.T @ G.reshape(V, m * m)).reshape(r, r, m, m).transpose(0, 2, 1, 3).reshape(r * m, r * m)
+    A = A + lam * jnp.eye(r * m, dtype=G.dtype)
     b = jnp.einsum("ua,ui->ai", Ls, h).reshape(r * m)
     phi = features(kern, kp, store, contexts, linear)  # [K, m]
     psi = (lq[None, :, None] * phi[:, None, :]).reshape(phi.shape[0], r * m)
