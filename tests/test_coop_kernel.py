@@ -8,7 +8,7 @@ import pytest
 
 from bandits_jax import runner
 from bandits_jax.algorithms import coop_kernel, make_algorithm
-from bandits_jax.core import ConfigError, EnvSpec
+from bandits_jax.core import ConfigError, EnvSpec, Problem, gaussian_rewards
 from bandits_jax.problems.graphs import graph_arrays
 from bench.reference import coop_kernel_np as ref
 
@@ -212,3 +212,23 @@ def test_bad_options_and_missing_graph():
     algo = make_algorithm("coop_kernel_ucb")
     with pytest.raises(ConfigError, match="graph arrays"):
         algo.init(KEY, EnvSpec(V, K, D, T), algo.defaults, None, None)
+
+
+def test_runner_batches_seeds_on_a_graph_problem():
+    """A Problem whose public(instance) is the graph arrays: seeds batched by the runner, messages reported."""
+    arrays = public("bridge-g2")
+
+    def contexts(instance, t, key):
+        x = jax.random.normal(key, (V, K, D)) + instance["centre"][:, None, :]
+        return x / jnp.linalg.norm(x, axis=-1, keepdims=True)
+
+    problem = Problem(
+        "toy-graph", EnvSpec(V, K, D, T),
+        init=lambda key: {"centre": jax.random.normal(key, (V, D)), "theta": jax.random.normal(key, (D,))},
+        contexts=contexts, mean_reward=lambda inst, t, x: x @ inst["theta"],
+        sample_rewards=gaussian_rewards(0.1), public=lambda inst: {k: jnp.asarray(v) for k, v in arrays.items()})
+    out = runner.run_batch(problem, make_algorithm("eager_kernel_ucb", storage="feature"), [0, 1])
+    assert out.regret.shape == (2, T, V) and out.regret.min() >= 0 and out.errors.max() == 0
+    assert not np.array_equal(out.regret[0], out.regret[1])
+    deliveries = public("bridge-g2")["within"].sum() - V
+    np.testing.assert_array_equal(out.comm_up[:, -1], (D + 2) * deliveries)

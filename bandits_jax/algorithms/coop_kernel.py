@@ -20,6 +20,8 @@ Both rebuild the model from the history every round, so a re-estimated K_hat_z i
 The graph is `public(instance)`: the contract's arrays dist, delay, within, clique, central, cent.
 Report per round: comm_up = (d + 2) deliveries (pairs 1 <= dist <= gamma whose message exists);
 diagnostics originated, deliveries, hops (sum of dist over them), accepted (admitted deliveries).
+
+Walk-through: docs/algorithms/coop_kernel.md.
 """
 from __future__ import annotations
 
