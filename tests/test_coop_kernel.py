@@ -26,6 +26,9 @@ CASES = {
     ("coop_kernel_ucb", (("storage", "feature"),)): (ref.coop_kernel_ucb_np, {}),
     ("coop_kernel_ucb", (("kernel", "rbf"),)): (ref.coop_kernel_ucb_np, {"kernel": "rbf"}),
     ("coop_kernel_ucb", (("mmd", "squared"),)): (ref.coop_kernel_ucb_np, {"mmd_squared": True}),
+    ("coop_kernel_ucb", (("embedding", "frozen_at_send"),)): (ref.coop_kernel_ucb_np, {"embedding": "frozen_at_send"}),
+    ("dist_kernel_ucb_coop", (("embedding", "frozen_at_send"), ("kernel", "rbf"))): (
+        ref.dist_kernel_ucb_np, {"embedding": "frozen_at_send", "kernel": "rbf"}),
     ("eager_kernel_ucb", ()): (ref.eager_kernel_ucb_np, {}),
     ("eager_kernel_ucb", (("storage", "feature"),)): (ref.eager_kernel_ucb_np, {}),
     ("dist_kernel_ucb_coop", ()): (ref.dist_kernel_ucb_np, {}),
@@ -110,6 +113,8 @@ def test_the_methods_differ_on_a_graph(runs):
                                                      "naive_linucb")}
     names = list(acts)
     assert all(not np.array_equal(acts[a], acts[b]) for i, a in enumerate(names) for b in names[i + 1:])
+    frozen = runs("coop_kernel_ucb", (("embedding", "frozen_at_send"),), "bridge-g2")[2]
+    assert np.abs(frozen - runs("coop_kernel_ucb", (), "bridge-g2")[2]).max() > 1e-3
 
 
 @pytest.mark.parametrize("name", ["coop_kernel_ucb", "eager_kernel_ucb", "dist_kernel_ucb_coop"])
@@ -206,7 +211,7 @@ def test_bad_options_and_missing_graph():
     with pytest.raises(ConfigError, match="storage"):
         make_algorithm("coop_kernel_ucb", storage="sparse")
     with pytest.raises(ConfigError, match="embedding"):
-        make_algorithm("coop_kernel_ucb", embedding="frozen_at_send")
+        make_algorithm("coop_kernel_ucb", embedding="frozen_at_send", storage="feature")
     with pytest.raises(ConfigError, match="lam"):
         make_algorithm("eager_kernel_ucb", lam=0.0)
     algo = make_algorithm("coop_kernel_ucb")

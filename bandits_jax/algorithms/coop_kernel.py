@@ -8,7 +8,8 @@ Every method is kernel UCB on a data set (spec coop-kernelucb 3.1), built from t
       cent(p)'s data set of round t - lag_p (`centre_model` [D]), queried at p's contexts.
   similarity W: 1, or K_hat_z(a, b) = exp(-MMD(a, b) / (2 sigma_z^2)) [P*, spec 3.5]: unsquared MMD
       (option "squared"), 1/n^2 normalised, over CHOSEN contexts; embedding "current": source u
-      as the model's owner sees it (samples s <= t - delay), the query agent's from all its own
+      as the model's owner sees it (samples s <= t - delay), or "frozen_at_send" (dual storage):
+      observation (u, s) carries u's samples s' <= s; the query agent's embedding is all its own
       past samples; equal embeddings get K_hat_z = 1 exactly.
   width w: eta / sqrt(lam); IGP-UCB B + R sqrt(2 (gain + 1 + ln(1/delta))); OFUL
       (R sqrt(2 gain + 2 ln(1/delta)) + sqrt(lam) S) / sqrt(lam), gain = 0.5 logdet(I + K / lam).
@@ -55,7 +56,7 @@ class Pieces(NamedTuple):
 
 
 class Options(NamedTuple):
-    """Static options: kernel, storage, mmd, r_max, landmarks, ring_rounds (module docstring)."""
+    """Static options: kernel, storage, mmd, r_max, landmarks, ring_rounds, embedding (module docstring)."""
 
     kernel: object
     storage: str = "dual"
@@ -63,6 +64,7 @@ class Options(NamedTuple):
     r_max: int = 16
     landmarks: int = 64
     ring_rounds: Optional[int] = None
+    embedding: str = "current"
 
 
 class Network(NamedTuple):
@@ -136,11 +138,19 @@ def select(pieces: Pieces, opts: Options, params, state: CoopState, step, key):
     else:
         inner = lambda src, lg: store_ops.feature_embedding_inner(state.store, step.t, src, lg)  # noqa: E731
 
+    frozen = opts.embedding == "frozen_at_send" and pieces.similarity == "khat"
+    if frozen:
+        W4, Wq = frozen_similarity(opts, params, gram4, step.t)
+
     def one(v, mask_v, lags_v, ctx):
-        khat = similarity(pieces, opts, params, inner, v, mask_v, lags_v, qlag[v])
+        if frozen:
+            W = (W4, Wq[v])
+        else:
+            khat = similarity(pieces, opts, params, inner, v, mask_v, lags_v, qlag[v])
+            W = (khat[None, :V, None, :V], khat[V, :V][None, :])
         if opts.storage == "dual":
             out = store_ops.dual_posterior(kern, kp, params["lam"], state.store, gram4, step.t, mask_v, lags_v,
-                                           khat[:V, :V], khat[V, :V], ctx)
+                                           *W, ctx)
         else:
             L = _factor(pieces, opts, khat)
             out = store_ops.feature_posterior(kern, kp, params["lam"], state.store, step.t, mask_v, lags_v,
@@ -172,13 +182,30 @@ def similarity(pieces: Pieces, opts: Options, params, inner, v, mask, lags, qlag
     lg = jnp.concatenate([lags, qlag[None]])
     E, n = inner(src, lg)
     d = jnp.diag(E)
-    mmd2 = jnp.maximum(d[:, None] + d[None, :] - 2.0 * E, 0.0)
     same = (src[:, None] == src[None, :]) & (lg[:, None] == lg[None, :])
-    mmd2 = jnp.where(same, 0.0, mmd2)
-    dist = mmd2 if opts.mmd == "squared" else jnp.sqrt(jnp.where(same, 1.0, mmd2)) * ~same
-    khat = jnp.exp(-dist / (2.0 * params["sigma_z"] ** 2))
+    khat = khat_of(opts, params, d[:, None] + d[None, :] - 2.0 * E, same)
     valid = jnp.concatenate([mask & (n[:V] > 0), jnp.ones((1,), bool)])
     return jnp.where(valid[:, None] & valid[None, :], khat, 0.0)
+
+
+def frozen_similarity(opts: Options, params, gram4, t):
+    """Embedding "frozen_at_send" (dual storage): (W4[T, V, T, V] between slots, Wq[V, T, V] between
+    each agent's current embedding and the slots); equal embeddings get exactly 1."""
+    T, V = gram4.shape[:2]
+    E, _, Eq, _ = store_ops.frozen_embedding_inner(gram4, t)
+    d = jnp.diagonal(E.reshape(T * V, T * V)).reshape(T, V)
+    same = jnp.eye(T * V, dtype=bool).reshape(T, V, T, V)
+    W4 = khat_of(opts, params, d[:, :, None, None] + d[None, None] - 2.0 * E, same)
+    dq = E[jnp.maximum(t - 1, 0), jnp.arange(V), jnp.maximum(t - 1, 0), jnp.arange(V)]  # = P[last, v, last, v] / nq^2
+    sameq = (jnp.arange(T)[None, :, None] == t - 1) & (jnp.arange(V)[:, None, None] == jnp.arange(V)[None, None, :])
+    return W4, khat_of(opts, params, dq[:, None, None] + d[None] - 2.0 * Eq, sameq)
+
+
+def khat_of(opts: Options, params, mmd2, same):
+    """exp(-MMD / (2 sigma_z^2)) (MMD^2 with mmd "squared"), exactly 1 where `same`."""
+    mmd2 = jnp.where(same, 0.0, jnp.maximum(mmd2, 0.0))
+    dist = mmd2 if opts.mmd == "squared" else jnp.sqrt(jnp.where(same, 1.0, mmd2)) * ~same
+    return jnp.exp(-dist / (2.0 * params["sigma_z"] ** 2))
 
 
 def scores(width: str, params, mean, var, gain, count):
@@ -246,13 +273,16 @@ def assemble(name: str, pieces: Pieces, given: dict, *, kernel="linear", storage
     """A `core.Algorithm` from the pieces, the float hyper-parameters `given` and the static options."""
     check_static(name, "storage", storage, ("dual", "feature"))
     check_static(name, "mmd", mmd, ("unsquared", "squared"))
-    check_static(name, "embedding", embedding, ("current",))
+    check_static(name, "embedding", embedding, ("current", "frozen_at_send"))
+    if storage == "feature" and embedding != "current":
+        raise ConfigError(f"{name}: the feature storage keeps one embedding per source; use embedding='current' "
+                          f"or storage='dual'")
     kern = resolve_kernel(name, kernel)
     if storage == "feature" and kern.name not in ("linear", "rbf"):
         raise ConfigError(f"{name}: the feature storage supports the linear and rbf kernels, got {kern.name}")
     ring = None if ring_rounds is None else check_capacity(name, "ring_rounds", ring_rounds)
     opts = Options(kern, storage, mmd, check_capacity(name, "r_max", r_max),
-                   check_capacity(name, "landmarks", landmarks), ring)
+                   check_capacity(name, "landmarks", landmarks), ring, embedding)
     params = signed_params(name, {k: SIGNS[k] for k in given}, given)
     return Algorithm(name, params, partial(init, pieces, opts), partial(select, pieces, opts),
                      partial(update, pieces, opts), None, {ERR_RING: RING_MESSAGE}, description)
@@ -264,7 +294,7 @@ def coop_kernel_ucb(kernel="linear", lam=1.0, eta=1.0, lengthscale=1.0, sigma_z=
 
     kernel: K_x ("linear" or "rbf"; lengthscale = sigma_x). storage: "dual" (exact) or "feature"
     (r_max eigenpairs of K_hat_z, `landmarks` Nystrom points for rbf, ring_rounds of prefix sums,
-    None: the horizon). mmd: "unsquared" or "squared". embedding: "current" only.
+    None: the horizon). mmd: "unsquared" or "squared". embedding: "current" or "frozen_at_send" (dual).
     """
     return assemble("Coop-KernelUCB", Pieces("clique", "khat", "eta"),
                     dict(lam=lam, eta=eta, lengthscale=lengthscale, sigma_z=sigma_z), kernel=kernel, storage=storage,

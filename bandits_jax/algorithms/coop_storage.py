@@ -69,17 +69,18 @@ def dual_embedding_inner(store: DualStore, gram4, t, src, lags):
     return jnp.einsum("as,satb,bt->ab", w, sub, w), n
 
 
-def dual_posterior(kern, kp, lam, store: DualStore, gram4, t, mask, lags, W, wq, contexts):
+def dual_posterior(kern, kp, lam, store: DualStore, gram4, t, mask, lags, W4, wq2, contexts):
     """(mean[K], var[K], gain, n) of one agent (module docstring); mask[V], lags[V] per source,
-    W[V, V] the source similarities, wq[V] the query's."""
+    W4 the slot similarities (broadcastable to [T, V, T, V]), wq2 the query's ([T, V]-broadcastable)."""
     T, V = store.y.shape
     live = (jnp.arange(T)[:, None] <= t - lags[None, :]) & mask[None, :]  # [T, V]
     m = live.reshape(-1)
     n = T * V
-    G = (gram4 * W[None, :, None, :]).reshape(n, n)
+    G = (gram4 * W4).reshape(n, n)
     G = jnp.where(m[:, None] & m[None, :], G, 0.0) + jnp.diag(jnp.where(m, lam, 1.0))
     flat = store.X.reshape(n, -1)
-    kappa = jnp.where(m[:, None], kern.fn(flat, contexts, kp) * jnp.tile(wq, T)[:, None], 0.0)
+    kappa = jnp.where(m[:, None], kern.fn(flat, contexts, kp) * jnp.broadcast_to(wq2, (T, V)).reshape(n, 1),
+                      0.0)
     L = jnp.linalg.cholesky(G)
     a = solve_triangular(L, kappa, lower=True)
     c = solve_triangular(L, jnp.where(m, store.y.reshape(-1), 0.0), lower=True)
@@ -87,6 +88,19 @@ def dual_posterior(kern, kp, lam, store: DualStore, gram4, t, mask, lags, W, wq,
     count = jnp.sum(m)
     gain = jnp.sum(jnp.log(jnp.diag(L))) - 0.5 * count * jnp.log(lam)
     return a.T @ c, var, gain, count
+
+
+def frozen_embedding_inner(gram4, t):
+    """Embeddings frozen at send: slot (s, u) carries u's samples s' <= s, the query v its samples
+    before t. Returns (E[T, V, T, V] slot inner products, n[T, V], Eq[V, T, V] query-slot ones,
+    nq) from the prefix sums P[s, u, s', u'] = sum_{tau <= s, tau' <= s'} K_x(x_{u, tau}, x_{u', tau'})."""
+    T, V = gram4.shape[:2]
+    P = jnp.cumsum(jnp.cumsum(gram4, axis=0), axis=2)
+    n = jnp.broadcast_to(jnp.arange(1, T + 1, dtype=gram4.dtype)[:, None], (T, V))
+    E = P / (n[:, :, None, None] * n[None, None, :, :])
+    last = jnp.maximum(t - 1, 0)
+    nq = jnp.maximum(t, 1).astype(gram4.dtype)
+    return E, n, P[last] / (nq * n[None]), nq
 
 
 # ------------------------------------------------------------------------------ features
