@@ -34,6 +34,10 @@ CASES = {
     ("dist_kernel_ucb_coop", ()): (ref.dist_kernel_ucb_np, {}),
     ("dist_kernel_ucb_coop", (("storage", "feature"),)): (ref.dist_kernel_ucb_np, {}),
     ("dist_kernel_ucb_coop", (("kernel", "rbf"),)): (ref.dist_kernel_ucb_np, {"kernel": "rbf"}),
+    ("dist_kernel_ucb_coop", (("dist_mimic", "arm_projection"),)): (ref.dist_kernel_ucb_np,
+                                                                     {"dist_mimic": "arm_projection"}),
+    ("dist_kernel_ucb_coop", (("dist_mimic", "arm_projection"), ("storage", "feature"))): (
+        ref.dist_kernel_ucb_np, {"dist_mimic": "arm_projection"}),
     ("naive_linucb", ()): (ref.naive_linucb_np, {}),
     ("naive_igp_ucb", ()): (ref.naive_igp_ucb_np, {}),
     ("ind_kernel_ucb", ()): (ref.kernel_ucb_np, {}),
@@ -102,8 +106,8 @@ def test_matches_numpy_reference(world, runs, case, graph):
     np.testing.assert_array_equal(actions, want["actions"])
     np.testing.assert_allclose(regret, want["regret"], atol=1e-9, rtol=0)
     np.testing.assert_allclose(scores, want["scores"], atol=1e-8, rtol=0)
-    for name in ("deliveries", "accepted"):
-        np.testing.assert_array_equal(diag[name], want[name])
+    for name in ("deliveries", "accepted", "model_transfers", "model_scalars"):
+        np.testing.assert_array_equal(diag[name], want.get(name, 0))
     assert errors.max() == 0 and regret.min() >= 0.0
 
 

@@ -56,7 +56,7 @@ class Pieces(NamedTuple):
 
 
 class Options(NamedTuple):
-    """Static options: kernel, storage, mmd, r_max, landmarks, ring_rounds, embedding (module docstring)."""
+    """Static options: kernel, storage, mmd, r_max, landmarks, ring_rounds, embedding, dist_mimic."""
 
     kernel: object
     storage: str = "dual"
@@ -65,6 +65,7 @@ class Options(NamedTuple):
     landmarks: int = 64
     ring_rounds: Optional[int] = None
     embedding: str = "current"
+    dist_mimic: str = "centre_model"
 
 
 class Network(NamedTuple):
@@ -155,11 +156,22 @@ def select(pieces: Pieces, opts: Options, params, state: CoopState, step, key):
             L = _factor(pieces, opts, khat)
             out = store_ops.feature_posterior(kern, kp, params["lam"], state.store, step.t, mask_v, lags_v,
                                               L[:V], L[V], ctx, _linear(opts))
-        return scores(pieces.width, params, *out)
+        return scores(pieces.width, params, *out), out[3]
 
-    s = jax.vmap(one)(jnp.arange(V), mask, lags, contexts)
+    s, count = jax.vmap(one)(jnp.arange(V), mask, lags, contexts)
+    mimic = (step.t >= state.net.lag) & (state.net.lag > 0)
+    if opts.dist_mimic == "arm_projection":
+        s = jnp.where(mimic[:, None], projection(opts, kp, state, step.t, contexts), s)
     noise = jax.random.uniform(jax.random.fold_in(key, TIE_FOLD), (V, K), dtype)
-    return jnp.argmax(s + TIE * noise, axis=1).astype(jnp.int32), {"scores": s}
+    return jnp.argmax(s + TIE * noise, axis=1).astype(jnp.int32), {"scores": s, "count": count, "mimic": mimic}
+
+
+def projection(opts: Options, kp, state: CoopState, t, contexts):
+    """Dist's "arm_projection": K_x(x, x_c) [V, K] for c = cent(v)'s arm of round t - lag_v."""
+    rows = jnp.maximum(t - state.net.lag, 0)
+    X = state.store.X
+    xc = X[rows % X.shape[0], state.net.host]  # [V, d]
+    return jax.vmap(lambda ctx, x: opts.kernel.fn(ctx, x[None], kp)[:, 0])(contexts, xc)
 
 
 def sources_at(net: Network, t):
@@ -224,7 +236,6 @@ def scores(width: str, params, mean, var, gain, count):
 # ------------------------------------------------------------------------------ update
 def update(pieces: Pieces, opts: Options, params, state: CoopState, step, actions, rewards, aux, key):
     """Store round t's observations of every agent; count the round's messages."""
-    del aux
     dtype = float_dtype()
     t = step.t
     chosen = jnp.take_along_axis(step.contexts, actions[:, None, None], axis=1)[:, 0, :].astype(dtype)
@@ -240,20 +251,23 @@ def update(pieces: Pieces, opts: Options, params, state: CoopState, step, action
             store = jax.lax.cond(t == 0, lambda s: store_ops.choose_landmarks(kern, kp, s, key, step.contexts.astype(
                 dtype), False), lambda s: s, store)
         phi = store_ops.features(kern, kp, store, chosen, _linear(opts))
-        store = store_ops.feature_update(store, t, phi, rewards)
+        store = store_ops.feature_update(store, t, phi, rewards, chosen)
         mask, lags = sources_at(state.net, t + 1)
         late = mask & (lags > store.G.shape[0]) & (t + 2 - lags > 0)
         errors = jnp.where(jnp.any(late), ERR_RING, 0).astype(jnp.int32)
-    return CoopState(state.net, store), counts(state.net, t, step.contexts.shape[-1], dtype, errors)
+    return CoopState(state.net, store), counts(opts, state.net, t, step.contexts.shape[-1], dtype, errors, aux)
 
 
-def counts(net: Network, t, d: int, dtype, errors):
-    """Messages of round t (spec 1.3 'Counting'): a pair's message exists from t + 1 >= delay."""
+def counts(opts: Options, net: Network, t, d: int, dtype, errors, aux):
+    """Messages of round t (spec 1.3 'Counting'): a pair's message exists from t + 1 >= delay. Dist's
+    mimicking agents also count one model transfer each: (d + 2) n_c scalars, or d (arm_projection)."""
     live = net.talks & (t + 1 - net.delay >= 0)
     deliveries = jnp.sum(live)
+    size = d if opts.dist_mimic == "arm_projection" else (d + 2) * aux["count"]
     return report(dtype, comm_up=(d + 2) * deliveries, rounds=jnp.any(net.talks), errors=errors,
                   originated=jnp.where(jnp.any(net.talks), net.host.shape[0], 0), deliveries=deliveries,
-                  hops=jnp.sum(jnp.where(live, net.dist, 0)), accepted=jnp.sum(live & net.accepts))
+                  hops=jnp.sum(jnp.where(live, net.dist, 0)), accepted=jnp.sum(live & net.accepts),
+                  model_transfers=jnp.sum(aux["mimic"]), model_scalars=jnp.sum(jnp.where(aux["mimic"], size, 0)))
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -269,7 +283,8 @@ def _factor(pieces: Pieces, opts: Options, khat):
 
 # ------------------------------------------------------------------------------ factories
 def assemble(name: str, pieces: Pieces, given: dict, *, kernel="linear", storage="dual", mmd="unsquared",
-             r_max=16, landmarks=64, ring_rounds=None, embedding="current", description="") -> Algorithm:
+             r_max=16, landmarks=64, ring_rounds=None, embedding="current", dist_mimic="centre_model",
+             description="") -> Algorithm:
     """A `core.Algorithm` from the pieces, the float hyper-parameters `given` and the static options."""
     check_static(name, "storage", storage, ("dual", "feature"))
     check_static(name, "mmd", mmd, ("unsquared", "squared"))
@@ -282,7 +297,8 @@ def assemble(name: str, pieces: Pieces, given: dict, *, kernel="linear", storage
         raise ConfigError(f"{name}: the feature storage supports the linear and rbf kernels, got {kern.name}")
     ring = None if ring_rounds is None else check_capacity(name, "ring_rounds", ring_rounds)
     opts = Options(kern, storage, mmd, check_capacity(name, "r_max", r_max),
-                   check_capacity(name, "landmarks", landmarks), ring, embedding)
+                   check_capacity(name, "landmarks", landmarks), ring, embedding,
+                   check_static(name, "dist_mimic", dist_mimic, ("centre_model", "arm_projection")))
     params = signed_params(name, {k: SIGNS[k] for k in given}, given)
     return Algorithm(name, params, partial(init, pieces, opts), partial(select, pieces, opts),
                      partial(update, pieces, opts), None, {ERR_RING: RING_MESSAGE}, description)
@@ -320,13 +336,13 @@ def dist_kernel_ucb_coop(kernel="linear", lam=1.0, eta=1.0, lengthscale=1.0, sig
     """Dist-KernelUCB of Dubey & Pentland: central agents learn on N_gamma, peripheral ones mimic.
 
     A peripheral p uses its own data while t < delay[p, cent(p)], then cent(p)'s data set of round
-    t - delay[p, cent(p)] on its own contexts (dist_mimic "centre_model", the only one). Options as
-    coop_kernel_ucb.
+    t - delay[p, cent(p)] on its own contexts (dist_mimic "centre_model"), or plays the context
+    nearest by K_x to cent(p)'s arm of that round ("arm_projection"). Options as coop_kernel_ucb.
     """
-    check_static("Dist-KernelUCB", "dist_mimic", dist_mimic, ("centre_model",))
     return assemble("Dist-KernelUCB", Pieces("dist", "khat", "eta"),
                     dict(lam=lam, eta=eta, lengthscale=lengthscale, sigma_z=sigma_z), kernel=kernel, storage=storage,
                     mmd=mmd, r_max=r_max, landmarks=landmarks, ring_rounds=ring_rounds, embedding=embedding,
+                    dist_mimic=dist_mimic,
                     description="Dist-KernelUCB, central agents on N_gamma, peripheral agents on their centre's model")
 
 

@@ -39,13 +39,15 @@ class DualStore(NamedTuple):
 
 class FeatureStore(NamedTuple):
     """Prefix sums in a ring of R rounds: G[R, V, m, m], h[R, V, m], f[R, V, m]; landmarks[m, d]
-    and root[m, m] of the Nystrom map (unused for a linear K_x)."""
+    and root[m, m] of the Nystrom map (unused for a linear K_x); X[R, V, d] the chosen contexts
+    (round s in row s mod R)."""
 
     G: jax.Array
     h: jax.Array
     f: jax.Array
     landmarks: jax.Array
     root: jax.Array
+    X: jax.Array
 
 
 # ------------------------------------------------------------------------------ dual
@@ -106,7 +108,7 @@ def frozen_embedding_inner(gram4, t):
 # ------------------------------------------------------------------------------ features
 def feature_init(R: int, V: int, m: int, d: int, dtype) -> FeatureStore:
     return FeatureStore(jnp.zeros((R, V, m, m), dtype), jnp.zeros((R, V, m), dtype), jnp.zeros((R, V, m), dtype),
-                        jnp.zeros((m, d), dtype), jnp.zeros((m, m), dtype))
+                        jnp.zeros((m, d), dtype), jnp.zeros((m, m), dtype), jnp.zeros((R, V, d), dtype))
 
 
 def features(kern, kp, store: FeatureStore, x, linear: bool):
@@ -127,13 +129,13 @@ def choose_landmarks(kern, kp, store: FeatureStore, key, contexts, linear: bool)
     return store._replace(landmarks=pts, root=inv_sqrt_root(kern.fn(pts, pts, kp), m))
 
 
-def feature_update(store: FeatureStore, t, phi, y) -> FeatureStore:
-    """Prefix t + 1 = prefix t plus round t's features phi[V, m] and rewards y[V]."""
+def feature_update(store: FeatureStore, t, phi, y, x) -> FeatureStore:
+    """Prefix t + 1 = prefix t plus round t's features phi[V, m] and rewards y[V]; x[V, d] kept."""
     R = store.G.shape[0]
     old, new = t % R, (t + 1) % R
     G = store.G[old] + phi[:, :, None] * phi[:, None, :]
     return store._replace(G=store.G.at[new].set(G), h=store.h.at[new].set(store.h[old] + y[:, None] * phi),
-                          f=store.f.at[new].set(store.f[old] + phi))
+                          f=store.f.at[new].set(store.f[old] + phi), X=store.X.at[old].set(x))
 
 
 def prefix(store: FeatureStore, field: str, j, src):
