@@ -18,7 +18,7 @@ from bandits_jax.kernels import ntk
 
 from .._cpu import cpu_guard
 from ..core import ConfigError, Problem, describe
-from . import arms, async_env, cope, datasets, ratings, synthetic
+from . import arms, async_env, coop, cope, datasets, graphs, ratings, synthetic
 from . import candidates
 from .classification import classification_bandit
 from .datasets import DataNotFoundError, load_dataset
@@ -64,6 +64,8 @@ BUILDERS = {
     "yelp-standin": ratings.yelp_standin,
     "gaussian-arms": arms.gaussian_arms,
     "cope-kb": cope.cope_kb,
+    "coop-linear": coop.coop_linear,
+    "coop-rbf": coop.coop_rbf,
 }
 
 
@@ -156,5 +158,5 @@ def make_problem(name: str, **kwargs):
 __all__ = [
     "PROBLEMS", "BUILDERS", "WRAPPERS", "make_problem", "build_problem", "register_problem", "problem_descriptions",
     "problem_options", "classification_bandit", "cosine", "square",
-    "linear", "load_dataset", "DataNotFoundError", "datasets", "synthetic", "async_env", "ratings",
+    "linear", "load_dataset", "DataNotFoundError", "datasets", "synthetic", "async_env", "ratings", "coop", "graphs",
 ]
