@@ -1,6 +1,6 @@
 """Plain NumPy Coop-KernelUCB, Eager, Dist, Naive Cooperation and the independent baselines (Fig. 1).
 
-Exact dual mode, a fresh Cholesky solve per agent and round ([P] eqs. 7-9, spec 2, 8.2). Rounds
+Exact dual mode, a fresh linear solve per agent and round ([P] eqs. 7-9, spec 2, 8.2). Rounds
 have two phases: all agents act on the data of rounds < t, then all observations are sent. Agent v
 deciding at round t uses observation (u, s) iff admit[v, u] and s <= t - delay[v, u] (spec 1.3).
 Observation i of source a_i: Gram W(a_i, a_j) K_x(x_i, x_j), query W(q, a_i) K_x(x, x_i), prior
@@ -24,6 +24,8 @@ exists, scalars = (d + 2) deliveries, accepted = those with admit[v, u] (indepen
 Inputs X [T, V, K, d], Y [T, V, K] (noisy reward of every arm), fbar [T, V, K], U [T, V, K], the
 graph dict of graph_arrays_np; outputs actions [T, V], regret [T, V], scores [T, V, K], counts [T].
 """
+from functools import partial
+
 import numpy as np
 
 from .kernel_np import kernel_matrix
@@ -199,6 +201,21 @@ def dist_kernel_ucb_np(X, Y, fbar, U, graph, *, kernel="linear", sigma_x=1.0, la
     return out
 
 
+def fig1_row(row, sigma_x=1.0):
+    """The six methods of one row of Fig. 1 by name, each a function (X, Y, fbar, U, graph, **options)."""
+    if row == "linear":
+        return {"LinUCB": linucb_np, "OFUL": oful_np, "Naive": naive_linucb_np,
+                "Coop": partial(coop_kernel_ucb_np, kernel="linear"),
+                "Dist": partial(dist_kernel_ucb_np, kernel="linear"),
+                "Eager": partial(eager_kernel_ucb_np, kernel="linear")}
+    if row == "rbf":
+        rbf = {"kernel": "rbf", "sigma_x": sigma_x}
+        return {"KernelUCB": partial(kernel_ucb_np, **rbf), "IGP-UCB": partial(igp_ucb_np, **rbf),
+                "Naive": partial(naive_igp_ucb_np, **rbf), "Coop": partial(coop_kernel_ucb_np, **rbf),
+                "Dist": partial(dist_kernel_ucb_np, **rbf), "Eager": partial(eager_kernel_ucb_np, **rbf)}
+    raise ValueError(f"row must be 'linear' or 'rbf', got {row!r}")
+
+
 # ----------------------------------------------------------------------------------- engines
 
 def _dual_method(X, Y, fbar, U, graph, admit, *, kernel="linear", sigma_x=1.0, lam=1.0, eta=1.0, kz="mmd",
@@ -215,6 +232,8 @@ def _dual_method(X, Y, fbar, U, graph, admit, *, kernel="linear", sigma_x=1.0, l
 def _primal_method(X, Y, fbar, U, graph, admit, lam, width, talk=True):
     _check(X, Y, fbar, U, graph)
     T, V, K, d = X.shape
+    if not lam > 0:
+        raise ValueError(f"lam must be > 0, got {lam}")
 
     def decide(t, v, hist):
         s, u = active_slots(admit[v], graph["delay"][v], t)
@@ -266,6 +285,8 @@ class _Model:
 
     def __init__(self, X, graph, admit, kernel, sigma_x, lam, kz, sigma_z, mmd_squared, embedding):
         V = X.shape[1]
+        if not lam > 0:
+            raise ValueError(f"lam must be > 0, got {lam}")
         if kernel not in ("linear", "rbf"):
             raise ValueError(f"kernel must be 'linear' or 'rbf', got {kernel!r}")
         if embedding not in ("current", "frozen_at_send"):
@@ -287,28 +308,28 @@ class _Model:
         s, u = self.slots(owner, t)
         if len(s) == 0:
             return None
-        Wg, wq = self._similarity(hist, owner, t, q, s, u)
+        Wg, wq, wqq = self._similarity(hist, owner, t, q, s, u)
         k = lambda A, B: kernel_matrix(self.kernel, A, B, self.sigma_x)
         Z = hist.x[s, u]
         G = Wg * k(Z, Z)
         kap = wq[:, None] * k(Z, C)
-        L = np.linalg.cholesky(G + self.lam * np.eye(len(s)))
-        a = np.linalg.solve(L, kap)
-        mean = a.T @ np.linalg.solve(L, hist.y[s, u])
-        var = np.maximum(np.diag(k(C, C)) - np.sum(a * a, axis=0), 0.0)  # W(q, q) = 1
+        A = G + self.lam * np.eye(len(s))
+        sol = np.linalg.solve(A, np.concatenate([hist.y[s, u][:, None], kap], axis=1))
+        mean = kap.T @ sol[:, 0]
+        var = np.maximum(wqq * np.diag(k(C, C)) - np.sum(kap * sol[:, 1:], axis=0), 0.0)
         if width[0] == "eta":
             w = width[1] / np.sqrt(self.lam)
         else:
             _, B, R, delta = width
-            gain = np.sum(np.log(np.diag(L))) - len(s) * 0.5 * np.log(self.lam)  # 0.5 logdet(I + G/lam)
+            gain = 0.5 * (np.linalg.slogdet(A)[1] - len(s) * np.log(self.lam))  # 0.5 logdet(I + G/lam)
             w = B + R * np.sqrt(2 * (gain + 1 + np.log(1 / delta)))
         return mean + w * np.sqrt(var)
 
     def _similarity(self, hist, owner, t, q, s, u):
         if isinstance(self.kz, str) and self.kz == "one":
-            return 1.0, np.ones(len(s))
+            return 1.0, np.ones(len(s)), 1.0
         if not isinstance(self.kz, str):
-            return self.kz[np.ix_(u, u)], self.kz[q, u]
+            return self.kz[np.ix_(u, u)], self.kz[q, u], self.kz[q, q]
         n_now = hist.prefix.shape[0]  # q's own samples: every round so far
         if self.embedding == "current":
             last = t - self.delay[owner, u]  # source u as seen by the owner at round t
@@ -317,7 +338,7 @@ class _Model:
         emb = (u, last)
         Wg = khat_prefix(hist.prefix, emb, emb, self.sigma_z, self.squared)
         wq = khat_prefix(hist.prefix, (np.array([q]), np.array([n_now - 1])), emb, self.sigma_z, self.squared)[0]
-        return Wg, wq
+        return Wg, wq, 1.0  # K_hat_z(q, q) = 1
 
 
 # ----------------------------------------------------------------------------------- helpers
@@ -359,6 +380,7 @@ def khat_z(samples, kernel, sigma_x=1.0, sigma_z=1.0, squared=False):
     k = lambda A, B: kernel_matrix(kernel, A, B, sigma_x).mean()
     n = len(samples)
     mmd2 = np.array([[k(a, a) + k(b, b) - 2 * k(a, b) for b in samples] for a in samples])
+    mmd2 = 0.5 * (mmd2 + mmd2.T)
     return _similarity_from_mmd2(mmd2, np.eye(n, dtype=bool), sigma_z, squared)
 
 
