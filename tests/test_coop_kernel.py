@@ -9,6 +9,8 @@ import pytest
 from bandits_jax import runner
 from bandits_jax.algorithms import coop_kernel, make_algorithm
 from bandits_jax.core import ConfigError, EnvSpec, Problem, gaussian_rewards
+from bandits_jax.problems import make_problem
+from bandits_jax.problems.coop import coop_arrays
 from bandits_jax.problems.graphs import graph_arrays
 from bench.reference import coop_kernel_np as ref
 
@@ -241,3 +243,21 @@ def test_runner_batches_seeds_on_a_graph_problem():
     assert not np.array_equal(out.regret[0], out.regret[1])
     deliveries = public("bridge-g2")["within"].sum() - V
     np.testing.assert_array_equal(out.comm_up[:, -1], (D + 2) * deliveries)
+
+
+@pytest.mark.parametrize("world_name, name, options, fn, ref_options", [
+    ("coop-linear", "coop_kernel_ucb", {}, ref.coop_kernel_ucb_np, {}),
+    ("coop-rbf", "dist_kernel_ucb_coop", {"kernel": "rbf"}, ref.dist_kernel_ucb_np, {"kernel": "rbf"}),
+])
+def test_runner_on_the_coop_worlds_matches_the_reference(world_name, name, options, fn, ref_options):
+    """The runner on coop-linear / coop-rbf against the NumPy loop fed `coop_arrays` and the same U."""
+    problem = make_problem(world_name, num_agents=8, num_arms=4, dim=3, horizon=10, p=0.4)
+    out = runner.run_batch(problem, make_algorithm(name, **options), [1])
+    arrays = coop_arrays(problem, 1)
+    with jax.enable_x64(True):
+        key = runner.problem_and_algorithm_keys(runner.seed_key(1))[1]
+        U = np.stack([np.asarray(jax.random.uniform(jax.random.fold_in(
+            runner.algorithm_step_keys(key, t)[0], coop_kernel.TIE_FOLD), (8, 4), jnp.float64)) for t in range(10)])
+    want = fn(arrays["X"], arrays["Y"], arrays["fbar"], U, arrays, **ref_options)
+    np.testing.assert_allclose(out.regret[0], want["regret"], atol=1e-9, rtol=0)
+    np.testing.assert_array_equal(out.diagnostics["accepted"][0], want["accepted"])
