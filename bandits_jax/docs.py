@@ -21,6 +21,7 @@ _FNB = "Federated Neural Bandits (Dai et al. 2023)"
 _ASYNC = "Asynchronous kernel bandits (Li et al. 2023)"
 _DUETS = "DUETS (Pavlovic, Salgia and Zhao 2024)"
 _COPE = "CoPE-KB (Du, Kuroki and Huang 2023)"
+_COOP = "Coop-KernelUCB (Dubey and Pentland 2020)"
 
 # the paper an algorithm is reproduced for: by module, a name's own entry first where a module serves two
 PAPERS = {
@@ -46,6 +47,9 @@ PAPERS = {
     "cokernel_fb_ind_alloc": "ablation in Du et al. 2023",
     **{name: "baseline in Du et al. 2023" for name in ("ind_rage", "ind_rage_code", "ind_peace_fb", "ind_peace_fb_omega",
                                                        "ind_uniform_fb", "ind_uniform_fb_means")},
+    "coop_kernel": _COOP,
+    **{name: "baseline in Dubey and Pentland 2020" for name in ("naive_linucb", "naive_igp_ucb", "ind_kernel_ucb",
+                                                                "oful", "igp_ucb")},
 }
 
 

@@ -53,6 +53,14 @@ ALGORITHMS = {
     "ind_uniform_fb_means": "cope_kb:ind_uniform_fb_means",
     "ind_alba": "cope_kb_alba:ind_alba",
     "ind_poly_alba": "cope_kb_alba:ind_poly_alba",
+    "coop_kernel_ucb": "coop_kernel:coop_kernel_ucb",
+    "eager_kernel_ucb": "coop_kernel:eager_kernel_ucb",
+    "dist_kernel_ucb_coop": "coop_kernel:dist_kernel_ucb_coop",
+    "naive_linucb": "coop_kernel:naive_linucb",
+    "naive_igp_ucb": "coop_kernel:naive_igp_ucb",
+    "ind_kernel_ucb": "coop_kernel:ind_kernel_ucb",
+    "oful": "coop_kernel:oful",
+    "igp_ucb": "coop_kernel:igp_ucb",
 }
 
 WRAPPERS = {

@@ -1,0 +1,393 @@
+"""Cooperative kernel UCB on a network (Dubey & Pentland 2020): Coop, Eager, Dist, Naive, baselines.
+
+Every method is kernel UCB on a data set (spec coop-kernelucb 3.1), built from three pieces:
+  sources: agent v uses observation (u, s) at round t iff admit[v, u] and s <= t - delay[v, u]
+      (the TTL-gamma message protocol, deduplicated, two-phase rounds [P]/[D]); admit = clique
+      (Coop), within = N_gamma (Eager, Naive), identity (independent), or Dist [P]: a central c
+      uses N_gamma(c); a peripheral p uses its own data while t < lag_p = delay[p, cent(p)], then
+      cent(p)'s data set of round t - lag_p (`centre_model` [D]), queried at p's contexts.
+  similarity W: 1, or K_hat_z(a, b) = exp(-MMD(a, b) / (2 sigma_z^2)) [P*, spec 3.5]: unsquared MMD
+      (option "squared"), 1/n^2 normalised, over CHOSEN contexts; embedding "current": source u
+      as the model's owner sees it (samples s <= t - delay), or "frozen_at_send" (dual storage):
+      observation (u, s) carries u's samples s' <= s; the query agent's embedding is all its own
+      past samples; equal embeddings get K_hat_z = 1 exactly.
+  width w: eta / sqrt(lam); IGP-UCB B + R sqrt(2 (gain + 1 + ln(1/delta))); OFUL
+      (R sqrt(2 gain + 2 ln(1/delta)) + sqrt(lam) S) / sqrt(lam), gain = 0.5 logdet(I + K / lam).
+score = mean + w sqrt(var), or 0 for an agent with no data; action = argmax(score + 1e-9 U),
+U = jax.random.uniform(fold_in(select key, 7), (V, K)) (ties, and the uniform first pull).
+Storages (`coop_storage`, option `storage`): "dual" (exact, small sizes) and "feature" (Nystrom /
+identity features, K_hat_z from its top r_max eigenpairs, prefix sums in a ring of `ring_rounds`).
+Both rebuild the model from the history every round, so a re-estimated K_hat_z is never patched.
+The graph is `public(instance)`: the contract's arrays dist, delay, within, clique, central, cent.
+Report per round: comm_up = (d + 2) deliveries (pairs 1 <= dist <= gamma whose message exists);
+diagnostics originated, deliveries, hops (sum of dist over them), accepted (admitted deliveries).
+
+Walk-through: docs/algorithms/coop_kernel.md.
+"""
+from __future__ import annotations
+
+from functools import partial
+from typing import NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+
+from ..core import Algorithm, ConfigError, float_dtype, report
+from . import coop_storage as store_ops
+from .base import check_capacity, check_static, kernel_args, resolve_kernel, signed_params
+
+TIE = 1e-9
+TIE_FOLD = 7
+ERR_RING = 1 << 1
+RING_MESSAGE = "a delay exceeded the ring of prefix sums; raise ring_rounds (or leave it None)"
+GRAPH_KEYS = ("dist", "delay", "within", "clique", "central", "cent")
+SIGNS = {"lam": "positive", "eta": "nonnegative", "lengthscale": "positive", "sigma_z": "positive",
+         "B": "nonnegative", "R": "nonnegative", "S": "nonnegative", "delta": "positive"}
+
+
+class Pieces(NamedTuple):
+    """The three pieces of a method: sources ("clique" | "within" | "self" | "dist"), similarity
+    ("khat" | "one"), width ("eta" | "igp" | "oful"); talk: whether it counts messages."""
+
+    sources: str
+    similarity: str
+    width: str
+    talk: bool = True
+
+
+class Options(NamedTuple):
+    """Static options: kernel, storage, mmd, r_max, landmarks, ring_rounds, embedding, dist_mimic."""
+
+    kernel: object
+    storage: str = "dual"
+    mmd: str = "unsquared"
+    r_max: int = 16
+    landmarks: int = 64
+    ring_rounds: Optional[int] = None
+    embedding: str = "current"
+    dist_mimic: str = "centre_model"
+
+
+class Network(NamedTuple):
+    """What a method keeps of the graph: admit[V, V], host[V] (whose data set v uses), lag[V],
+    delay[V, V], dist[V, V], talks[V, V] (pairs 1 <= dist <= gamma), accepts[V, V]."""
+
+    admit: jax.Array
+    host: jax.Array
+    lag: jax.Array
+    delay: jax.Array
+    dist: jax.Array
+    talks: jax.Array
+    accepts: jax.Array
+
+
+class CoopState(NamedTuple):
+    net: Network
+    store: object
+
+
+# ------------------------------------------------------------------------------ init
+def init(pieces: Pieces, opts: Options, key, spec, params, sizes, public=None) -> CoopState:
+    """The network arrays of the method and an empty store."""
+    del key, params, sizes
+    net = network(pieces, public, spec.num_agents)
+    T, V, d, dtype = spec.horizon, spec.num_agents, spec.dim, float_dtype()
+    if opts.storage == "dual":
+        return CoopState(net, store_ops.dual_init(T, V, d, dtype))
+    if not _linear(opts) and opts.landmarks > V * spec.num_arms:
+        raise ConfigError(f"landmarks = {opts.landmarks} exceeds the {V * spec.num_arms} contexts of a round; "
+                          f"lower landmarks")
+    m = d if _linear(opts) else opts.landmarks
+    R = T + 1 if opts.ring_rounds is None else opts.ring_rounds
+    return CoopState(net, store_ops.feature_init(R, V, m, d, dtype))
+
+
+def network(pieces: Pieces, public, V: int) -> Network:
+    if not isinstance(public, dict) or any(k not in public for k in GRAPH_KEYS):
+        raise ConfigError(f"cooperative methods need a problem whose public(instance) holds the graph arrays "
+                          f"{', '.join(GRAPH_KEYS)} (e.g. coop-linear, coop-rbf)")
+    g = {k: jnp.asarray(public[k]) for k in GRAPH_KEYS}
+    if g["dist"].shape != (V, V):
+        raise ConfigError(f"graph arrays are for {g['dist'].shape[0]} agents, the problem has {V}")
+    eye = jnp.eye(V, dtype=bool)
+    admit = {"clique": g["clique"], "within": g["within"], "self": eye, "dist": g["within"]}[pieces.sources] | eye
+    host, lag = jnp.arange(V), jnp.zeros((V,), jnp.int32)
+    accepts = admit
+    if pieces.sources == "dist":
+        host = g["cent"].astype(jnp.int32)
+        lag = jnp.where(g["central"], 0, g["delay"][jnp.arange(V), host]).astype(jnp.int32)
+        accepts = admit & g["central"][:, None]
+    talks = g["within"] & ~eye & pieces.talk
+    return Network(admit, host, lag, g["delay"].astype(jnp.int32), g["dist"].astype(jnp.int32), talks,
+                   accepts & talks)
+
+
+# ------------------------------------------------------------------------------ select
+def select(pieces: Pieces, opts: Options, params, state: CoopState, step, key):
+    """Tie-broken argmax of every agent's UCB scores (module docstring); aux {"scores": [V, K]}."""
+    dtype = float_dtype()
+    contexts = step.contexts.astype(dtype)
+    V, K = contexts.shape[:2]
+    kern = opts.kernel
+    kp = kernel_args(kern, params, dtype)
+    mask, lags = sources_at(state.net, step.t)
+    qlag = jnp.ones((V,), jnp.int32)
+    if opts.storage == "dual":
+        flat = state.store.X.reshape(-1, contexts.shape[-1])
+        gram4 = kern.fn(flat, flat, kp).reshape(state.store.y.shape * 2)
+        inner = lambda src, lg: store_ops.dual_embedding_inner(state.store, gram4, step.t, src, lg)  # noqa: E731
+    else:
+        inner = lambda src, lg: store_ops.feature_embedding_inner(state.store, step.t, src, lg)  # noqa: E731
+
+    frozen = opts.embedding == "frozen_at_send" and pieces.similarity == "khat"
+    if frozen:
+        W4, Wq = frozen_similarity(opts, params, gram4, step.t)
+
+    def one(v, mask_v, lags_v, ctx):
+        if frozen:
+            W = (W4, Wq[v])
+        else:
+            khat = similarity(pieces, opts, params, inner, v, mask_v, lags_v, qlag[v])
+            W = (khat[None, :V, None, :V], khat[V, :V][None, :])
+        if opts.storage == "dual":
+            out = store_ops.dual_posterior(kern, kp, params["lam"], state.store, gram4, step.t, mask_v, lags_v,
+                                           *W, ctx)
+        else:
+            L = _factor(pieces, opts, khat)
+            out = store_ops.feature_posterior(kern, kp, params["lam"], state.store, step.t, mask_v, lags_v,
+                                              L[:V], L[V], ctx, _linear(opts))
+        return scores(pieces.width, params, *out), out[3]
+
+    s, count = jax.vmap(one)(jnp.arange(V), mask, lags, contexts)
+    mimic = (step.t >= state.net.lag) & (state.net.lag > 0)
+    if opts.dist_mimic == "arm_projection":
+        s = jnp.where(mimic[:, None], projection(opts, kp, state, step.t, contexts), s)
+    noise = jax.random.uniform(jax.random.fold_in(key, TIE_FOLD), (V, K), dtype)
+    return jnp.argmax(s + TIE * noise, axis=1).astype(jnp.int32), {"scores": s, "count": count, "mimic": mimic}
+
+
+def projection(opts: Options, kp, state: CoopState, t, contexts):
+    """Dist's "arm_projection": K_x(x, x_c) [V, K] for c = cent(v)'s arm of round t - lag_v."""
+    rows = jnp.maximum(t - state.net.lag, 0)
+    X = state.store.X
+    xc = X[rows % X.shape[0], state.net.host]  # [V, d]
+    return jax.vmap(lambda ctx, x: opts.kernel.fn(ctx, x[None], kp)[:, 0])(contexts, xc)
+
+
+def sources_at(net: Network, t):
+    """(mask[V, V], lags[V, V]) at round t: v uses (u, s) iff mask[v, u] and s <= t - lags[v, u]."""
+    V = net.host.shape[0]
+    warm = t < net.lag
+    eye = jnp.eye(V, dtype=bool)
+    mask = jnp.where(warm[:, None], eye, net.admit[net.host])
+    lags = jnp.where(warm[:, None], 1, net.delay[net.host] + net.lag[:, None])
+    return mask, lags
+
+
+def similarity(pieces: Pieces, opts: Options, params, inner, v, mask, lags, qlag):
+    """K_hat_z [V + 1, V + 1] over the V sources (as seen with `lags`) and the query agent v (last
+    row); zero for sources not used or without samples; all ones when W = 1."""
+    V = mask.shape[0]
+    if pieces.similarity == "one":
+        return jnp.ones((V + 1, V + 1), float_dtype())
+    src = jnp.concatenate([jnp.arange(V), v[None]])
+    lg = jnp.concatenate([lags, qlag[None]])
+    E, n = inner(src, lg)
+    d = jnp.diag(E)
+    same = (src[:, None] == src[None, :]) & (lg[:, None] == lg[None, :])
+    khat = khat_of(opts, params, d[:, None] + d[None, :] - 2.0 * E, same)
+    valid = jnp.concatenate([mask & (n[:V] > 0), jnp.ones((1,), bool)])
+    return jnp.where(valid[:, None] & valid[None, :], khat, 0.0)
+
+
+def frozen_similarity(opts: Options, params, gram4, t):
+    """Embedding "frozen_at_send" (dual storage): (W4[T, V, T, V] between slots, Wq[V, T, V] between
+    each agent's current embedding and the slots); equal embeddings get exactly 1."""
+    T, V = gram4.shape[:2]
+    E, _, Eq, _ = store_ops.frozen_embedding_inner(gram4, t)
+    d = jnp.diagonal(E.reshape(T * V, T * V)).reshape(T, V)
+    same = jnp.eye(T * V, dtype=bool).reshape(T, V, T, V)
+    W4 = khat_of(opts, params, d[:, :, None, None] + d[None, None] - 2.0 * E, same)
+    dq = E[jnp.maximum(t - 1, 0), jnp.arange(V), jnp.maximum(t - 1, 0), jnp.arange(V)]  # = P[last, v, last, v] / nq^2
+    sameq = (jnp.arange(T)[None, :, None] == t - 1) & (jnp.arange(V)[:, None, None] == jnp.arange(V)[None, None, :])
+    return W4, khat_of(opts, params, dq[:, None, None] + d[None] - 2.0 * Eq, sameq)
+
+
+def khat_of(opts: Options, params, mmd2, same):
+    """exp(-MMD / (2 sigma_z^2)) (MMD^2 with mmd "squared"), exactly 1 where `same`."""
+    mmd2 = jnp.where(same, 0.0, jnp.maximum(mmd2, 0.0))
+    dist = mmd2 if opts.mmd == "squared" else jnp.sqrt(jnp.where(same, 1.0, mmd2)) * ~same
+    return jnp.exp(-dist / (2.0 * params["sigma_z"] ** 2))
+
+
+def scores(width: str, params, mean, var, gain, count):
+    """mean + w sqrt(var) (module docstring), 0 where the agent has no data."""
+    lam = params["lam"]
+    if width == "eta":
+        w = params["eta"] / jnp.sqrt(lam)
+    elif width == "igp":
+        w = params["B"] + params["R"] * jnp.sqrt(2.0 * (gain + 1.0 + jnp.log(1.0 / params["delta"])))
+    else:
+        w = (params["R"] * jnp.sqrt(2.0 * gain + 2.0 * jnp.log(1.0 / params["delta"]))
+             + jnp.sqrt(lam) * params["S"]) / jnp.sqrt(lam)
+    return jnp.where(count > 0, mean + w * jnp.sqrt(var), 0.0)
+
+
+# ------------------------------------------------------------------------------ update
+def update(pieces: Pieces, opts: Options, params, state: CoopState, step, actions, rewards, aux, key):
+    """Store round t's observations of every agent; count the round's messages."""
+    dtype = float_dtype()
+    t = step.t
+    chosen = jnp.take_along_axis(step.contexts, actions[:, None, None], axis=1)[:, 0, :].astype(dtype)
+    rewards = rewards.astype(dtype)
+    errors = jnp.zeros((), jnp.int32)
+    if opts.storage == "dual":
+        store = store_ops.dual_update(state.store, t, chosen, rewards)
+    else:
+        kern = opts.kernel
+        kp = kernel_args(kern, params, dtype)
+        store = state.store
+        if not _linear(opts):
+            store = jax.lax.cond(t == 0, lambda s: store_ops.choose_landmarks(kern, kp, s, key, step.contexts.astype(
+                dtype), False), lambda s: s, store)
+        phi = store_ops.features(kern, kp, store, chosen, _linear(opts))
+        store = store_ops.feature_update(store, t, phi, rewards, chosen)
+        mask, lags = sources_at(state.net, t + 1)
+        late = mask & (lags > store.G.shape[0]) & (t + 2 - lags > 0)
+        errors = jnp.where(jnp.any(late), ERR_RING, 0).astype(jnp.int32)
+    return CoopState(state.net, store), counts(opts, state.net, t, step.contexts.shape[-1], dtype, errors, aux)
+
+
+def counts(opts: Options, net: Network, t, d: int, dtype, errors, aux):
+    """Messages of round t (spec 1.3 'Counting'): a pair's message exists from t + 1 >= delay. Dist's
+    mimicking agents also count one model transfer each: (d + 2) n_c scalars, or d (arm_projection)."""
+    live = net.talks & (t + 1 - net.delay >= 0)
+    deliveries = jnp.sum(live)
+    size = d if opts.dist_mimic == "arm_projection" else (d + 2) * aux["count"]
+    return report(dtype, comm_up=(d + 2) * deliveries, rounds=jnp.any(net.talks), errors=errors,
+                  originated=jnp.where(jnp.any(net.talks), net.host.shape[0], 0), deliveries=deliveries,
+                  hops=jnp.sum(jnp.where(live, net.dist, 0)), accepted=jnp.sum(live & net.accepts),
+                  model_transfers=jnp.sum(aux["mimic"]), model_scalars=jnp.sum(jnp.where(aux["mimic"], size, 0)))
+
+
+# ------------------------------------------------------------------------------ helpers
+def _linear(opts: Options) -> bool:
+    return opts.kernel.name == "linear"
+
+
+def _factor(pieces: Pieces, opts: Options, khat):
+    if pieces.similarity == "one":
+        return jnp.ones((khat.shape[0], 1), khat.dtype)
+    return store_ops.factor(khat, min(opts.r_max, khat.shape[0]))
+
+
+# ------------------------------------------------------------------------------ factories
+def assemble(name: str, pieces: Pieces, given: dict, *, kernel="linear", storage="dual", mmd="unsquared",
+             r_max=16, landmarks=64, ring_rounds=None, embedding="current", dist_mimic="centre_model",
+             description="") -> Algorithm:
+    """A `core.Algorithm` from the pieces, the float hyper-parameters `given` and the static options."""
+    check_static(name, "storage", storage, ("dual", "feature"))
+    check_static(name, "mmd", mmd, ("unsquared", "squared"))
+    check_static(name, "embedding", embedding, ("current", "frozen_at_send"))
+    if storage == "feature" and embedding != "current":
+        raise ConfigError(f"{name}: the feature storage keeps one embedding per source; use embedding='current' "
+                          f"or storage='dual'")
+    kern = resolve_kernel(name, kernel)
+    if storage == "feature" and kern.name not in ("linear", "rbf"):
+        raise ConfigError(f"{name}: the feature storage supports the linear and rbf kernels, got {kern.name}")
+    ring = None if ring_rounds is None else check_capacity(name, "ring_rounds", ring_rounds)
+    opts = Options(kern, storage, mmd, check_capacity(name, "r_max", r_max),
+                   check_capacity(name, "landmarks", landmarks), ring, embedding,
+                   check_static(name, "dist_mimic", dist_mimic, ("centre_model", "arm_projection")))
+    params = signed_params(name, {k: SIGNS[k] for k in given}, given)
+    return Algorithm(name, params, partial(init, pieces, opts), partial(select, pieces, opts),
+                     partial(update, pieces, opts), None, {ERR_RING: RING_MESSAGE}, description)
+
+
+def coop_kernel_ucb(kernel="linear", lam=1.0, eta=1.0, lengthscale=1.0, sigma_z=1.0, *, storage="dual",
+                    mmd="unsquared", r_max=16, landmarks=64, ring_rounds=None, embedding="current") -> Algorithm:
+    """Coop-KernelUCB: own data plus the clique of G_gamma, W = K_hat_z, width eta / sqrt(lam).
+
+    kernel: K_x ("linear" or "rbf"; lengthscale = sigma_x). storage: "dual" (exact) or "feature"
+    (r_max eigenpairs of K_hat_z, `landmarks` Nystrom points for rbf, ring_rounds of prefix sums,
+    None: the horizon). mmd: "unsquared" or "squared". embedding: "current" or "frozen_at_send" (dual).
+    """
+    return assemble("Coop-KernelUCB", Pieces("clique", "khat", "eta"),
+                    dict(lam=lam, eta=eta, lengthscale=lengthscale, sigma_z=sigma_z), kernel=kernel, storage=storage,
+                    mmd=mmd, r_max=r_max, landmarks=landmarks, ring_rounds=ring_rounds, embedding=embedding,
+                    description="Coop-KernelUCB, clique-filtered messages of the gamma-power graph, MMD similarity")
+
+
+def eager_kernel_ucb(kernel="linear", lam=1.0, eta=1.0, lengthscale=1.0, sigma_z=1.0, *, storage="dual",
+                     mmd="unsquared", r_max=16, landmarks=64, ring_rounds=None, embedding="current") -> Algorithm:
+    """Eager-KernelUCB: every message within gamma hops, W = K_hat_z, width eta / sqrt(lam).
+
+    Options as coop_kernel_ucb.
+    """
+    return assemble("Eager-KernelUCB", Pieces("within", "khat", "eta"),
+                    dict(lam=lam, eta=eta, lengthscale=lengthscale, sigma_z=sigma_z), kernel=kernel, storage=storage,
+                    mmd=mmd, r_max=r_max, landmarks=landmarks, ring_rounds=ring_rounds, embedding=embedding,
+                    description="Eager-KernelUCB, every message within gamma hops, MMD similarity")
+
+
+def dist_kernel_ucb_coop(kernel="linear", lam=1.0, eta=1.0, lengthscale=1.0, sigma_z=1.0, *, storage="dual",
+                         mmd="unsquared", r_max=16, landmarks=64, ring_rounds=None, embedding="current",
+                         dist_mimic="centre_model") -> Algorithm:
+    """Dist-KernelUCB of Dubey & Pentland: central agents learn on N_gamma, peripheral ones mimic.
+
+    A peripheral p uses its own data while t < delay[p, cent(p)], then cent(p)'s data set of round
+    t - delay[p, cent(p)] on its own contexts (dist_mimic "centre_model"), or plays the context
+    nearest by K_x to cent(p)'s arm of that round ("arm_projection"). Options as coop_kernel_ucb.
+    """
+    return assemble("Dist-KernelUCB", Pieces("dist", "khat", "eta"),
+                    dict(lam=lam, eta=eta, lengthscale=lengthscale, sigma_z=sigma_z), kernel=kernel, storage=storage,
+                    mmd=mmd, r_max=r_max, landmarks=landmarks, ring_rounds=ring_rounds, embedding=embedding,
+                    dist_mimic=dist_mimic,
+                    description="Dist-KernelUCB, central agents on N_gamma, peripheral agents on their centre's model")
+
+
+def naive_linucb(lam=1.0, eta=1.0, *, storage="dual", ring_rounds=None) -> Algorithm:
+    """Naive Cooperation, linear row: pooled LinUCB (alpha = eta) on N_gamma's messages as own data.
+
+    storage: "dual" or "feature" (exact for the linear kernel).
+    """
+    return assemble("Naive-LinUCB", Pieces("within", "one", "eta"), dict(lam=lam, eta=eta, lengthscale=1.0),
+                    storage=storage, ring_rounds=ring_rounds,
+                    description="Naive Cooperation, pooled LinUCB on the messages within gamma hops")
+
+
+def naive_igp_ucb(kernel="rbf", lam=1.0, lengthscale=1.0, B=1.0, R=0.1, delta=0.05, *, storage="dual",
+                  landmarks=64, ring_rounds=None) -> Algorithm:
+    """Naive Cooperation, kernel row: IGP-UCB on N_gamma's messages as own data (W = 1).
+
+    Width B + R sqrt(2 (gain + 1 + ln(1/delta))), gain = 0.5 logdet(I + K / lam).
+    """
+    return assemble("Naive-IGP-UCB", Pieces("within", "one", "igp"),
+                    dict(lam=lam, lengthscale=lengthscale, B=B, R=R, delta=delta), kernel=kernel, storage=storage,
+                    landmarks=landmarks, ring_rounds=ring_rounds,
+                    description="Naive Cooperation, pooled IGP-UCB on the messages within gamma hops")
+
+
+def ind_kernel_ucb(kernel="rbf", lam=1.0, eta=1.0, lengthscale=1.0, *, storage="dual", landmarks=64) -> Algorithm:
+    """Independent KernelUCB (LinUCB with kernel "linear"), width eta / sqrt(lam), random ties.
+
+    The registered kernel_ucb / linucb take the first arm on ties; this one breaks them with the
+    cooperative methods' U, so it shares their first pulls.
+    """
+    return assemble("Ind-KernelUCB", Pieces("self", "one", "eta", False),
+                    dict(lam=lam, eta=eta, lengthscale=lengthscale), kernel=kernel, storage=storage,
+                    landmarks=landmarks, description="independent KernelUCB per agent, no communication")
+
+
+def oful(lam=1.0, R=0.1, S=1.0, delta=0.05, *, storage="dual") -> Algorithm:
+    """Independent OFUL: theta.x + (R sqrt(logdet(A / lam) + 2 ln(1/delta)) + sqrt(lam) S) |x|_{A^-1}."""
+    return assemble("OFUL", Pieces("self", "one", "oful", False), dict(lam=lam, R=R, S=S, delta=delta, lengthscale=1.0),
+                    storage=storage, description="independent OFUL per agent, no communication")
+
+
+def igp_ucb(kernel="rbf", lam=1.0, lengthscale=1.0, B=1.0, R=0.1, delta=0.05, *, storage="dual",
+            landmarks=64) -> Algorithm:
+    """Independent IGP-UCB: mean + (B + R sqrt(2 (gain + 1 + ln(1/delta)))) sigma, own data."""
+    return assemble("IGP-UCB", Pieces("self", "one", "igp", False),
+                    dict(lam=lam, lengthscale=lengthscale, B=B, R=R, delta=delta), kernel=kernel, storage=storage,
+                    landmarks=landmarks, description="independent IGP-UCB per agent, no communication")
