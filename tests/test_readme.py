@@ -15,7 +15,7 @@ def test_readme_names_table_is_generated():
 
 
 def test_readme_is_short():
-    assert len(README.read_text().splitlines()) <= 230
+    assert len(README.read_text().splitlines()) <= 210
 
 
 def test_relative_links_resolve():
