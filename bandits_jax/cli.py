@@ -50,6 +50,9 @@ def _parser() -> argparse.ArgumentParser:
                       help="write one figure of all folders to PNG: a column each, regret above and "
                            "communication below (e.g. the DUETS paper's Figure 1 from results/duets/*/paper), or a "
                            "phase-level experiment's panels (CoPE-KB's Figure 2 from results/cope_fc-rank*/paper)")
+    plot.add_argument("--rows", type=int, default=0, metavar="N",
+                      help="with --figure: regret panels only, the folders filling N rows in order (Coop-KernelUCB's "
+                           "Figure 1: --rows 2, the four linear folders then the four RBF ones)")
     rep = sub.add_parser("report", help="print a reproduction page (Markdown) from results folders' summaries")
     rep.add_argument("dir", type=Path, nargs="+")
     rep.add_argument("--verdicts", type=Path, metavar="MD",
@@ -119,8 +122,10 @@ def main(argv=None) -> int:
         if args.command == "plot":
             from .plotting import plot_figure, plot_results
 
+            if args.rows < 0 or (args.rows and args.figure is None):
+                raise ConfigError("plot: --rows takes a positive number of rows, with --figure PNG")
             if args.figure is not None:
-                print(plot_figure(args.dir, args.figure))
+                print(plot_figure(args.dir, args.figure, args.rows))
             elif len(args.dir) > 1:
                 raise ConfigError("plot: several folders make one figure; name it with --figure PNG")
             else:

@@ -77,11 +77,16 @@ def draw_results(res):
     return fig
 
 
-def plot_figure(out_dirs, path) -> Path:
+def plot_figure(out_dirs, path, rows: int = 0) -> Path:
     """Write one figure of several results folders to `path`: a column per folder, cumulative regret
     against t above and cumulative communication against t below (the layout of the DUETS paper's
-    Figure 1, four functions in eight panels). An algorithm has the same colour in every panel."""
-    return save_figure(lambda: draw_figure([load_results(d) for d in out_dirs]), Path(path))
+    Figure 1, four functions in eight panels). An algorithm has the same colour in every panel.
+    rows > 0: regret panels only, the folders in order filling `rows` rows (Coop-KernelUCB's Figure 1:
+    rows = 2, the four linear panels then the four RBF ones)."""
+    results = lambda: [load_results(d) for d in out_dirs]  # noqa: E731
+    if rows:
+        return save_figure(lambda: draw_regret_grid(results(), rows), Path(path))
+    return save_figure(lambda: draw_figure(results()), Path(path))
 
 
 def save_figure(draw, path: Path) -> Path:
@@ -112,10 +117,7 @@ def draw_figure(results):
         fig.tight_layout()
         return fig
 
-    shown = [(a, curve_family(res, a)) for res in results for a in shown_curves(res)]
-    families = list(dict.fromkeys(f for _, f in shown))  # a grid's chosen point may differ per folder
-    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    color = {alg: cycle[families.index(f) % len(cycle)] for alg, f in shown}
+    color = family_colors(results)
     fig, axes = plt.subplots(2, len(results), figsize=(4.6 * len(results), 7.4), squeeze=False)
     for col, res in enumerate(results):
         algorithms = shown_curves(res)
@@ -123,6 +125,31 @@ def draw_figure(results):
         draw_communication(axes[1, col], communication(res, algorithms), color)
     fig.tight_layout()
     return fig
+
+
+def draw_regret_grid(results, rows: int):
+    """Regret panels of `results` in `rows` rows, filled row by row, one colour per curve family."""
+    import matplotlib.pyplot as plt
+
+    cols = -(-len(results) // rows)
+    color = family_colors(results)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.9 * rows), squeeze=False)
+    for ax, res in zip(axes.flat, results):
+        draw_regret(ax, res, shown_curves(res), color)
+    for ax in list(axes.flat)[len(results):]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    return fig
+
+
+def family_colors(results) -> dict:
+    """{curve: colour}, the same colour for a curve family in every folder."""
+    import matplotlib.pyplot as plt
+
+    shown = [(a, curve_family(res, a)) for res in results for a in shown_curves(res)]
+    families = list(dict.fromkeys(f for _, f in shown))  # a grid's chosen point may differ per folder
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    return {alg: cycle[families.index(f) % len(cycle)] for alg, f in shown}
 
 
 def communication(res, algorithms) -> dict:

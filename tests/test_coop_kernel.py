@@ -193,6 +193,29 @@ def test_khat_is_a_similarity(world):
             assert 0.0 < khat[2, V] < 1.0  # agent 2 as a source seen 2 rounds late, and as the query
 
 
+COMMON = (("embedding", "common_lag"), ("storage", "feature"))
+
+
+@pytest.mark.parametrize("name", ["coop_kernel_ucb", "eager_kernel_ucb"])
+def test_common_lag_equals_per_agent_embeddings_when_every_delay_is_one(runs, name):
+    """Its exact limit: on a complete graph with gamma = 1 every delay is 1, so one K_hat_z a round
+    (feature storage, embedding common_lag) is every agent's own, and the plays are the dual's."""
+    dual, common = runs(name, (), "complete"), runs(name, COMMON, "complete")
+    np.testing.assert_array_equal(common[0], dual[0])
+    np.testing.assert_allclose(common[2], dual[2], atol=1e-8, rtol=0)
+
+
+@pytest.mark.parametrize("name, graph", [("eager_kernel_ucb", "bridge-g2"), ("dist_kernel_ucb_coop", "complete")])
+def test_common_lag_is_an_estimate_when_lags_differ(runs, name, graph):
+    """With gamma = 2 the common lag (2) is staler than a neighbour's delay (1), and Dist's peripheral
+    agents see their centre's sources one round later than the centre: the scores move."""
+    current, common = runs(name, (("storage", "feature"),), graph), runs(name, COMMON, graph)
+    assert np.abs(common[2] - current[2]).max() > 1e-3
+    assert np.isfinite(common[2]).all() and common[4].max() == 0 and common[1].min() >= 0
+    with pytest.raises(ConfigError, match="common_lag"):
+        make_algorithm("eager_kernel_ucb", embedding="common_lag")
+
+
 def test_feature_rbf_runs_and_ring_limits(world):
     """Nystrom features on RBF: finite, nonnegative regret; a ring shorter than a delay sets the error bit;
     a ring of exactly the largest delay changes nothing."""

@@ -10,7 +10,8 @@ Every method is kernel UCB on a data set (spec coop-kernelucb 3.1), built from t
       (option "squared"), 1/n^2 normalised, over CHOSEN contexts; embedding "current": source u
       as the model's owner sees it (samples s <= t - delay), or "frozen_at_send" (dual storage):
       observation (u, s) carries u's samples s' <= s; the query agent's embedding is all its own
-      past samples; equal embeddings get K_hat_z = 1 exactly.
+      past samples; equal embeddings get K_hat_z = 1 exactly; "common_lag" (feature storage, spec
+      8.3): one K_hat_z a round over every source as of the round's largest lag, v's query row v.
   width w: eta / sqrt(lam); IGP-UCB B + R sqrt(2 (gain + 1 + ln(1/delta))); OFUL
       (R sqrt(2 gain + 2 ln(1/delta)) + sqrt(lam) S) / sqrt(lam), gain = 0.5 logdet(I + K / lam).
 score = mean + w sqrt(var), or 0 for an agent with no data; action = argmax(score + 1e-9 U),
@@ -142,18 +143,21 @@ def select(pieces: Pieces, opts: Options, params, state: CoopState, step, key):
     frozen = opts.embedding == "frozen_at_send" and pieces.similarity == "khat"
     if frozen:
         W4, Wq = frozen_similarity(opts, params, gram4, step.t)
+    common = opts.embedding == "common_lag" and pieces.similarity == "khat"
+    if common:
+        L_all = common_factor(pieces, opts, params, inner, mask, lags)
 
     def one(v, mask_v, lags_v, ctx):
         if frozen:
             W = (W4, Wq[v])
-        else:
+        elif not common:
             khat = similarity(pieces, opts, params, inner, v, mask_v, lags_v, qlag[v])
             W = (khat[None, :V, None, :V], khat[V, :V][None, :])
         if opts.storage == "dual":
             out = store_ops.dual_posterior(kern, kp, params["lam"], state.store, gram4, step.t, mask_v, lags_v,
                                            *W, ctx)
         else:
-            L = _factor(pieces, opts, khat)
+            L = jnp.concatenate([L_all, L_all[v][None]]) if common else _factor(pieces, opts, khat)
             out = store_ops.feature_posterior(kern, kp, params["lam"], state.store, step.t, mask_v, lags_v,
                                               L[:V], L[V], ctx, _linear(opts))
         return scores(pieces.width, params, *out), out[3]
@@ -198,6 +202,18 @@ def similarity(pieces: Pieces, opts: Options, params, inner, v, mask, lags, qlag
     khat = khat_of(opts, params, d[:, None] + d[None, :] - 2.0 * E, same)
     valid = jnp.concatenate([mask & (n[:V] > 0), jnp.ones((1,), bool)])
     return jnp.where(valid[:, None] & valid[None, :], khat, 0.0)
+
+
+def common_factor(pieces: Pieces, opts: Options, params, inner, mask, lags):
+    """Embedding "common_lag" (feature storage, spec 8.3 and §7 #10's alternative): L[V, r] of ONE
+    K_hat_z per round over every source as of the largest lag any agent uses this round (so no
+    agent sees a fresher embedding than its messages allow); agent v's query row is row v. One
+    eigendecomposition a round instead of one per agent."""
+    V = mask.shape[0]
+    lag = jnp.max(jnp.where(mask, lags, 1)).astype(jnp.int32)
+    khat = similarity(pieces, opts, params, inner, jnp.zeros((), jnp.int32), jnp.ones((V,), bool),
+                      jnp.full((V,), lag), lag)
+    return _factor(pieces, opts, khat[:V, :V])
 
 
 def frozen_similarity(opts: Options, params, gram4, t):
@@ -288,10 +304,13 @@ def assemble(name: str, pieces: Pieces, given: dict, *, kernel="linear", storage
     """A `core.Algorithm` from the pieces, the float hyper-parameters `given` and the static options."""
     check_static(name, "storage", storage, ("dual", "feature"))
     check_static(name, "mmd", mmd, ("unsquared", "squared"))
-    check_static(name, "embedding", embedding, ("current", "frozen_at_send"))
-    if storage == "feature" and embedding != "current":
+    check_static(name, "embedding", embedding, ("current", "frozen_at_send", "common_lag"))
+    if storage == "feature" and embedding == "frozen_at_send":
         raise ConfigError(f"{name}: the feature storage keeps one embedding per source; use embedding='current' "
                           f"or storage='dual'")
+    if storage == "dual" and embedding == "common_lag":
+        raise ConfigError(f"{name}: embedding='common_lag' is the feature storage's estimate; use "
+                          f"storage='feature' or embedding='current'")
     kern = resolve_kernel(name, kernel)
     if storage == "feature" and kern.name not in ("linear", "rbf"):
         raise ConfigError(f"{name}: the feature storage supports the linear and rbf kernels, got {kern.name}")
@@ -310,7 +329,8 @@ def coop_kernel_ucb(kernel="linear", lam=1.0, eta=1.0, lengthscale=1.0, sigma_z=
 
     kernel: K_x ("linear" or "rbf"; lengthscale = sigma_x). storage: "dual" (exact) or "feature"
     (r_max eigenpairs of K_hat_z, `landmarks` Nystrom points for rbf, ring_rounds of prefix sums,
-    None: the horizon). mmd: "unsquared" or "squared". embedding: "current" or "frozen_at_send" (dual).
+    None: the horizon). mmd: "unsquared" or "squared". embedding: "current", "frozen_at_send" (dual) or
+    "common_lag" (feature, one K_hat_z a round: the paper-size choice).
     """
     return assemble("Coop-KernelUCB", Pieces("clique", "khat", "eta"),
                     dict(lam=lam, eta=eta, lengthscale=lengthscale, sigma_z=sigma_z), kernel=kernel, storage=storage,
@@ -368,7 +388,8 @@ def naive_igp_ucb(kernel="rbf", lam=1.0, lengthscale=1.0, B=1.0, R=0.1, delta=0.
                     description="Naive Cooperation, pooled IGP-UCB on the messages within gamma hops")
 
 
-def ind_kernel_ucb(kernel="rbf", lam=1.0, eta=1.0, lengthscale=1.0, *, storage="dual", landmarks=64) -> Algorithm:
+def ind_kernel_ucb(kernel="rbf", lam=1.0, eta=1.0, lengthscale=1.0, *, storage="dual", landmarks=64,
+                   ring_rounds=None) -> Algorithm:
     """Independent KernelUCB (LinUCB with kernel "linear"), width eta / sqrt(lam), random ties.
 
     The registered kernel_ucb / linucb take the first arm on ties; this one breaks them with the
@@ -376,18 +397,21 @@ def ind_kernel_ucb(kernel="rbf", lam=1.0, eta=1.0, lengthscale=1.0, *, storage="
     """
     return assemble("Ind-KernelUCB", Pieces("self", "one", "eta", False),
                     dict(lam=lam, eta=eta, lengthscale=lengthscale), kernel=kernel, storage=storage,
-                    landmarks=landmarks, description="independent KernelUCB per agent, no communication")
+                    landmarks=landmarks, ring_rounds=ring_rounds,
+                    description="independent KernelUCB per agent, no communication")
 
 
-def oful(lam=1.0, R=0.1, S=1.0, delta=0.05, *, storage="dual") -> Algorithm:
+def oful(lam=1.0, R=0.1, S=1.0, delta=0.05, *, storage="dual", ring_rounds=None) -> Algorithm:
     """Independent OFUL: theta.x + (R sqrt(logdet(A / lam) + 2 ln(1/delta)) + sqrt(lam) S) |x|_{A^-1}."""
     return assemble("OFUL", Pieces("self", "one", "oful", False), dict(lam=lam, R=R, S=S, delta=delta, lengthscale=1.0),
-                    storage=storage, description="independent OFUL per agent, no communication")
+                    storage=storage, ring_rounds=ring_rounds,
+                    description="independent OFUL per agent, no communication")
 
 
 def igp_ucb(kernel="rbf", lam=1.0, lengthscale=1.0, B=1.0, R=0.1, delta=0.05, *, storage="dual",
-            landmarks=64) -> Algorithm:
+            landmarks=64, ring_rounds=None) -> Algorithm:
     """Independent IGP-UCB: mean + (B + R sqrt(2 (gain + 1 + ln(1/delta)))) sigma, own data."""
     return assemble("IGP-UCB", Pieces("self", "one", "igp", False),
                     dict(lam=lam, lengthscale=lengthscale, B=B, R=R, delta=delta), kernel=kernel, storage=storage,
-                    landmarks=landmarks, description="independent IGP-UCB per agent, no communication")
+                    landmarks=landmarks, ring_rounds=ring_rounds,
+                    description="independent IGP-UCB per agent, no communication")

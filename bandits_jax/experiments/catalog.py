@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from ..core import ConfigError
-from . import async_exps, cope, duets, fnucb, pure_exploration, quickstart  # noqa: F401  (each registers itself)
+from . import async_exps, coop, cope, duets, fnucb, pure_exploration, quickstart  # noqa: F401  (each registers itself)
 from .registry import _REGISTRY, Experiment
 
 

@@ -135,7 +135,8 @@ def subsample(G: nx.Graph, V: int, seed: int = 0) -> nx.Graph:
     _check_size(V, "V")
     component = max(nx.connected_components(G), key=len) if G.number_of_nodes() else set()
     if len(component) < V:
-        raise ConfigError(f"graph too small: its largest connected component has {len(component)} nodes, "
+        split = "" if len(component) == G.number_of_nodes() else f"disconnected ({G.number_of_nodes()} nodes); "
+        raise ConfigError(f"graph too small: {split}its largest connected component has {len(component)} nodes, "
                           f"fewer than V = {V}; use a smaller V or a larger graph")
     nodes = sorted(component)
     neighbours = {u: sorted(G.adj[u]) for u in nodes}
