@@ -8,6 +8,8 @@ and that the ratio is the JAX rate over the NumPy rate.
 """
 import json
 import math
+import os
+import time
 
 import pytest
 
@@ -15,25 +17,46 @@ from bench import configs
 from bench.__main__ import main
 
 
-# one worker runs every test of this file (the group), and the bench run of each selection is kept
-# for the life of that worker process: pytest-xdist tears a session fixture down whenever the
-# worker's queue of tests runs dry, and the next test would run the bench again
-pytestmark = pytest.mark.xdist_group("bench")
-
 FAST_SUBSET = ("KernelUCB", "LinUCB", "OneKernelUCB")
-_RUNS = {}  # selection -> the bench's JSON
+WAIT_SECONDS = 900
 
 
 @pytest.fixture(scope="session", params=["subset", pytest.param("all", marks=pytest.mark.slow)])
 def quick_result(request, tmp_path_factory):
-    if request.param not in _RUNS:
-        out = tmp_path_factory.mktemp("bench") / "bench.json"
-        only = ["--only", ",".join(FAST_SUBSET)] if request.param == "subset" else []
-        assert main(["--quick", "--out", str(out), *only]) == 0
-        result = json.loads(out.read_text())
-        result["expected"] = FAST_SUBSET if request.param == "subset" else None
-        _RUNS[request.param] = result
-    return _RUNS[request.param]
+    """The bench's JSON for one selection, run ONCE per pytest session: the first process to claim
+    it runs the bench, every other pytest-xdist worker reads the file it leaves in the session's
+    shared temporary folder (pytest-xdist may spread this file's tests over workers)."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    out, claim = shared / f"bench-{request.param}.json", shared / f"bench-{request.param}.claim"
+    try:
+        os.close(os.open(claim, os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        return _wait_for(out, request.param)
+    only = ["--only", ",".join(FAST_SUBSET)] if request.param == "subset" else []
+    staged = shared / f"bench-{request.param}-staged.json"
+    try:
+        assert main(["--quick", "--out", str(staged), *only]) == 0
+        result = json.loads(staged.read_text())
+        result["expected"] = list(FAST_SUBSET) if request.param == "subset" else None
+    except BaseException:
+        out.write_text("null")  # tell the waiting workers that the run failed
+        raise
+    out.write_text(json.dumps(result))
+    return result
+
+
+def _wait_for(out, selection):
+    deadline = time.monotonic() + WAIT_SECONDS
+    while not out.exists():
+        if time.monotonic() > deadline:
+            pytest.fail(f"the bench run of {selection!r} by another worker did not finish in {WAIT_SECONDS} s")
+        time.sleep(0.5)
+    time.sleep(0.1)  # the writer's last bytes
+    result = json.loads(out.read_text())
+    if result is None:
+        pytest.fail(f"the bench run of {selection!r} failed in another worker (see its error)")
+    return result
 
 
 def _selected(names, result):

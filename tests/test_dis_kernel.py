@@ -226,7 +226,7 @@ def test_one_kernel_ucb_options_are_checked():
         dk.one_kernel_ucb(batching="map")
 
 
-@pytest.mark.parametrize("storage", ["panels", "dense", "distinct"])
+@pytest.mark.parametrize("storage", ["panels", pytest.param("dense", marks=pytest.mark.slow), "distinct"])
 def test_one_kernel_ucb_batch_of_runs_equals_each_run_alone(storage):
     """The panels' skipped panels and block flushes are conditionals on each run's fill: a batch of
     runs (one vmap) gives each run's numbers alone, on the asynchronous problem (one active client)."""
@@ -301,7 +301,7 @@ def test_fed_lin_ucb_matches_numpy():
     pytest.param(dk.dis_kernel_ucb, {}, dict(threshold=1.0, **HP_KERNEL), marks=pytest.mark.slow),
     pytest.param(dk.dis_kernel_ucb, {"trigger_count": "client", "buffer_capacity": 16},
                  dict(threshold=0.5, **HP_KERNEL), marks=pytest.mark.slow),
-    (dk.one_kernel_ucb, {}, HP_KERNEL),
+    pytest.param(dk.one_kernel_ucb, {}, HP_KERNEL, marks=pytest.mark.slow),
     (dk.n_kernel_ucb, {}, HP_KERNEL),
 ], ids=["DisKernelUCB", "DisKernelUCB-client", "OneKernelUCB", "NKernelUCB"])
 def test_kernel_baselines_one_active_match_all_clients(factory, static, hp):

@@ -436,7 +436,7 @@ def test_approx_candidate_storage_keeps_and_errors():
     assert [int(r.errors) & ERR_SLOTS for r in reports] == [0] * 5 + [ERR_SLOTS] * 3
 
 
-@pytest.mark.parametrize("which", ["N-KernelUCB", "Approx-DisKernelUCB"])
+@pytest.mark.parametrize("which", ["N-KernelUCB", pytest.param("Approx-DisKernelUCB", marks=pytest.mark.slow)])
 def test_candidate_slots_grow_by_demand(which):
     """Candidate storage sizes its client slots by demand: a run started with room for 2 slots, which
     its agents outgrow (with buffer_capacity = 4 the same run reports the overflow error), grows them

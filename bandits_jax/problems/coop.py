@@ -208,6 +208,24 @@ def coop_arrays(problem: Problem, seed: int, T: int = None, base_key: int = 0) -
     T = problem.spec.horizon if T is None else int(T)
     with jax.enable_x64(True):
         problem_key, _ = runner.problem_and_algorithm_keys(runner.seed_key(seed, base_key))
+        X, fbar, Y, instance = jax.device_get(_drawer(problem, T)(problem_key))
+        out = {"X": X, "fbar": fbar, "Y": Y, "hidden": instance}
+        out.update(jax.device_get(problem.public(instance)))
+    return out
+
+
+_DRAWERS: dict = {}  # (id(problem.init), T) -> (problem.init, compiled draw): one compile per problem and T
+
+
+def _drawer(problem: Problem, T: int):
+    """The jitted draw(problem_key) -> (X, fbar, Y, instance) of `coop_arrays`, compiled once for all seeds."""
+    from .. import runner
+
+    cached = _DRAWERS.get((id(problem.init), T))
+    if cached is not None and cached[0] is problem.init:
+        return cached[1]
+
+    def draw(problem_key):
         instance = problem.init(runner.init_keys(problem_key, problem_key)[0])
 
         def step(t):
@@ -216,10 +234,10 @@ def coop_arrays(problem: Problem, seed: int, T: int = None, base_key: int = 0) -
             fbar = problem.mean_reward(instance, t, X)
             return X, fbar, problem.sample_rewards(instance, fbar, k_rew)
 
-        X, fbar, Y = jax.device_get(jax.jit(jax.vmap(step))(jnp.arange(T, dtype=jnp.int32)))
-        out = {"X": X, "fbar": fbar, "Y": Y, "hidden": jax.device_get(instance)}
-        out.update(jax.device_get(problem.public(instance)))
-    return out
+        return (*jax.vmap(step)(jnp.arange(T, dtype=jnp.int32)), instance)
+
+    _DRAWERS[id(problem.init), T] = (problem.init, jax.jit(draw))
+    return _DRAWERS[id(problem.init), T][1]
 
 
 def world_numbers(problem: Problem, seed: int = 0) -> dict:
