@@ -83,11 +83,8 @@ def bench_algorithm(name: str, args, seed_counts, skip_reason) -> dict:
     rows, last = [], None
     for seeds in seed_counts:
         row = dict(algorithm=name, seeds=seeds, runs=seeds)
-        measured = None if last is None else dict(seeds=last["runs"], run_seconds=last["run_seconds"],
-                                                   peak_bytes=last["peak_mb"] * float(1 << 20))
-        reason = skip_reason(seeds, measured, 0.0, args.budget_seconds, harness.available_memory_bytes())
-        if reason:
-            harness.skip_row(rows, row, f"[cope] {name} S={seeds}", reason)
+        if harness.skipped_by_budget(rows, row, f"[cope] {name} S={seeds}", seeds, last, args.budget_seconds,
+                                     skip_reason):
             continue
         log(f"[cope] {name}: {seeds} trials in one call ...")
         last = jax_row(name, arms, trial, seeds, ref["trials_per_second"])

@@ -101,11 +101,8 @@ def bench_algorithm(name, alg, problem, cfg, args, seed_counts, skip_reason) -> 
     for seeds, grid in [(s, False) for s in seed_counts] + [(seed_counts[-1], True)]:
         runs = seeds * (len(duets_exp._betas(cfg)) if grid else 1)
         row = dict(algorithm=name, seeds=seeds, grid_points=len(duets_exp._betas(cfg)) if grid else 1, runs=runs)
-        measured = None if last is None else dict(seeds=last["runs"], run_seconds=last["run_seconds"],
-                                                   peak_bytes=last["peak_mb"] * float(1 << 20))
-        reason = skip_reason(runs, measured, 0.0, args.budget_seconds, harness.available_memory_bytes())
-        if reason:
-            harness.skip_row(rows, row, f"[duets] {name} S={seeds}", reason)
+        if harness.skipped_by_budget(rows, row, f"[duets] {name} S={seeds}", runs, last, args.budget_seconds,
+                                     skip_reason):
             continue
         log(f"[duets] {name}: {runs} runs in one call ...")
         last = jax_row(name, alg, problem, cfg, seeds, grid, ref["agent_steps_per_second"])

@@ -139,6 +139,18 @@ def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+def skipped_by_budget(rows: list, row: dict, where: str, runs: int, last, budget_seconds, skip_reason) -> bool:
+    """Whether `row` (runs runs in one call) is skipped: `skip_reason` extrapolates from the last row
+    measured (None: the first row) against the budget and the available memory; a skipped row is
+    recorded with its reason."""
+    measured = None if last is None else dict(seeds=last["runs"], run_seconds=last["run_seconds"],
+                                               peak_bytes=last["peak_mb"] * float(1 << 20))
+    reason = skip_reason(runs, measured, 0.0, budget_seconds, available_memory_bytes())
+    if reason:
+        skip_row(rows, row, where, reason)
+    return bool(reason)
+
+
 def skip_row(rows: list, row: dict, where: str, note: str) -> None:
     """Record a row that was not measured: the reason is logged and kept in the row's note."""
     log(f"{where}: {note}")
