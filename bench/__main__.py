@@ -25,6 +25,11 @@ against the NumPy loops written from the spec, at S = 1 and 1000 and over the be
 A fourth section (bench/cope_bench.py; names CoKernelFC, CoKernelFB, or `--only cope`) times the
 CoPE-KB trials in the rank-2 world at S = 1, 100 and 1000 against their NumPy loops, in trials/s.
 
+A fifth section (bench/coop_bench.py; names Coop-KernelUCB, Eager-KernelUCB, Dist-KernelUCB, or
+`--only coop`) times the cooperative kernel UCB methods in the dual storage on a small `coop-linear`
+network (V = 12, T = 30) at S = 1, 100 and 1000 against their NumPy loop on the same arrays, in runs/s,
+and the feature storage at V = 200 in seconds per round of a trial.
+
 Prints a table and writes JSON (default bench/results/bench.json).
 """
 from __future__ import annotations
@@ -44,7 +49,7 @@ import numpy as np
 from bandits_jax import cpu_guard
 from bandits_jax.runner import cumulative_regret, run_batch
 
-from . import async_bench, configs, cope_bench, duets_bench, harness, numpy_loop
+from . import async_bench, configs, coop_bench, cope_bench, duets_bench, harness, numpy_loop
 from .harness import log
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "bench.json"
@@ -104,9 +109,9 @@ def parse_args(argv):
         if getattr(args, flag) is not None and getattr(args, flag) < 1:
             p.error(f"--{flag.replace('_', '-')} must be a positive integer")
     known = {c.name.lower(): c.name for c in configs.cases()}
-    known.update({n.lower(): n for n in async_bench.NAMES + duets_bench.NAMES + cope_bench.NAMES})
+    known.update({n.lower(): n for n in async_bench.NAMES + duets_bench.NAMES + cope_bench.NAMES + coop_bench.NAMES})
     groups = {async_bench.GROUP: async_bench.NAMES, duets_bench.GROUP: duets_bench.NAMES,
-              cope_bench.GROUP: cope_bench.NAMES}
+              cope_bench.GROUP: cope_bench.NAMES, coop_bench.GROUP: coop_bench.NAMES}
     only = [n.strip().lower() for item in args.only for n in item.split(",") if n.strip()]
     unknown = [n for n in only if n not in known and n not in groups]
     if unknown:
@@ -375,6 +380,7 @@ def main(argv=None) -> int:
     async_section = async_bench.run_section(args, skip_reason, capacity_comparison)
     duets_section = duets_bench.run_section(args, skip_reason)
     cope_section = cope_bench.run_section(args, skip_reason)
+    coop_section = coop_bench.run_section(args, skip_reason)
     total = time.perf_counter() - t_start
     # a ceiling is the best the machine did: measured again at the end, the larger value counts
     # (the fractions of the rows are rescaled to it)
@@ -416,6 +422,8 @@ def main(argv=None) -> int:
         lines += ["", duets_bench.table(duets_section), ""]
     if cope_section:
         lines += ["", cope_bench.table(cope_section), ""]
+    if coop_section:
+        lines += ["", coop_bench.table(coop_section), ""]
     lines.append("targets (measured, not asserted):")
     for g in goals:
         status = "n/a" if g["value"] is None else ("met" if g["met"] else "NOT met")
@@ -430,6 +438,7 @@ def main(argv=None) -> int:
                                  matmul_float64_flops_per_second=ceilings["matmul_flops"]),
                    environment=environment(), results=results, targets=goals, total_seconds=total,
                    async_section=async_section, duets_section=duets_section, cope_section=cope_section,
+                   coop_section=coop_section,
                    table=report)
     out_path.write_text(json.dumps(payload, indent=2, default=_json_default) + "\n")
     log(f"wrote {out_path}")

@@ -226,3 +226,38 @@ def test_cope_section_rows(quick_result):
             if res["algorithm"] == "CoKernelFC":  # delta = 0.005 at Delta = 0.2: these seeds all succeed
                 assert row["correct"] == 1.0
             assert row["ratio"] == pytest.approx(row["trials_per_second"] / rate)
+
+
+def test_coop_only_selects_the_section():
+    from bench.__main__ import parse_args
+    assert parse_args(["--only", "coop"]).only_names == {"Coop-KernelUCB", "Eager-KernelUCB", "Dist-KernelUCB"}
+    assert parse_args(["--only", "dist-kernelucb"]).only_names == {"Dist-KernelUCB"}
+    assert parse_args(["--only", "coop,CoKernelFC"]).only_names == {"Coop-KernelUCB", "Eager-KernelUCB",
+                                                                    "Dist-KernelUCB", "CoKernelFC"}
+
+
+def test_coop_section_rows(quick_result):
+    from bench import coop_bench
+
+    section = quick_result.get("coop_section")
+    if quick_result["expected"] is not None:
+        assert section is None                   # the subset leaves the section out
+        return
+    assert [res["algorithm"] for res in section["results"]] == list(coop_bench.NAMES)
+    for res in section["results"]:
+        rate = res["numpy"]["runs_per_second"]
+        assert rate > 0 and rate == pytest.approx(1.0 / res["numpy"]["seconds"])
+        assert [r["runs"] for r in res["rows"]] == list(coop_bench.QUICK_SEEDS)
+        for row in res["rows"]:
+            assert row["skipped"] is False, row
+            for key in ("compile_seconds", "run_seconds", "runs_per_second", "ratio", "final_regret_mean"):
+                assert math.isfinite(row[key]) and row[key] > 0, (res["algorithm"], row["seeds"], key, row[key])
+            assert row["runs_per_second"] == pytest.approx(row["seeds"] / row["run_seconds"])
+            assert row["ratio"] == pytest.approx(row["runs_per_second"] / rate)
+            assert row["max_regret_difference"] < 1e-9  # the same decisions as the NumPy loop
+    scale = section["feature_scale"]
+    assert scale["world"]["num_agents"] == coop_bench.SCALE_QUICK_AGENTS
+    assert scale["seconds_per_round_per_trial"] == pytest.approx(
+        scale["run_seconds"] / scale["seeds"] / scale["world"]["horizon"])
+    assert scale["paper_seconds_per_trial"] == pytest.approx(500 * scale["seconds_per_round_per_trial"])
+    assert "Coop-KernelUCB section" in quick_result["table"] and "Feature storage at scale" in quick_result["table"]
