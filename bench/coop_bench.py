@@ -120,11 +120,8 @@ def bench_algorithm(name: str, problem, args, seed_counts, skip_reason) -> dict:
     rows, last = [], None
     for seeds in seed_counts:
         row = dict(algorithm=name, seeds=seeds, runs=seeds)
-        measured = None if last is None else dict(seeds=last["runs"], run_seconds=last["run_seconds"],
-                                                   peak_bytes=last["peak_mb"] * float(1 << 20))
-        reason = skip_reason(seeds, measured, 0.0, args.budget_seconds, harness.available_memory_bytes())
-        if reason:
-            harness.skip_row(rows, row, f"[coop] {name} S={seeds}", reason)
+        if harness.skipped_by_budget(rows, row, f"[coop] {name} S={seeds}", seeds, last, args.budget_seconds,
+                                     skip_reason):
             continue
         log(f"[coop] {name}: {seeds} runs in one call ...")
         last = jax_row(name, problem, alg, seeds, ref["runs_per_second"], numpy_regret)
@@ -171,16 +168,8 @@ def run_section(args, skip_reason) -> dict | None:
 def table(section: dict) -> str:
     world = section["world"]
     head = ("algorithm", "S", "compile s", "run s", "peak MB", "runs/s", "x NumPy", "regret diff", "note")
-    lines = []
-    for res in section["results"]:
-        for r in res["rows"]:
-            cells = [r["algorithm"], str(r["seeds"])]
-            if r.get("skipped"):
-                cells += ["-"] * 6 + [r["note"]]
-            else:
-                cells += [f"{r['compile_seconds']:.1f}", f"{r['run_seconds']:.2f}", f"{r['peak_mb']:.0f}",
-                          f"{r['runs_per_second']:.3g}", f"{r['ratio']:.3g}", f"{r['max_regret_difference']:.1e}", ""]
-            lines.append(cells)
+    lines = harness.section_lines(section, lambda r: str(r["seeds"]), lambda r: (
+        f"{r['runs_per_second']:.3g}", f"{r['ratio']:.3g}", f"{r['max_regret_difference']:.1e}"))
     out = [f"Coop-KernelUCB section: coop-linear on {section['graph']} (V={world['num_agents']}, "
            f"gamma={section['gamma']}, K={world['num_arms']}, d={world['dim']}, T={world['horizon']}), linear "
            f"kernel, {section['storage']} storage; x NumPy = JAX runs/s over the NumPy loop's on the same arrays; "

@@ -105,16 +105,8 @@ def run_section(args, skip_reason) -> dict | None:
 
 def table(section: dict) -> str:
     head = ("algorithm", "S", "compile s", "run s", "peak MB", "trials/s", "x NumPy", "correct", "note")
-    lines = []
-    for res in section["results"]:
-        for r in res["rows"]:
-            cells = [r["algorithm"], str(r["seeds"])]
-            if r.get("skipped"):
-                cells += ["-"] * 6 + [r["note"]]
-            else:
-                cells += [f"{r['compile_seconds']:.1f}", f"{r['run_seconds']:.2f}", f"{r['peak_mb']:.0f}",
-                          f"{r['trials_per_second']:.3g}", f"{r['ratio']:.3g}", f"{r['correct']:.2f}", ""]
-            lines.append(cells)
+    lines = harness.section_lines(section, lambda r: str(r["seeds"]), lambda r: (
+        f"{r['trials_per_second']:.3g}", f"{r['ratio']:.3g}", f"{r['correct']:.2f}"))
     out = [f"CoPE-KB section: cope-kb {section['case']} (V=5, n=6, d=8); CoKernelFC at Delta=0.2, CoKernelFB at "
            "Delta=0.02, T=1e5; x NumPy = JAX trials/s over the NumPy loop's"] + harness.aligned(head, lines)
     for res in section["results"]:

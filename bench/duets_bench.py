@@ -125,17 +125,9 @@ def run_section(args, skip_reason) -> dict | None:
 def table(section: dict) -> str:
     spec = section["spec"]
     head = ("algorithm", "runs", "compile s", "run s", "peak MB", "agent-steps/s", "runs/s", "x NumPy", "note")
-    lines = []
-    for res in section["results"]:
-        for r in res["rows"]:
-            what = f"{r['seeds']}" + (f" x {r['grid_points']} beta" if r["grid_points"] > 1 else "")
-            cells = [r["algorithm"], what]
-            if r.get("skipped"):
-                cells += ["-"] * 6 + [r["note"]]
-            else:
-                cells += [f"{r['compile_seconds']:.1f}", f"{r['run_seconds']:.2f}", f"{r['peak_mb']:.0f}",
-                          f"{r['agent_steps_per_second']:.3g}", f"{r['runs_per_second']:.3g}", f"{r['ratio']:.3g}", ""]
-            lines.append(cells)
+    lines = harness.section_lines(
+        section, lambda r: f"{r['seeds']}" + (f" x {r['grid_points']} beta" if r["grid_points"] > 1 else ""),
+        lambda r: (f"{r['agent_steps_per_second']:.3g}", f"{r['runs_per_second']:.3g}", f"{r['ratio']:.3g}"))
     out = [f"DUETS section: {section['experiment']} (N={spec['num_agents']} agents every step, "
            f"M={spec['num_arms']} candidates, d={spec['dim']}, T={spec['horizon']}); x NumPy = JAX agent-steps/s "
            "over the NumPy loop's on one seed"] + harness.aligned(head, lines)

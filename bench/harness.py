@@ -151,6 +151,20 @@ def skipped_by_budget(rows: list, row: dict, where: str, runs: int, last, budget
     return bool(reason)
 
 
+def section_lines(section: dict, label, last_columns) -> list:
+    """The table lines of a section's measured rows: label(row), compile s, run s, peak MB, then the
+    strings last_columns(row) and an empty note; a skipped row gets dashes and its note."""
+    lines = []
+    for res in section["results"]:
+        for r in res["rows"]:
+            if r.get("skipped"):
+                lines.append([r["algorithm"], label(r)] + ["-"] * 6 + [r["note"]])
+            else:
+                lines.append([r["algorithm"], label(r), f"{r['compile_seconds']:.1f}", f"{r['run_seconds']:.2f}",
+                              f"{r['peak_mb']:.0f}", *last_columns(r), ""])
+    return lines
+
+
 def skip_row(rows: list, row: dict, where: str, note: str) -> None:
     """Record a row that was not measured: the reason is logged and kept in the row's note."""
     log(f"{where}: {note}")

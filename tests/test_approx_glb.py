@@ -266,7 +266,7 @@ def test_fed_glb_ucb_one_active_matches_all_clients():
     assert 1 < comm["rounds"].sum() < 40
 
 
-@pytest.mark.parametrize("which", ["Approx-DisKernelUCB", "FedGLB-UCB"])
+@pytest.mark.parametrize("which", [pytest.param("Approx-DisKernelUCB", marks=pytest.mark.slow), "FedGLB-UCB"])
 def test_batched_sync_equals_the_runs_one_by_one(which, monkeypatch):
     """The synchronisation is a base.batch_cond: through the runner, a batch of runs whose syncs fall
     on different steps gives each run's numbers of a batch of one, with the syncing runs gathered

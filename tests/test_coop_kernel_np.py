@@ -240,6 +240,7 @@ def small_run(er_world):
     return runs, per_agent
 
 
+@pytest.mark.slow
 def test_small_setup1_run_learns_and_cooperation_beats_independent_linucb(small_run):
     runs, m = small_run
     for out in runs.values():

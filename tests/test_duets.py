@@ -83,7 +83,8 @@ def test_schedule_and_rounds():
 
 
 @pytest.mark.parametrize("name,beta,T1,N,T,M", [("branin", 0.5, 2, 3, 20, 150), ("hartmann4", 2.0, 2, 3, 20, 150),
-                                                 ("h2", 0.2, 3, 3, 20, 150), ("branin", 0.2, 2, 10, 50, 300)])
+                                                 ("h2", 0.2, 3, 3, 20, 150),
+                                                 pytest.param("branin", 0.2, 2, 10, 50, 300, marks=pytest.mark.slow)])
 def test_matches_numpy_reference(name, beta, T1, N, T, M):
     """Same coins, keep draws and noise: the same queries, trims, inducing sets and communication.
     The last case trims to fewer than 64 candidates, so a later epoch's dense work runs in a buffer

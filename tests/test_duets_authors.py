@@ -79,7 +79,7 @@ def test_ceil_schedule():
 # candidate drawn twice (kept draws > distinct ones); "empty", an epoch with no inducing point
 CASES = [("branin", 0.5, 4.0, 3, 20, 2, 150, ""), ("hartmann4", 1.0, 4.0, 3, 20, 2, 150, "repeats"),
          ("h1", 0.2, 4.0, 4, 16, 2, 120, "repeats"), ("h2", 0.5, 0.2, 3, 50, 2, 150, "empty"),
-         ("branin", 0.2, 4.0, 10, 50, 2, 300, "repeats")]
+         pytest.param("branin", 0.2, 4.0, 10, 50, 2, 300, "repeats", marks=pytest.mark.slow)]
 
 
 @pytest.mark.parametrize("name,beta,p_log,N,T,T1,M,shows", CASES)

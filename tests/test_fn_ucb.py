@@ -225,7 +225,7 @@ def test_communication_accounting_by_hand():
     assert fn.comm_per_round(37, 5, "less", "diag") == (5 * 149, 149)
 
 
-@pytest.mark.parametrize("D", [0.0, 0.6])
+@pytest.mark.parametrize("D", [0.0, pytest.param(0.6, marks=pytest.mark.slow)])
 def test_theorem1_variant_uses_alpha_only_at_epoch_starts(D):
     contexts, rewards = make_data(5, T=30)
     opts = dict(alpha_mode="one", train_steps=2, width=M)

@@ -64,7 +64,7 @@ def authors_fn_ucb(num_agents):
 PREFIX = 500
 
 
-@pytest.mark.parametrize("num_agents, prefix", [(1, PREFIX), (2, PREFIX),
+@pytest.mark.parametrize("num_agents, prefix", [pytest.param(1, PREFIX, marks=pytest.mark.slow), (2, PREFIX),
                                                 pytest.param(1, None, marks=pytest.mark.slow),
                                                 pytest.param(2, None, marks=pytest.mark.slow)])
 def test_authors_mode_chooses_the_authors_arms(num_agents, prefix):
