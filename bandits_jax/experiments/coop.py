@@ -36,9 +36,10 @@ SIZES = {"smoke": {"num_agents": 8, "horizon": 12, "seeds": 2, "storage": "dual"
 NOTES = ("Spec coop-kernelucb defaults [D]: T = 500, eta = 1, noise N(0, 0.1^2), gamma = max(1, floor(diam / 2)), "
          "clusters = Voronoi cells of a random maximal independent set of G_gamma, the graph fixed per panel "
          "(graph_seed), contexts, tasks and noise redrawn per trial. Feature storage beyond smoke: one K_hat_z a "
-         "round at the common lag, from its top r_max eigenpairs, RBF K_x through `landmarks` Nystrom points drawn from the first round's contexts. "
-         "Paper claims (orderings only): Eager best in all panels; Coop about Dist on Erdos-Renyi; both beat Naive; "
-         "the independent baselines worst; cooperative per-agent regret falls with V.")
+         "round at the common lag, from its top r_max eigenpairs, RBF K_x through `landmarks` Nystrom points drawn "
+         "from the first round's contexts. Paper claims (orderings only): Eager best in all panels; Coop about Dist "
+         "on Erdos-Renyi; both beat Naive; the independent baselines worst; cooperative per-agent regret falls "
+         "with V.")
 
 
 def methods(config, kernel: str) -> list:
