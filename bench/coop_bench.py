@@ -117,17 +117,8 @@ def bench_algorithm(name: str, problem, args, seed_counts, skip_reason) -> dict:
     log(f"[coop] {name}: NumPy reference loop on {NUMPY_SEEDS} seeds ...")
     ref, numpy_regret = numpy_reference(name, problem, args.numpy_threads)
     log(f"[coop] {name}: NumPy {ref['seconds']:.2f} s a run ({ref['blas_threads'] or 'default'} BLAS thread(s))")
-    rows, last = [], None
-    for seeds in seed_counts:
-        row = dict(algorithm=name, seeds=seeds, runs=seeds)
-        if harness.skipped_by_budget(rows, row, f"[coop] {name} S={seeds}", seeds, last, args.budget_seconds,
-                                     skip_reason):
-            continue
-        log(f"[coop] {name}: {seeds} runs in one call ...")
-        last = jax_row(name, problem, alg, seeds, ref["runs_per_second"], numpy_regret)
-        log(f"[coop] {name} S={seeds}: compile {last['compile_seconds']:.1f} s, run {last['run_seconds']:.2f} s, "
-            f"x{last['ratio']:.3g} NumPy, regret difference {last['max_regret_difference']:.1e}")
-        rows.append(last)
+    rows = harness.seed_rows("coop", name, seed_counts, args, skip_reason, lambda seeds: jax_row(
+        name, problem, alg, seeds, ref["runs_per_second"], numpy_regret))
     return dict(algorithm=name, numpy=ref, rows=rows)
 
 

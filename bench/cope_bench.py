@@ -80,15 +80,8 @@ def bench_algorithm(name: str, args, seed_counts, skip_reason) -> dict:
     trial = make_algorithm(cfg["algorithm"])
     log(f"[cope] {name}: NumPy reference loop ...")
     ref = numpy_reference(name, args.numpy_threads)
-    rows, last = [], None
-    for seeds in seed_counts:
-        row = dict(algorithm=name, seeds=seeds, runs=seeds)
-        if harness.skipped_by_budget(rows, row, f"[cope] {name} S={seeds}", seeds, last, args.budget_seconds,
-                                     skip_reason):
-            continue
-        log(f"[cope] {name}: {seeds} trials in one call ...")
-        last = jax_row(name, arms, trial, seeds, ref["trials_per_second"])
-        rows.append(last)
+    rows = harness.seed_rows("cope", name, seed_counts, args, skip_reason,
+                             lambda seeds: jax_row(name, arms, trial, seeds, ref["trials_per_second"]))
     return dict(algorithm=name, numpy=ref, rows=rows)
 
 

@@ -151,6 +151,20 @@ def skipped_by_budget(rows: list, row: dict, where: str, runs: int, last, budget
     return bool(reason)
 
 
+def seed_rows(tag: str, name: str, seed_counts, args, skip_reason, measure) -> list:
+    """One row per S in seed_counts: measure(S) -> the row of one call over S seeds, unless the budget
+    rule skips it (`skipped_by_budget`, extrapolated from the last row measured)."""
+    rows, last = [], None
+    for seeds in seed_counts:
+        row = dict(algorithm=name, seeds=seeds, runs=seeds)
+        if skipped_by_budget(rows, row, f"[{tag}] {name} S={seeds}", seeds, last, args.budget_seconds, skip_reason):
+            continue
+        log(f"[{tag}] {name}: {seeds} seeds in one call ...")
+        last = measure(seeds)
+        rows.append(last)
+    return rows
+
+
 def section_lines(section: dict, label, last_columns) -> list:
     """The table lines of a section's measured rows: label(row), compile s, run s, peak MB, then the
     strings last_columns(row) and an empty note; a skipped row gets dashes and its note."""
