@@ -394,12 +394,8 @@ def capacity_section(case, alg, cfg, problem, args, last, compiled, rows, capaci
 
 
 # ------------------------------------------------------------------------------------ section
-def selected(args) -> list:
-    return [n for n in NAMES if not args.only_names or n in args.only_names]
-
-
 def run_section(args, skip_reason, capacity_comparison) -> dict | None:
-    names = selected(args)
+    names = harness.selected(args, NAMES)
     if not names:
         return None
     cfg = config(args)

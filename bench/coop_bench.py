@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import time
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from bandits_jax import runner
@@ -58,26 +56,6 @@ SCALE_SEEDS = 2
 PAPER_HORIZON = 500
 
 
-def selected(args) -> list:
-    """The section's names the --only selection keeps (all of them without --only)."""
-    if args.only_names:
-        return [n for n in NAMES if n in args.only_names]
-    return list(NAMES)
-
-
-def tie_uniforms(seed: int, V: int, K: int, T: int) -> np.ndarray:
-    """U [T, V, K]: the uniforms the cooperative methods add (times 1e-9) to their scores in run
-    `seed` of `run_batch` (its stream-0 select key of round t, folded with coop_kernel.TIE_FOLD)."""
-    with jax.enable_x64(True):
-        key = runner.problem_and_algorithm_keys(runner.seed_key(seed))[1]
-
-        def one(t):
-            select_key = runner.algorithm_step_keys(key, t)[0]
-            return jax.random.uniform(jax.random.fold_in(select_key, coop_kernel.TIE_FOLD), (V, K), jnp.float64)
-
-        return np.asarray(jax.vmap(one)(jnp.arange(T, dtype=jnp.int32)))
-
-
 def numpy_reference(name: str, problem, threads: int) -> tuple:
     """(summary, regret [NUMPY_SEEDS, T, V]) of the NumPy loop on seeds 0..NUMPY_SEEDS-1.
 
@@ -85,7 +63,9 @@ def numpy_reference(name: str, problem, threads: int) -> tuple:
     """
     fn = CONFIG[name][1]
     V, K, T = problem.spec.num_agents, problem.spec.num_arms, problem.spec.horizon
-    inputs = [(coop_arrays(problem, seed, T), tie_uniforms(seed, V, K, T)) for seed in range(NUMPY_SEEDS)]
+    keys = [runner.problem_and_algorithm_keys(runner.seed_key(seed))[1] for seed in range(NUMPY_SEEDS)]
+    inputs = [(coop_arrays(problem, seed, T), coop_kernel.tie_uniforms(key, V, K, T))
+              for seed, key in enumerate(keys)]
     regrets = []
     with harness.BlasThreads(threads) as blas:
         start = time.perf_counter()
@@ -143,7 +123,7 @@ def feature_scale(args) -> dict:
 
 
 def run_section(args, skip_reason) -> dict | None:
-    names = selected(args)
+    names = harness.selected(args, NAMES)
     if not names:
         return None
     seed_counts = args.seed_counts if args.seeds else list(QUICK_SEEDS if args.quick else FULL_SEEDS)

@@ -35,13 +35,6 @@ QUICK_SEEDS = (1, 4)
 NUMPY_SEEDS = 3
 
 
-def selected(args) -> list:
-    """The section's names the --only selection keeps (all of them without --only)."""
-    if args.only_names:
-        return [n for n in NAMES if n in args.only_names]
-    return list(NAMES)
-
-
 def numpy_reference(name: str, threads: int) -> dict:
     """Seconds per trial of the NumPy loop (mean over NUMPY_SEEDS trials of its own draws)."""
     cfg = CONFIG[name]
@@ -86,7 +79,7 @@ def bench_algorithm(name: str, args, seed_counts, skip_reason) -> dict:
 
 
 def run_section(args, skip_reason) -> dict | None:
-    names = selected(args)
+    names = harness.selected(args, NAMES)
     if not names:
         return None
     seed_counts = args.seed_counts if args.seeds else list(QUICK_SEEDS if args.quick else FULL_SEEDS)

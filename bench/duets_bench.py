@@ -37,13 +37,6 @@ QUICK = dict(horizon=14, num_agents=3, num_candidates=200)
 QUICK_SEEDS = (1, 4)
 
 
-def selected(args) -> list:
-    """The section's names the --only selection keeps (all of them without --only)."""
-    if args.only_names:
-        return [n for n in NAMES if n in args.only_names]
-    return list(NAMES)
-
-
 def build(args):
     """(problem, {row name: algorithm}, config) of duets/h1 at the paper (or quick) size, beta = 1."""
     exp = get_experiment(EXPERIMENT)
@@ -111,7 +104,7 @@ def bench_algorithm(name, alg, problem, cfg, args, seed_counts, skip_reason) -> 
 
 
 def run_section(args, skip_reason) -> dict | None:
-    names = selected(args)
+    names = harness.selected(args, NAMES)
     if not names:
         return None
     problem, algs, cfg = build(args)

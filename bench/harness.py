@@ -139,6 +139,11 @@ def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+def selected(args, names) -> list:
+    """The section's names the --only selection keeps (all of them without --only)."""
+    return [n for n in names if not args.only_names or n in args.only_names]
+
+
 def skipped_by_budget(rows: list, row: dict, where: str, runs: int, last, budget_seconds, skip_reason) -> bool:
     """Whether `row` (runs runs in one call) is skipped: `skip_reason` extrapolates from the last row
     measured (None: the first row) against the budget and the available memory; a skipped row is

@@ -68,11 +68,7 @@ def world():
     X /= np.linalg.norm(X, axis=-1, keepdims=True)
     fbar = np.einsum("tvkd,vd->tvk", X, theta[cl])
     Y = fbar + 0.1 * rng.normal(size=fbar.shape)
-    with jax.enable_x64(True):
-        U = np.stack([np.asarray(jax.random.uniform(
-            jax.random.fold_in(runner.algorithm_step_keys(KEY, t)[0], coop_kernel.TIE_FOLD), (V, K), jnp.float64))
-            for t in range(T)])
-    return X, Y, fbar, U
+    return X, Y, fbar, coop_kernel.tie_uniforms(KEY, V, K, T)
 
 
 @pytest.fixture(scope="module")
@@ -277,10 +273,7 @@ def test_runner_on_the_coop_worlds_matches_the_reference(world_name, name, optio
     problem = make_problem(world_name, num_agents=8, num_arms=4, dim=3, horizon=10, p=0.4)
     out = runner.run_batch(problem, make_algorithm(name, **options), [1])
     arrays = coop_arrays(problem, 1)
-    with jax.enable_x64(True):
-        key = runner.problem_and_algorithm_keys(runner.seed_key(1))[1]
-        U = np.stack([np.asarray(jax.random.uniform(jax.random.fold_in(
-            runner.algorithm_step_keys(key, t)[0], coop_kernel.TIE_FOLD), (8, 4), jnp.float64)) for t in range(10)])
+    U = coop_kernel.tie_uniforms(runner.problem_and_algorithm_keys(runner.seed_key(1))[1], 8, 4, 10)
     want = fn(arrays["X"], arrays["Y"], arrays["fbar"], U, arrays, **ref_options)
     np.testing.assert_allclose(out.regret[0], want["regret"], atol=1e-9, rtol=0)
     np.testing.assert_array_equal(out.diagnostics["accepted"][0], want["accepted"])

@@ -287,6 +287,19 @@ def counts(opts: Options, net: Network, t, d: int, dtype, errors, aux):
 
 
 # ------------------------------------------------------------------------------ helpers
+def tie_uniforms(key, V: int, K: int, T: int):
+    """U [T, V, K] (float64): the tie-breaking uniforms `select` draws at rounds 0..T-1 from the
+    runner's algorithm key `key` (for the NumPy reference, which takes U as an input)."""
+    from ..runner import algorithm_step_keys  # the runner builds on the algorithms
+
+    with jax.enable_x64(True):
+        def one(t):
+            return jax.random.uniform(jax.random.fold_in(algorithm_step_keys(key, t)[0], TIE_FOLD), (V, K),
+                                      jnp.float64)
+
+        return jax.device_get(jax.vmap(one)(jnp.arange(T, dtype=jnp.int32)))
+
+
 def _linear(opts: Options) -> bool:
     return opts.kernel.name == "linear"
 
