@@ -1,6 +1,7 @@
 """The `bandits-jax` command: list, show, run, plot, report, bench.
 
     bandits-jax run NAME | FILE.toml | --problem SPEC --algorithm SPEC [--algorithm SPEC ...]
+    bandits-jax run NAME --coordinator HOST:PORT --num-processes P --process-id I   (each of P processes)
 
 Bad input (an unknown experiment, algorithm or key, a malformed spec, a wrong type, a negative
 lambda, K < 1, a missing data file, an algorithm that does not fit its problem) prints one line
@@ -12,6 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from . import distributed
 from ._cpu import cpu_guard
 from .core import ConfigError
 
@@ -41,6 +43,11 @@ def _parser() -> argparse.ArgumentParser:
                      help="the curve cache: finished curves of any experiment, found again by what determines "
                           "them (default: $BANDITS_JAX_CURVES, else results/curves)")
     run.add_argument("--no-curve-cache", action="store_true", help="neither take curves from the cache nor add them")
+    run.add_argument("--coordinator", metavar="HOST:PORT",
+                     help="one sweep as several processes (JAX's multi-process runtime): process 0's address and "
+                          "a free port, the same in every process; with --num-processes and --process-id")
+    run.add_argument("--num-processes", type=int, metavar="P", help="the number of processes of the sweep")
+    run.add_argument("--process-id", type=int, metavar="I", help="this process's index, 0..P-1")
     run.add_argument("--only", action="append", default=[], metavar="ALGORITHM",
                      help="run only this algorithm (repeatable); its seeds are stored as usual, so a later "
                           "run without --only reuses them")
@@ -86,11 +93,14 @@ def _overrides(args) -> dict:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    cpu_guard()  # before anything computes (bandits_jax/_cpu.py)
     if argv[:1] == ["bench"]:  # everything after `bench` belongs to the benchmark's own parser
+        cpu_guard()
         return _bench(argv[1:])
     args = _parser().parse_args(argv)
     try:
+        if args.command == "run":  # the multi-process runtime starts before the guard creates the clients
+            distributed.initialize(args.coordinator, args.num_processes, args.process_id)
+        cpu_guard()  # before anything computes (bandits_jax/_cpu.py)
         if args.command == "list":
             _list(args)
             return 0

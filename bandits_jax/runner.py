@@ -2,7 +2,7 @@
 
 A *run* is one (seed, hyper-parameter point) pair. A batch of runs executes as ONE compiled
 call per capacity segment: the scan body is `vmap(step)` over the batch, with the time index
-unbatched, and the batch axis is sharded over every available device with `jax.sharding`. Every
+unbatched, and the batch axis is sharded over every device of the process with `jax.sharding`. Every
 algorithm runs this way: rare expensive work is the algorithm's `batch_cond`, never a loop over runs.
 
 Chunks: on a CPU each device's runs are cut into chunks of at most `vmap_size` runs, run one after
@@ -443,7 +443,9 @@ def _from_chunks(tree, D: int, m: int, time_axes: int):
 
 
 def _mesh():
-    return Mesh(np.array(jax.devices()), ("runs",))
+    """This process's devices (all of them in a one-process run; `distributed` gives each process of a
+    multi-process run seeds of its own, so no compiled call spans processes)."""
+    return Mesh(np.array(jax.local_devices()), ("runs",))
 
 
 def _sharded_runs(values, padded: int, mesh, dtype):

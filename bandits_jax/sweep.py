@@ -1,7 +1,8 @@
 """Run a named experiment as a resumable sweep of seed chunks.
 
 Seeds are processed in chunks that fit in memory (estimated from the algorithm's state at its
-final capacity, or set with `chunk=`). Each finished chunk is written at once to
+final capacity, or set with `chunk=`; a run or chunk that would not fit is refused before anything
+compiles). Each finished chunk is written at once to
 `OUT/chunks/<algorithm>/seeds_<first>-<last>.npz`; running the same command again with the
 same output folder loads what is stored and computes only the missing seeds, so killing a
 run loses at most the chunk in flight (a curve whose key stream, `Algorithm.stream`, is not the
@@ -18,7 +19,10 @@ horizon, base key, precision and the package versions. Before computing, the swe
 cache every seed it holds for a curve's identity, whatever experiment or curve name stored it, so
 figures that repeat runs of other figures reuse them without any declaration. CACHE is
 `results/curves` unless `$BANDITS_JAX_CURVES` or `curves=` says otherwise; `curves=False` turns it
-off. Taken curves are listed under "cached" in the metadata.
+off. Curves with seeds taken from the cache are listed under "cached" in the metadata.
+
+Several processes (`distributed`): each stores the seeds of its own share, and process 0 assembles
+the results once every process has passed a barrier.
 """
 from __future__ import annotations
 
@@ -33,6 +37,7 @@ from typing import Optional
 import jax
 import numpy as np
 
+from . import distributed
 from .core import ConfigError, Trial
 from .curves import misfit, resolve
 from .experiments.registry import RUN_KEYS, Experiment, build_curves, resolve_config
@@ -46,6 +51,7 @@ CHUNKS = "chunks"
 CHUNK_BOOKKEEPING = ("seeds", "compile_seconds", "run_seconds", "errors")  # chunk entries that are not outputs
 CURVES_ENV = "BANDITS_JAX_CURVES"
 STREAM_FILE = "stream.txt"  # a chunk folder's record of its curve's key stream
+CACHED_FILE = "cached.txt"  # in a chunk folder: some of its seeds were taken from the curve cache
 
 
 def default_out_dir(name: str, size: str) -> Path:
@@ -85,6 +91,7 @@ def run_experiment(
     named = _named_curves(exp.name, runs)
     identities = _identities(resolved, {n: hp for n, _, hp in named}, config)  # traces every start and step
     out = Path(out) if out is not None else default_out_dir(name, size)
+    check_memory(resolved, config, chunk, available_memory())
     _claim_out_dir(out, exp.name, size, config)
     seeds = list(range(config["first_seed"], config["first_seed"] + config["seeds"]))
     progress = SweepProgress(quiet)
@@ -92,8 +99,13 @@ def run_experiment(
     for run in resolved:  # before anything is computed
         for point in run.curve.point_names():
             _claim_stream(out, point, run.algorithm.stream)
-    arrays, outcome = _compute(exp.name, out, resolved, identities, seeds, config, chunk, cache_dir, progress)
-    metadata = _metadata(exp, size, config, seeds, resolved, named, {"identities": identities, **outcome})
+    timing = _compute(out, resolved, seeds, config, chunk, cache_dir, identities, progress)
+    distributed.barrier(f"bandits_jax sweep {out}")  # every process's chunks are stored
+    if distributed.process()[0] != 0:
+        return out  # process 0 assembles
+    arrays, outcome = _gather(exp.name, out, resolved, seeds, cache_dir, identities)
+    metadata = _metadata(exp, size, config, seeds, resolved, named,
+                         {"identities": identities, "timing": timing, **outcome})
     save_results(out, arrays, seeds, metadata)
     if plot:
         from .plotting import plot_results
@@ -110,29 +122,41 @@ def run_experiment(
     return out
 
 
-def _compute(name, out, resolved, identities, seeds, config, chunk, cache_dir, progress) -> tuple:
-    """Every curve's seeds: taken from the cache where it holds them, computed chunk by chunk otherwise,
-    then read back from `out`; `progress` (a `SweepProgress`) shows it. Returns ({curve: outputs},
-    {"cached", "timing", "errors"} for the metadata)."""
-    cached, timing, arrays, errors, compiled = {}, {}, {}, {}, {}
+def _compute(out, resolved, seeds, config, chunk, cache_dir, identities, progress) -> dict:
+    """Store every curve's seeds of this process's share (`distributed.share`; all seeds in a
+    one-process run): taken from the cache where it holds them, computed chunk by chunk otherwise;
+    `progress` (a `SweepProgress`) shows it. Returns {curve: timing of this process's share}."""
+    timing, compiled = {}, {}
+    mine = distributed.share(seeds)
     for run in resolved:
         problem, alg, grid = run.problem, run.algorithm, run.curve.grid
         point_names = run.curve.point_names()
         for point in point_names:
-            if cache_dir is not None and _take_cached(out, point, cache_dir / identities[point], seeds, progress.log):
-                cached[point] = identities[point]
-        compile_s, run_s, computed = _run_missing(out, problem, alg, grid, point_names, seeds, config, chunk,
-                                                  compiled, progress)
-        for point in point_names:
             if cache_dir is not None:
-                _keep_cached(out, point, cache_dir / identities[point], {"experiment": name, "curve": point})
+                _take_cached(out, point, cache_dir / identities[point], mine, progress.log)
+        compile_s, run_s, computed = _run_missing(out, problem, alg, grid, point_names, mine, config, chunk,
+                                                  compiled, progress) if mine else (0.0, 0.0, 0)
+        for point in point_names:
             timing[point] = {"compile_seconds": compile_s, "run_seconds": run_s, "seeds_computed": computed,
                              **({"shared_grid_call": alg.name} if grid is not None else {})}
+    return timing
+
+
+def _gather(name, out, resolved, seeds, cache_dir, identities) -> tuple:
+    """Every curve's outputs read back from `out` (and put into the cache). Returns ({curve: outputs},
+    {"cached", "errors", "processes"} for the metadata)."""
+    cached, arrays, errors = {}, {}, {}
+    for run in resolved:
+        for point in run.curve.point_names():
+            if cache_dir is not None:
+                if (_chunk_folder(out, point) / CACHED_FILE).exists():
+                    cached[point] = identities[point]
+                _keep_cached(out, point, cache_dir / identities[point], {"experiment": name, "curve": point})
             arrays[point] = _assemble(_chunk_folder(out, point), seeds)
-            message = _error_message(alg, arrays[point]["errors"], seeds)
+            message = _error_message(run.algorithm, arrays[point]["errors"], seeds)
             if message:
                 errors[point] = message
-    return arrays, {"cached": cached, "timing": timing, "errors": errors}
+    return arrays, {"cached": cached, "errors": errors, "processes": distributed.process()[1]}
 
 
 def _identities(resolved, hparams: dict, config: dict) -> dict:
@@ -293,6 +317,7 @@ def _take_cached(out: Path, curve: str, folder: Path, seeds, log) -> list:
     take = [s for s in seeds if s not in have and s in found]
     if take:
         _write_chunk(_chunk_folder(out, curve), take, _assemble(folder, take))
+        atomic_write_text(_chunk_folder(out, curve) / CACHED_FILE, folder.name)
         log(f"[{curve}] seeds {', '.join(map(str, take))} taken from the curve cache ({folder})")
     return take
 
@@ -396,6 +421,13 @@ def estimate_chunk(problem, algorithm, config, n_missing: int, budget_fraction: 
     """Seeds per chunk so that the batch's state and outputs fit in a fraction of free memory."""
     if n_missing <= 0:
         return 1
+    per_run = run_bytes(problem, algorithm, config)
+    return int(max(1, min(n_missing, (budget_fraction * available_memory()) // per_run)))
+
+
+def run_bytes(problem, algorithm, config) -> int:
+    """Memory one run of a batch needs: four copies of its state at its final capacity (the state, its
+    update, the scan's carry and the segment's result) and two of its per-step outputs."""
     spec = problem.spec
     with precision_scope(config["precision"]):
         sizes = horizon_sizes(algorithm, spec)
@@ -403,8 +435,27 @@ def estimate_chunk(problem, algorithm, config, n_missing: int, budget_fraction: 
         shapes = jax.eval_shape(start, np.uint32(0), {name: 0.0 for name in algorithm.params})[3]
     state_bytes = sum(np.prod(x.shape) * np.dtype(x.dtype).itemsize for x in jax.tree_util.tree_leaves(shapes))
     out_bytes = spec.horizon * (spec.num_agents + 3) * 8
-    per_run = 4 * state_bytes + 2 * out_bytes + 1
-    return int(max(1, min(n_missing, (budget_fraction * available_memory()) // per_run)))
+    return int(4 * state_bytes + 2 * out_bytes + 1)
+
+
+def check_memory(resolved, config, chunk, available: int) -> None:
+    """Before anything compiles: a ConfigError when one run of a curve, or a `--chunk` of them, needs
+    more than the `available` bytes, with what to change."""
+    gib = 1 << 30
+    for run in resolved:
+        if isinstance(run.algorithm, Trial):
+            continue
+        per_run = run_bytes(run.problem, run.algorithm, config) * len(run.curve.point_names())
+        name = run.algorithm.name
+        if per_run > available:
+            raise ConfigError(f"{name}: one run needs about {per_run / gib:.1f} GiB at its final capacity "
+                              f"and {available / gib:.1f} GiB are free: lower the horizon or the number of agents, "
+                              f"or run on a machine (or device) with more memory")
+        if chunk is not None and chunk * per_run > available:
+            raise ConfigError(f"{name}: --chunk {chunk} needs about {chunk * per_run / gib:.1f} GiB "
+                              f"({per_run / (1 << 20):.0f} MiB a run) and {available / gib:.1f} GiB are free: use "
+                              f"--chunk {max(1, available // (2 * per_run))} or less, or spread the seeds over more "
+                              f"processes (--num-processes)")
 
 
 def proc_kilobytes(path: str, field: str) -> int:

@@ -266,6 +266,29 @@ def test_bad_input_is_one_line_and_exit_2_before_compiling(argv, needle, capsys,
     assert len(err.splitlines()) == 1 and needle in err
 
 
+def test_a_sweep_that_would_not_fit_memory_says_so_before_compiling(capsys, monkeypatch, tmp_path):
+    from bandits_jax.problems import make_problem
+    from bandits_jax.algorithms import make_algorithm
+
+    monkeypatch.setattr(sweep, "run_batch", lambda *a, **k: pytest.fail("compiled despite no memory"))
+    problem = make_problem("cosine", num_agents=2, num_arms=4, dim=3, horizon=50)
+    config = {"precision": "float64", "base_key": 0}
+    per_run = sweep.run_bytes(problem, make_algorithm("kernel_ucb"), config)
+    # KernelUCB's state at its final capacity holds the 50 x 50 Gram's factor of each of 2 agents
+    assert 4 * 2 * 50 * 50 * 8 < per_run < 4 * 2 * 4 * 50 * 50 * 8
+    argv = ["run", "--problem", "cosine:num_agents=2,num_arms=4,dim=3", "--algorithm", "kernel_ucb",
+            "--horizon", "50", "--out", str(tmp_path / "o"), "--quiet"]
+    monkeypatch.setattr(sweep, "available_memory", lambda: per_run * 10)
+    assert main(argv + ["--chunk", "16"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--chunk 16 needs" in err and "use --chunk 5 or less" in err
+    monkeypatch.setattr(sweep, "available_memory", lambda: per_run // 2)
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "one run needs about" in err and "lower the horizon" in err
+    assert not (tmp_path / "o").exists()
+
+
 def _toy_comm_build(c):
     problem = Spec("test-toy", {"horizon": c["horizon"], "num_agents": c["num_agents"]})
     return [Curve("Random", problem, Spec("uniform_random")),
