@@ -49,7 +49,7 @@ import numpy as np
 from bandits_jax import cpu_guard
 from bandits_jax.runner import cumulative_regret, run_batch
 
-from . import async_bench, configs, coop_bench, cope_bench, duets_bench, harness, numpy_loop
+from . import async_bench, configs, coop_bench, cope_bench, duets_bench, harness, numpy_loop, step_cost
 from .harness import log
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "bench.json"
@@ -109,9 +109,11 @@ def parse_args(argv):
         if getattr(args, flag) is not None and getattr(args, flag) < 1:
             p.error(f"--{flag.replace('_', '-')} must be a positive integer")
     known = {c.name.lower(): c.name for c in configs.cases()}
-    known.update({n.lower(): n for n in async_bench.NAMES + duets_bench.NAMES + cope_bench.NAMES + coop_bench.NAMES})
+    known.update({n.lower(): n for n in async_bench.NAMES + duets_bench.NAMES + cope_bench.NAMES + coop_bench.NAMES
+                  + step_cost.NAMES})
     groups = {async_bench.GROUP: async_bench.NAMES, duets_bench.GROUP: duets_bench.NAMES,
-              cope_bench.GROUP: cope_bench.NAMES, coop_bench.GROUP: coop_bench.NAMES}
+              cope_bench.GROUP: cope_bench.NAMES, coop_bench.GROUP: coop_bench.NAMES,
+              step_cost.GROUP: step_cost.NAMES}
     only = [n.strip().lower() for item in args.only for n in item.split(",") if n.strip()]
     unknown = [n for n in only if n not in known and n not in groups]
     if unknown:
@@ -390,6 +392,7 @@ def main(argv=None) -> int:
             _rescale(results, key, ceilings[key] / again[key])
             ceilings[key] = again[key]
     goals = targets(results)
+    cost_rows = step_cost.run_section(args, ceilings, log)  # estimates against the final ceilings
 
     lines = [
         f"machine: {os.cpu_count()} CPU(s), {', '.join(str(d) for d in jax.devices())}; "
@@ -424,6 +427,8 @@ def main(argv=None) -> int:
         lines += ["", cope_bench.table(cope_section), ""]
     if coop_section:
         lines += ["", coop_bench.table(coop_section), ""]
+    if cost_rows:
+        lines += ["", step_cost.table(cost_rows), ""]
     lines.append("targets (measured, not asserted):")
     for g in goals:
         status = "n/a" if g["value"] is None else ("met" if g["met"] else "NOT met")
@@ -438,7 +443,7 @@ def main(argv=None) -> int:
                                  matmul_float64_flops_per_second=ceilings["matmul_flops"]),
                    environment=environment(), results=results, targets=goals, total_seconds=total,
                    async_section=async_section, duets_section=duets_section, cope_section=cope_section,
-                   coop_section=coop_section,
+                   coop_section=coop_section, step_cost=cost_rows, h100_peaks=step_cost.H100,
                    table=report)
     out_path.write_text(json.dumps(payload, indent=2, default=_json_default) + "\n")
     log(f"wrote {out_path}")

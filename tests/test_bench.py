@@ -261,3 +261,18 @@ def test_coop_section_rows(quick_result):
         scale["run_seconds"] / scale["seeds"] / scale["world"]["horizon"])
     assert scale["paper_seconds_per_trial"] == pytest.approx(500 * scale["seconds_per_round_per_trial"])
     assert "Coop-KernelUCB section" in quick_result["table"] and "Feature storage at scale" in quick_result["table"]
+
+
+def test_step_cost_counts_the_step_and_its_roofline():
+    """XLA's cost analysis of LinUCB's step grows with d as its d x d solve does, and the roofline rate is
+    the slower of the flop and byte limits."""
+    from bandits_jax.algorithms import make_algorithm
+    from bandits_jax.problems import make_problem
+    from bench import step_cost
+
+    costs = [step_cost.step_cost(make_problem("cosine", num_agents=2, num_arms=4, dim=d, horizon=20),
+                                 make_algorithm("linucb")) for d in (4, 16)]
+    assert all(c["flops"] > 0 and c["bytes"] > 0 for c in costs)
+    assert costs[1]["flops"] > 4 * costs[0]["flops"]  # more than linear in d: the d x d update and solve
+    assert step_cost.roofline_rate({"flops": 2e9, "bytes": 1e9}, 1e12, 1e11) == pytest.approx(100.0)  # bytes bound
+    assert step_cost.roofline_rate({"flops": 2e9, "bytes": 1e9}, 1e12, 1e13) == pytest.approx(500.0)  # flops bound

@@ -1,0 +1,97 @@
+"""XLA's own cost analysis of every regret algorithm's compiled step, and the roofline rates it implies.
+
+For each curve of the experiments in EXPERIMENTS (paper size; one row per registered algorithm and
+problem, from the first experiment that runs it), one step of ONE run is compiled at the state's
+final capacity (the largest, most expensive step of a run) and `Compiled.cost_analysis()` gives its flops and
+bytes accessed; divided by the number of agents they are per agent-step. The roofline time of an
+agent-step on a device is max(flops / peak flop/s, bytes / peak bandwidth). These are estimates:
+XLA counts a loop inside the step (a `fori_loop` of training steps, a `while` of a solver) once, not
+once per trip, and both branches of a `cond`; the measured rows of the main bench are the truth.
+
+H100 peaks used (NVIDIA H100 SXM5 datasheet): 34 Tflop/s float64 without tensor cores (the steps'
+factorisations and triangular solves do not run on them), 67 Tflop/s float32, 3.35 TB/s HBM3.
+The CPU's are the bench's measured ceilings (float64 matmul, copy bandwidth).
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bandits_jax.core import ConfigError, Trial
+
+from . import harness
+from bandits_jax.curves import resolve
+from bandits_jax.experiments.catalog import get_experiment
+from bandits_jax.experiments.registry import build_curves, resolve_config
+from bandits_jax.runner import horizon_sizes, make_step, precision_scope, run_start
+
+EXPERIMENTS = ("quickstart", "fnucb/fig1c", "fnucb/fig4", "async/synthetic-f1", "duets/h1", "bai/elimination",
+               "coop/linear-er", "coop/rbf-er")
+GROUP = "cost"
+NAMES = ("step-cost",)
+H100 = dict(name="NVIDIA H100 SXM5 (datasheet peaks)", float64_flops=34e12, float32_flops=67e12, bandwidth=3.35e12)
+
+
+def step_cost(problem, algorithm, precision: str = "float64") -> dict:
+    """{"flops", "bytes"} per agent-step of one compiled step of one run at its final capacity."""
+    with precision_scope(precision):
+        sizes = horizon_sizes(algorithm, problem.spec)
+        dtype = jnp.zeros(()).dtype
+        params = {name: jax.ShapeDtypeStruct((), dtype) for name in algorithm.params}
+        start = run_start(problem, algorithm, 0, sizes)
+        pk, ak, inst, state = jax.eval_shape(start, jax.ShapeDtypeStruct((), np.uint32), params)
+        compiled = jax.jit(make_step(problem, algorithm)).lower(
+            params, state, inst, pk, ak, jax.ShapeDtypeStruct((), jnp.int32)).compile()
+    cost = compiled.cost_analysis()
+    cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+    agents = problem.spec.num_agents
+    return dict(flops=float(cost.get("flops", 0.0)) / agents, bytes=float(cost.get("bytes accessed", 0.0)) / agents)
+
+
+def roofline_rate(cost: dict, flops_peak: float, bandwidth: float) -> float:
+    """Agent-steps per second at the roofline: 1 / max(flops / peak, bytes / bandwidth)."""
+    return 1.0 / max(cost["flops"] / flops_peak, cost["bytes"] / bandwidth, 1e-30)
+
+
+def run_section(args, ceilings: dict, log=print, experiments=EXPERIMENTS) -> list | None:
+    """One row per registered algorithm and problem: its cost and the CPU and H100 roofline rates."""
+    if not harness.selected(args, NAMES):
+        return None
+    rows, seen = [], set()
+    for name in experiments:
+        exp = get_experiment(name)
+        try:
+            config = resolve_config(exp, "paper", {})
+            runs = resolve(build_curves(exp, config), trace=False)
+        except (ConfigError, FileNotFoundError) as err:
+            log(f"[step cost] {name}: skipped ({err})")
+            continue
+        for run in runs:
+            alg = run.algorithm
+            key = run.curve.algorithm.name
+            if isinstance(alg, Trial) or (key, run.problem.name) in seen:
+                continue
+            seen.add((key, run.problem.name))
+            cost = step_cost(run.problem, alg, config["precision"])
+            cpu = roofline_rate(cost, ceilings["matmul_flops"], ceilings["memory_bandwidth"])
+            rows.append(dict(algorithm=key, curve=alg.name, experiment=name, problem=run.problem.name,
+                             num_agents=run.problem.spec.num_agents,
+                             horizon=run.problem.spec.horizon, flops_per_agent_step=cost["flops"],
+                             bytes_per_agent_step=cost["bytes"], cpu_roofline_agent_steps_per_second=cpu,
+                             h100_roofline_agent_steps_per_second=roofline_rate(cost, H100["float64_flops"],
+                                                                                H100["bandwidth"])))
+            log(f"[step cost] {key} ({name}): {cost['flops']:.3g} flop, {cost['bytes']:.3g} B per agent-step")
+    return rows
+
+
+def table(rows: list) -> str:
+    head = "| algorithm | experiment (paper size): problem | flop / agent-step | bytes / agent-step | " \
+           "CPU roofline agent-steps/s | H100 roofline agent-steps/s |"
+    lines = ["XLA cost analysis of one step at final capacity; roofline rates are estimates", head, "|" + "---|" * 6]
+    for r in rows:
+        lines.append(f"| {r['algorithm']} | {r['experiment']}: {r['problem']} (N = {r['num_agents']}, "
+                     f"T = {r['horizon']}) | "
+                     f"{r['flops_per_agent_step']:.3g} | {r['bytes_per_agent_step']:.3g} | "
+                     f"{r['cpu_roofline_agent_steps_per_second']:.3g} | {r['h100_roofline_agent_steps_per_second']:.3g} |")
+    return "\n".join(lines)
