@@ -93,5 +93,6 @@ def table(rows: list) -> str:
         lines.append(f"| {r['algorithm']} | {r['experiment']}: {r['problem']} (N = {r['num_agents']}, "
                      f"T = {r['horizon']}) | "
                      f"{r['flops_per_agent_step']:.3g} | {r['bytes_per_agent_step']:.3g} | "
-                     f"{r['cpu_roofline_agent_steps_per_second']:.3g} | {r['h100_roofline_agent_steps_per_second']:.3g} |")
+                     f"{r['cpu_roofline_agent_steps_per_second']:.3g} | "
+                     f"{r['h100_roofline_agent_steps_per_second']:.3g} |")
     return "\n".join(lines)
