@@ -1,9 +1,9 @@
 """One sweep as several processes, on one host or many, over JAX's own multi-process runtime.
 
 Every process runs the same command (`bandits-jax run NAME ... --coordinator HOST:PORT
---num-processes P --process-id I`; with no flags under SLURM with more than one task, or with
-BANDITS_JAX_DISTRIBUTED=auto on a TPU pod slice or another cluster `jax.distributed.initialize()`
-detects). `initialize` starts the runtime before the first computation, then the CPU guard
+--num-processes P --process-id I`; with no flags under SLURM with more than one task or on a GKE TPU
+slice of several hosts, and with BANDITS_JAX_DISTRIBUTED=auto on any other cluster that
+`jax.distributed.initialize()` detects, such as a TPU VM pod slice). `initialize` starts the runtime before the first computation, then the CPU guard
 (`_cpu.py`) creates the clients of that runtime.
 
 The sweep (`sweep.run_experiment`) then cuts its seed list into P contiguous shares, the same in
@@ -61,11 +61,14 @@ def check_arguments(coordinator: str, num_processes: int, process_id: int) -> No
 
 
 def auto_requested(env) -> bool:
-    """True under SLURM with more than one task, or with $BANDITS_JAX_DISTRIBUTED=auto; never with
+    """True under SLURM with more than one task, on a TPU slice whose $TPU_WORKER_HOSTNAMES names
+    several hosts (GKE), or with $BANDITS_JAX_DISTRIBUTED=auto; never with
     $BANDITS_JAX_DISTRIBUTED=off (one process inside a many-task allocation)."""
     choice = env.get(AUTO_ENV, "").lower()
     if choice in ("auto", "off"):
         return choice == "auto"
+    if "," in env.get("TPU_WORKER_HOSTNAMES", ""):
+        return True
     try:
         return int(env.get("SLURM_NTASKS", "1")) > 1 and "SLURM_PROCID" in env
     except ValueError:

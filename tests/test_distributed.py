@@ -43,11 +43,13 @@ def test_bad_process_flags_exit_2_before_anything_starts(flags, message, tmp_pat
     assert not (tmp_path / "out").exists()
 
 
-def test_auto_start_under_slurm_only_with_several_tasks():
+def test_auto_start_under_slurm_or_on_a_tpu_slice_only_with_several_hosts():
     assert distributed.auto_requested({"SLURM_NTASKS": "4", "SLURM_PROCID": "2"})
     assert not distributed.auto_requested({"SLURM_NTASKS": "1", "SLURM_PROCID": "0"})
     assert not distributed.auto_requested({"SLURM_NTASKS": "4", "SLURM_PROCID": "2", distributed.AUTO_ENV: "off"})
     assert distributed.auto_requested({distributed.AUTO_ENV: "auto"})
+    assert distributed.auto_requested({"TPU_WORKER_HOSTNAMES": "t-0,t-1"})
+    assert not distributed.auto_requested({"TPU_WORKER_HOSTNAMES": "t-0"})
     assert not distributed.auto_requested({})
     with pytest.raises(ConfigError, match="together"):
         distributed.initialize(num_processes=2)
