@@ -277,3 +277,16 @@ def test_runner_on_the_coop_worlds_matches_the_reference(world_name, name, optio
     want = fn(arrays["X"], arrays["Y"], arrays["fbar"], U, arrays, **ref_options)
     np.testing.assert_allclose(out.regret[0], want["regret"], atol=1e-9, rtol=0)
     np.testing.assert_array_equal(out.diagnostics["accepted"][0], want["accepted"])
+
+
+def test_kron_sum_over_triangles_equals_the_full_kronecker_sum():
+    """sum_u (l_u l_u^T) (x) G_u from the upper triangles equals NumPy's kron, summed, for symmetric G."""
+    from bandits_jax.algorithms.coop_storage import kron_sum
+
+    rng = np.random.default_rng(4)
+    for V, r, m in ((5, 3, 4), (6, 16, 10), (2, 1, 1)):
+        Ls, X = rng.normal(size=(V, r)), rng.normal(size=(V, m, m))
+        G = X + X.transpose(0, 2, 1)
+        expect = sum(np.kron(np.outer(Ls[u], Ls[u]), G[u]) for u in range(V))
+        with jax.enable_x64(True):
+            np.testing.assert_allclose(np.asarray(kron_sum(jnp.asarray(Ls), jnp.asarray(G))), expect, atol=1e-12)

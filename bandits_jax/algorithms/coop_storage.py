@@ -167,9 +167,7 @@ def feature_posterior(kern, kp, lam, store: FeatureStore, t, mask, lags, L, lq, 
     G = prefix(store, "G", j, jnp.arange(V))
     h = prefix(store, "h", j, jnp.arange(V))
     r, m = L.shape[1], G.shape[-1]
-    outer = (Ls[:, :, None] * Ls[:, None, :]).reshape(V, r * r)
-    A = (outer.T @ G.reshape(V, m * m)).reshape(r, r, m, m).transpose(0, 2, 1, 3).reshape(r * m, r * m)
-    A = A + lam * jnp.eye(r * m, dtype=G.dtype)
+    A = kron_sum(Ls, G) + lam * jnp.eye(r * m, dtype=G.dtype)
     b = jnp.einsum("ua,ui->ai", Ls, h).reshape(r * m)
     phi = features(kern, kp, store, contexts, linear)  # [K, m]
     psi = (lq[None, :, None] * phi[:, None, :]).reshape(phi.shape[0], r * m)
@@ -181,3 +179,22 @@ def feature_posterior(kern, kp, lam, store: FeatureStore, t, mask, lags, L, lq, 
     gain = jnp.sum(jnp.log(jnp.diag(C))) - 0.5 * r * m * jnp.log(lam)
     count = jnp.sum(jnp.where(mask, jnp.maximum(j, 0), 0))
     return a.T @ c, var, gain, count
+
+
+def kron_sum(Ls, G):
+    """sum_u (l_u l_u^T) (x) G_u [r m, r m] for Ls[V, r] and symmetric G[V, m, m]. Both factors are
+    symmetric, so one product over the upper triangles, [r(r+1)/2, V] @ [V, m(m+1)/2], holds every
+    entry (3.4x fewer flops than the full [r^2, V] @ [V, m^2] at r = 16, m = 10), and a gather
+    lays it out."""
+    r, m = Ls.shape[1], G.shape[-1]
+    (ra, rb), (mi, mj) = jnp.triu_indices(r), jnp.triu_indices(m)
+    table = (Ls[:, ra] * Ls[:, rb]).T @ G[:, mi, mj]  # [r(r+1)/2, m(m+1)/2]
+    pr, pm = _pair_index(r), _pair_index(m)
+    return table[pr[:, None, :, None], pm[None, :, None, :]].reshape(r * m, r * m)
+
+
+def _pair_index(n: int):
+    """[n, n]: the position of (min(a, b), max(a, b)) in triu_indices(n)."""
+    a, b = jnp.meshgrid(jnp.arange(n), jnp.arange(n), indexing="ij")
+    lo, hi = jnp.minimum(a, b), jnp.maximum(a, b)
+    return lo * n - lo * (lo - 1) // 2 + (hi - lo)
