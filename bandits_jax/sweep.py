@@ -100,7 +100,7 @@ def run_experiment(
         for point in run.curve.point_names():
             _claim_stream(out, point, run.algorithm.stream)
     timing = _compute(out, resolved, seeds, config, chunk, cache_dir, identities, progress)
-    distributed.barrier(f"bandits_jax sweep {out}")  # every process's chunks are stored
+    distributed.barrier("bandits_jax sweep: chunks stored")  # every process has stored its share
     if distributed.process()[0] != 0:
         return out  # process 0 assembles
     arrays, outcome = _gather(exp.name, out, resolved, seeds, cache_dir, identities)
