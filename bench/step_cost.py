@@ -4,9 +4,11 @@ For each curve of the experiments in EXPERIMENTS (paper size; one row per regist
 problem, from the first experiment that runs it), one step of ONE run is compiled at the state's
 final capacity (the largest, most expensive step of a run) and `Compiled.cost_analysis()` gives its flops and
 bytes accessed; divided by the number of agents they are per agent-step. The roofline time of an
-agent-step on a device is max(flops / peak flop/s, bytes / peak bandwidth). These are estimates:
-XLA counts a loop inside the step (a `fori_loop` of training steps, a `while` of a solver) once, not
-once per trip, and both branches of a `cond`; the measured rows of the main bench are the truth.
+agent-step on a device is max(flops / peak flop/s, bytes / peak bandwidth). These are estimates, and
+low ones: XLA counts a loop inside the step (a `fori_loop` of training steps, a `while` of a solver)
+once, not once per trip, both branches of a `cond`, and nothing for a library call (the LAPACK
+Cholesky, triangular solve and eigendecomposition on CPU, cuSOLVER's on GPU); the measured rows of
+the main bench are the truth.
 
 H100 peaks used (NVIDIA H100 SXM5 datasheet): 34 Tflop/s float64 without tensor cores (the steps'
 factorisations and triangular solves do not run on them), 67 Tflop/s float32, 3.35 TB/s HBM3.
