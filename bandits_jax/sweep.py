@@ -91,7 +91,7 @@ def run_experiment(
     named = _named_curves(exp.name, runs)
     identities = _identities(resolved, {n: hp for n, _, hp in named}, config)  # traces every start and step
     out = Path(out) if out is not None else default_out_dir(name, size)
-    check_memory(resolved, config, chunk, available_memory())
+    seed_bytes = check_memory(resolved, config, chunk, available_memory())
     _claim_out_dir(out, exp.name, size, config)
     seeds = list(range(config["first_seed"], config["first_seed"] + config["seeds"]))
     progress = SweepProgress(quiet)
@@ -99,7 +99,7 @@ def run_experiment(
     for run in resolved:  # before anything is computed
         for point in run.curve.point_names():
             _claim_stream(out, point, run.algorithm.stream)
-    timing = _compute(out, resolved, seeds, config, chunk, cache_dir, identities, progress)
+    timing = _compute(out, resolved, seeds, config, chunk, seed_bytes, cache_dir, identities, progress)
     distributed.barrier("bandits_jax sweep: chunks stored")  # every process has stored its share
     if distributed.process()[0] != 0:
         return out  # process 0 assembles
@@ -122,7 +122,7 @@ def run_experiment(
     return out
 
 
-def _compute(out, resolved, seeds, config, chunk, cache_dir, identities, progress) -> dict:
+def _compute(out, resolved, seeds, config, chunk, seed_bytes, cache_dir, identities, progress) -> dict:
     """Store every curve's seeds of this process's share (`distributed.share`; all seeds in a
     one-process run): taken from the cache where it holds them, computed chunk by chunk otherwise;
     `progress` (a `SweepProgress`) shows it. Returns {curve: timing of this process's share}."""
@@ -134,8 +134,9 @@ def _compute(out, resolved, seeds, config, chunk, cache_dir, identities, progres
         for point in point_names:
             if cache_dir is not None:
                 _take_cached(out, point, cache_dir / identities[point], mine, progress.log)
-        compile_s, run_s, computed = _run_missing(out, problem, alg, grid, point_names, mine, config, chunk,
-                                                  compiled, progress) if mine else (0.0, 0.0, 0)
+        compile_s, run_s, computed = _run_missing(out, problem, alg, grid, point_names, mine, chunk,
+                                                  seed_bytes.get(run.curve.name), config, compiled,
+                                                  progress) if mine else (0.0, 0.0, 0)
         for point in point_names:
             timing[point] = {"compile_seconds": compile_s, "run_seconds": run_s, "seeds_computed": computed,
                              **({"shared_grid_call": alg.name} if grid is not None else {})}
@@ -250,10 +251,12 @@ def _metadata(exp, size: str, config: dict, seeds, resolved, named, outcome_of_r
     }
 
 
-def _run_missing(out: Path, problem, alg, grid, point_names, seeds, config, chunk, compiled, progress) -> tuple:
+def _run_missing(out: Path, problem, alg, grid, point_names, seeds, chunk, seed_bytes, config, compiled,
+                 progress) -> tuple:
     """Compute and store, chunk by chunk, the seeds not yet stored for any point of one algorithm (all
     grid points and seeds of a chunk in one call), shown by `progress` as one curve; (compile seconds,
-    run seconds, seeds computed)."""
+    run seconds, seeds computed). Without `chunk`, a regret curve's chunk is estimated from
+    `seed_bytes`, the memory one seed needs (`check_memory`)."""
     G = len(point_names)
     stored = [_stored_chunks(_chunk_folder(out, n)) for n in point_names]
     missing = [s for s in seeds if any(s not in st for st in stored)]
@@ -261,7 +264,7 @@ def _run_missing(out: Path, problem, alg, grid, point_names, seeds, config, chun
     if trials:  # a trial's state is a few arrays per arm: every missing seed in one call
         size_chunk = chunk or max(1, len(missing))
     else:
-        size_chunk = chunk or max(1, estimate_chunk(problem, alg, config, len(missing) * G) // G)
+        size_chunk = chunk or estimate_chunk(seed_bytes, len(missing))
     blocks = [missing[i:i + size_chunk] for i in range(0, len(missing), size_chunk)]
     compile_s = run_s = 0.0
     if not missing:
@@ -417,12 +420,12 @@ def _assemble(folder: Path, seeds) -> dict:
     return {k: np.stack([rows[s][k] for s in seeds]) for k in rows[seeds[0]]}
 
 
-def estimate_chunk(problem, algorithm, config, n_missing: int, budget_fraction: float = 0.25) -> int:
-    """Seeds per chunk so that the batch's state and outputs fit in a fraction of free memory."""
+def estimate_chunk(seed_bytes: int, n_missing: int, budget_fraction: float = 0.25) -> int:
+    """Seeds per chunk so that the batch's state and outputs (`seed_bytes` a seed) fit in a fraction of
+    free memory."""
     if n_missing <= 0:
         return 1
-    per_run = run_bytes(problem, algorithm, config)
-    return int(max(1, min(n_missing, (budget_fraction * available_memory()) // per_run)))
+    return int(max(1, min(n_missing, (budget_fraction * available_memory()) // seed_bytes)))
 
 
 def run_bytes(problem, algorithm, config) -> int:
@@ -438,10 +441,12 @@ def run_bytes(problem, algorithm, config) -> int:
     return int(4 * state_bytes + 2 * out_bytes + 1)
 
 
-def check_memory(resolved, config, chunk, available: int) -> None:
+def check_memory(resolved, config, chunk, available: int) -> dict:
     """Before anything compiles: a ConfigError when one run of a curve, or a `--chunk` of them, needs
-    more than the `available` bytes, with what to change."""
+    more than the `available` bytes, with what to change. Returns {curve name: bytes one seed needs,
+    all its grid points} of the regret curves."""
     gib = 1 << 30
+    seed_bytes = {}
     for run in resolved:
         if isinstance(run.algorithm, Trial):
             continue
@@ -456,6 +461,8 @@ def check_memory(resolved, config, chunk, available: int) -> None:
                               f"({per_run / (1 << 20):.0f} MiB a run) and {available / gib:.1f} GiB are free: use "
                               f"--chunk {max(1, available // (2 * per_run))} or less, or spread the seeds over more "
                               f"processes (--num-processes)")
+        seed_bytes[run.curve.name] = per_run
+    return seed_bytes
 
 
 def proc_kilobytes(path: str, field: str) -> int:

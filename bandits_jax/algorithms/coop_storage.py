@@ -25,6 +25,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.scipy.linalg import solve_triangular
 
 from bandits_jax.kernels.nystrom import inv_sqrt_root
@@ -187,14 +188,14 @@ def kron_sum(Ls, G):
     entry (3.4x fewer flops than the full [r^2, V] @ [V, m^2] at r = 16, m = 10), and a gather
     lays it out."""
     r, m = Ls.shape[1], G.shape[-1]
-    (ra, rb), (mi, mj) = jnp.triu_indices(r), jnp.triu_indices(m)
+    (ra, rb), (mi, mj) = np.triu_indices(r), np.triu_indices(m)
     table = (Ls[:, ra] * Ls[:, rb]).T @ G[:, mi, mj]  # [r(r+1)/2, m(m+1)/2]
     pr, pm = _pair_index(r), _pair_index(m)
     return table[pr[:, None, :, None], pm[None, :, None, :]].reshape(r * m, r * m)
 
 
-def _pair_index(n: int):
-    """[n, n]: the position of (min(a, b), max(a, b)) in triu_indices(n)."""
-    a, b = jnp.meshgrid(jnp.arange(n), jnp.arange(n), indexing="ij")
-    lo, hi = jnp.minimum(a, b), jnp.maximum(a, b)
+def _pair_index(n: int) -> np.ndarray:
+    """[n, n] (static): the position of (min(a, b), max(a, b)) in triu_indices(n)."""
+    a, b = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    lo, hi = np.minimum(a, b), np.maximum(a, b)
     return lo * n - lo * (lo - 1) // 2 + (hi - lo)
