@@ -49,7 +49,7 @@ import numpy as np
 from bandits_jax import cpu_guard
 from bandits_jax.runner import cumulative_regret, run_batch
 
-from . import async_bench, configs, coop_bench, cope_bench, duets_bench, harness, numpy_loop, step_cost
+from . import async_bench, configs, coop_bench, cope_bench, duets_bench, harness, numpy_loop, scale, step_cost
 from .harness import log
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "bench.json"
@@ -86,6 +86,12 @@ def parse_args(argv):
     p.add_argument("--async-sizing-horizon", type=int, default=None,
                    help="T of the Nyström methods' demand- versus time-sized dictionary comparison (default "
                         f"{async_bench.FULL_SIZING_HORIZON}; quick: the section's T)")
+    p.add_argument("--scale-budget-seconds", type=float, default=scale.BUDGET_SECONDS,
+                   help=f"the scale section's budget per call (default {scale.BUDGET_SECONDS:g})")
+    p.add_argument("--scale-horizon", type=int, default=None,
+                   help=f"T of the scale section's regret cases (default theirs; quick {scale.QUICK_HORIZON})")
+    p.add_argument("--scale-algorithms", default="",
+                   help="comma-separated registered names: the scale section runs only these")
     p.add_argument("--out", default=None, help="JSON path, or a directory for bench.json (default bench/results/bench.json)")
     args = p.parse_args(argv)
     try:
@@ -99,6 +105,17 @@ def parse_args(argv):
         p.error("--horizon must be a positive integer")
     if args.budget_seconds <= 0:
         p.error("--budget-seconds must be positive")
+    if args.scale_budget_seconds <= 0:
+        p.error("--scale-budget-seconds must be positive")
+    if args.scale_horizon is None and args.quick:
+        args.scale_horizon = scale.QUICK_HORIZON
+    if args.scale_horizon is not None and args.scale_horizon < 1:
+        p.error("--scale-horizon must be a positive integer")
+    args.scale_algorithms = [n.strip() for n in args.scale_algorithms.split(",") if n.strip()]
+    cased = {c.algorithm for c in scale.CASES}
+    if set(args.scale_algorithms) - cased:
+        p.error(f"--scale-algorithms: unknown {', '.join(sorted(set(args.scale_algorithms) - cased))}; "
+                f"known: {', '.join(sorted(cased))}")
     if args.capacity_seeds is None:
         args.capacity_seeds = configs.QUICK_SEEDS[-1] if args.quick else 10
     if args.capacity_seeds < 1:
@@ -110,10 +127,10 @@ def parse_args(argv):
             p.error(f"--{flag.replace('_', '-')} must be a positive integer")
     known = {c.name.lower(): c.name for c in configs.cases()}
     known.update({n.lower(): n for n in async_bench.NAMES + duets_bench.NAMES + cope_bench.NAMES + coop_bench.NAMES
-                  + step_cost.NAMES})
+                  + step_cost.NAMES + scale.NAMES})
     groups = {async_bench.GROUP: async_bench.NAMES, duets_bench.GROUP: duets_bench.NAMES,
               cope_bench.GROUP: cope_bench.NAMES, coop_bench.GROUP: coop_bench.NAMES,
-              step_cost.GROUP: step_cost.NAMES}
+              step_cost.GROUP: step_cost.NAMES, scale.GROUP: scale.NAMES}
     only = [n.strip().lower() for item in args.only for n in item.split(",") if n.strip()]
     unknown = [n for n in only if n not in known and n not in groups]
     if unknown:
@@ -157,13 +174,13 @@ def skip_reason(seeds: int, last: dict | None, model_state: float, budget: float
     need_model = 2.0 * model_state * seeds  # the scan's carry in and out
     need = need_model
     if last is not None:
-        scale = seeds / last["seeds"]
-        est = last["run_seconds"] * scale
+        factor = seeds / last["seeds"]
+        est = last["run_seconds"] * factor
         if est > budget:
             return (f"skipped: est. run {est:.0f} s > budget {budget:.0f} s "
-                    f"(x{scale:g} of S={last['seeds']})")
+                    f"(x{factor:g} of S={last['seeds']})")
         if last["seeds"] >= MIN_MEMORY_SEEDS:  # below, the fixed cost (compiling, buffers) dominates its peak
-            need = max(need, last["peak_bytes"] * scale)
+            need = max(need, last["peak_bytes"] * factor)
     if available and need > MEMORY_SAFETY * available:
         return (f"skipped: est. memory {need / MB:.0f} MB > {MEMORY_SAFETY:.0%} of "
                 f"{available / MB:.0f} MB available")
@@ -316,9 +333,9 @@ def targets(results: list) -> list:
     out.append(dict(target="LinUCB at S = 100 >= 50x NumPy", value=r and r["ratio"], met=bool(r and r["ratio"] >= 50),
                     detail=f"x{r['ratio']:.1f}" if r else "not measured"))
     r1, r1000 = at("LinUCB", 1), at("LinUCB", 1000)
-    scale = r1000["agent_steps_per_second"] / r1["agent_steps_per_second"] if r1 and r1000 else None
-    out.append(dict(target="LinUCB S = 1000 >= 10x agent-steps/s of S = 1", value=scale,
-                    met=bool(scale and scale >= 10), detail=f"x{scale:.1f}" if scale else "not measured"))
+    growth = r1000["agent_steps_per_second"] / r1["agent_steps_per_second"] if r1 and r1000 else None
+    out.append(dict(target="LinUCB S = 1000 >= 10x agent-steps/s of S = 1", value=growth,
+                    met=bool(growth and growth >= 10), detail=f"x{growth:.1f}" if growth else "not measured"))
     r = best("NeuralUCB", "ratio")
     out.append(dict(target="NeuralUCB >= 10x NumPy (best S)", value=r and r["ratio"], met=bool(r and r["ratio"] >= 10),
                     detail=f"x{r['ratio']:.1f} at S = {r['seeds']}" if r else "not measured"))
@@ -383,6 +400,7 @@ def main(argv=None) -> int:
     duets_section = duets_bench.run_section(args, skip_reason)
     cope_section = cope_bench.run_section(args, skip_reason)
     coop_section = coop_bench.run_section(args, skip_reason)
+    scale_section = scale.run_section(args, ceilings, skip_reason)
     total = time.perf_counter() - t_start
     # a ceiling is the best the machine did: measured again at the end, the larger value counts
     # (the fractions of the rows are rescaled to it)
@@ -429,6 +447,8 @@ def main(argv=None) -> int:
         lines += ["", coop_bench.table(coop_section), ""]
     if cost_rows:
         lines += ["", step_cost.table(cost_rows), ""]
+    if scale_section:
+        lines += ["", scale.table(scale_section), ""]
     lines.append("targets (measured, not asserted):")
     for g in goals:
         status = "n/a" if g["value"] is None else ("met" if g["met"] else "NOT met")
@@ -443,7 +463,7 @@ def main(argv=None) -> int:
                                  matmul_float64_flops_per_second=ceilings["matmul_flops"]),
                    environment=environment(), results=results, targets=goals, total_seconds=total,
                    async_section=async_section, duets_section=duets_section, cope_section=cope_section,
-                   coop_section=coop_section, step_cost=cost_rows, h100_peaks=step_cost.H100,
+                   coop_section=coop_section, scale_section=scale_section, step_cost=cost_rows, h100_peaks=step_cost.H100,
                    table=report)
     out_path.write_text(json.dumps(payload, indent=2, default=_json_default) + "\n")
     log(f"wrote {out_path}")

@@ -1,0 +1,278 @@
+"""The scale section of `python -m bench` (`--only scale`): every registered algorithm at S seeds.
+
+For each registered algorithm, one configuration (CASES: an experiment at a size, with overrides,
+and the curve that runs the algorithm; every case is an experiment's own curve except
+dis_kernel_ucb, which no experiment runs and which is built on async/synthetic-f1's problem with
+Approx-DisKernelUCB's kernel options). The regret algorithms run at T = 300 (FN-UCB and async
+families), the DUETS paper size (T = 50) and Coop's small size at T = 100 (V = 50); the CoPE-KB and
+best-arm trials at their paper size. These are smaller than the papers' horizons so that S = 1000
+fits in the section's budget on a small CPU; `--scale-horizon` changes the regret horizons.
+
+Each row (algorithm, S) is ONE `run_batch` (or `run_trials`) call over S seeds, compiled first:
+compile and run seconds apart, the resident-memory peak growth around the call, agent-steps (or
+trials) per second, the ratio to the algorithm's NumPy reference loop at the same configuration
+timed in the same process (the modules' SCALE_REFERENCES; one seed, inputs drawn before the clock),
+and the fraction of the machine's roofline the run reaches. That fraction is the measured rate
+against XLA's own cost analysis of one step at its final capacity (bench.step_cost: flops and
+bytes per agent-step) and the ceilings measured in the same process:
+    fraction = rate x max(flops / matmul flop/s, bytes / copy bytes/s).
+It is an estimate both ways: a state that grows is charged its final size at every step (an
+overstatement), and XLA counts a loop inside the step once and a LAPACK call not at all (an
+understatement). A phase-level trial has no step: its fraction is not estimated.
+
+An S whose run would exceed --scale-budget-seconds (extrapolated from the last S measured) or the
+available memory is skipped with the reason. Targets (reported, not asserted): ratio >= 10 at
+S = 100, fraction >= 30%, and a per-run throughput that does not fall as S grows (every S within
+10% of S = 1 or above).
+"""
+from __future__ import annotations
+
+import time
+import types
+from typing import NamedTuple, Optional
+
+import numpy as np
+
+from bandits_jax.core import Trial
+from bandits_jax.curves import Curve, Spec, resolve
+from bandits_jax.experiments.catalog import get_experiment
+from bandits_jax.experiments.registry import build_curves, resolve_config
+from bandits_jax.runner import run_batch, run_trials
+from bandits_jax.sweep import run_bytes
+
+from . import async_bench, coop_bench, cope_bench, duets_bench, harness, numpy_loop, step_cost
+from .harness import log
+
+GROUP = "scale"
+NAMES = ("scale",)
+FULL_SEEDS = (1, 10, 100, 1000)
+QUICK_SEEDS = (1, 4)
+QUICK_HORIZON = 20
+BUDGET_SECONDS = 60.0
+RATIO_TARGET, FRACTION_TARGET, FLAT_TOLERANCE = 10.0, 0.30, 0.9
+NUMPY_MIN_SECONDS, NUMPY_MAX_SEEDS = 1.0, 3
+MB = float(1 << 20)
+
+
+class Case(NamedTuple):
+    """One registered algorithm's configuration: the curve `curve` of `experiment` at `size` with
+    `overrides` (strings, as --set takes them), at its grid point `point` when the curve has a grid."""
+
+    algorithm: str
+    experiment: str
+    size: str
+    overrides: dict
+    curve: str
+    point: Optional[str] = None
+
+
+def _cases(family: tuple, experiment: str, size: str, overrides: dict, point=None) -> list:
+    return [Case(alg, experiment, size, overrides, curve, point) for alg, curve in family]
+
+
+T300 = {"horizon": "300"}
+CASES = tuple(
+    _cases((("linucb", "cosine: LinUCB (nu=1)"), ("lints", "cosine: LinTS (nu=1)"),
+            ("kernel_ucb", "cosine: KernelUCB (nu=1)"), ("kernel_ts", "cosine: KernelTS (nu=1)")),
+           "fnucb/fig4", "paper", T300)
+    + _cases((("neural_ucb", "NeuralUCB"), ("neural_ts", "NeuralTS"), ("fn_ucb_authors", "FN-UCB (N=10)")),
+             "fnucb/fig1a", "paper", T300)
+    + _cases((("fn_ucb", "FN-UCB (no NN aggregation)"),), "fnucb/fig1c", "paper", T300)
+    + _cases((("async_kernel_ucb", "Async-KernelUCB"), ("approx_dis_kernel_ucb", "Approx-DisKernelUCB"),
+              ("dis_kernel_ucb", "DisKernelUCB"), ("one_kernel_ucb", "OneKernelUCB"),
+              ("n_kernel_ucb", "NKernelUCB"), ("fed_glb_ucb", "FedGLB-UCB"), ("dis_lin_ucb", "DisLinUCB"),
+              ("fed_lin_ucb", "FedLinUCB"), ("uniform_random", "Random")),
+             "async/synthetic-f1", "paper", T300)
+    + _cases((("duets", "DUETS"), ("duets_authors", "DUETS-authors"), ("dis_kernel_ucb_duets", "DisKernelUCB"),
+              ("approx_dis_kernel_ucb_duets", "Approx-DisKernelUCB")), "duets/h1", "paper", {}, "beta=1")
+    + _cases((("successive_elimination", "Successive elimination"),), "bai/elimination", "paper", {}, "delta=0.05")
+    + _cases((("uniform_allocation", "Uniform allocation"),), "bai/elimination", "paper", {})
+    + _cases(tuple((alg, f"{method}, Delta=0.2") for alg, method in (
+        ("cokernel_fc", "CoKernelFC"), ("cokernel_ind_alloc", "CoKernel-IndAlloc"), ("ind_rage", "IndRAGE"),
+        ("ind_rage_code", "IndRAGE-code"), ("ind_alba", "IndALBA"), ("ind_poly_alba", "IndPolyALBA"))),
+        "cope/fc-rank2", "paper", {})
+    + _cases((("cokernel_fb", "CoKernelFB"), ("cokernel_fb_ind_alloc", "CoKernelFB-IndAlloc"),
+              ("ind_peace_fb", "IndPeaceFB"), ("ind_peace_fb_omega", "IndPeaceFB-omega"),
+              ("ind_uniform_fb", "IndUniformFB"), ("ind_uniform_fb_means", "IndUniformFB-means")),
+             "cope/fb-rank2", "paper", {}, "T=100000")
+    + _cases((("ind_kernel_ucb", "Ind-LinUCB"), ("oful", "OFUL"), ("naive_linucb", "Naive-LinUCB"),
+              ("coop_kernel_ucb", "Coop-KernelUCB"), ("dist_kernel_ucb_coop", "Dist-KernelUCB"),
+              ("eager_kernel_ucb", "Eager-KernelUCB")), "coop/linear-er", "small", {"horizon": "100"})
+    + _cases((("igp_ucb", "IGP-UCB"), ("naive_igp_ucb", "Naive-IGP-UCB")), "coop/rbf-er", "small",
+             {"horizon": "100"})
+)
+
+
+def references() -> dict:
+    """{registered name: NumPy reference driver} gathered from the family modules."""
+    out = {}
+    for module in (numpy_loop, async_bench, duets_bench, cope_bench, coop_bench):
+        out.update(getattr(module, "SCALE_REFERENCES", {}))
+    return out
+
+
+# ------------------------------------------------------------------------------------ set-up
+def build(case: Case, horizon: Optional[int] = None):
+    """(run, params {name: float}, cfg) of a case: the experiment's curve, resolved; `horizon` replaces
+    the horizon of the cases that set one (the regret cases other than DUETS)."""
+    overrides = dict(case.overrides)
+    if horizon is not None and "horizon" in overrides:
+        overrides["horizon"] = str(horizon)
+    exp = get_experiment(case.experiment)
+    cfg = resolve_config(exp, case.size, overrides)
+    curves = build_curves(exp, cfg)
+    curve = _dis_kernel_curve(curves) if case.algorithm == "dis_kernel_ucb" else \
+        next(c for c in curves if c.name == case.curve)
+    if curve.algorithm.name != case.algorithm:
+        raise ValueError(f"{case.experiment}: curve {case.curve!r} runs {curve.algorithm.name}, not {case.algorithm}")
+    run = resolve([curve], trace=False)[0]
+    params = {k: float(v) for k, v in run.algorithm.defaults.items()}
+    if curve.grid is not None:
+        params.update({k: float(v) for k, v in dict(curve.grid)[case.point].items()})
+    return run, params, cfg
+
+
+def _dis_kernel_curve(curves) -> Curve:
+    """DisKernelUCB on the problem of Approx-DisKernelUCB's curve, with its kernel and threshold."""
+    approx = next(c for c in curves if c.algorithm.name == "approx_dis_kernel_ucb")
+    options = {k: v for k, v in approx.algorithm.options.items() if k not in ("q", "dict_capacity")}
+    return Curve("DisKernelUCB", approx.problem, Spec("dis_kernel_ucb", options))
+
+
+def units_per_seed(run) -> int:
+    """Agent-steps of one run (an agent-step: one acting agent at one step), or 1 for a trial."""
+    if isinstance(run.algorithm, Trial):
+        return 1
+    spec = run.problem.spec
+    return spec.horizon * (1 if spec.one_active else spec.num_agents)
+
+
+# ------------------------------------------------------------------------------------ measuring
+def numpy_rate(fn, run, params, cfg, threads) -> dict:
+    """Units per second of the NumPy reference on seeds 0, 1, ... until NUMPY_MIN_SECONDS have passed
+    (at most NUMPY_MAX_SEEDS seeds)."""
+    units = seconds = 0.0
+    seeds = 0
+    with harness.BlasThreads(threads):
+        while seeds < NUMPY_MAX_SEEDS and (seeds == 0 or seconds < NUMPY_MIN_SECONDS):
+            u, s = fn(run, params, cfg, seeds)
+            units, seconds, seeds = units + u, seconds + s, seeds + 1
+    return dict(seeds=seeds, seconds=seconds, units_per_second=units / seconds, note=getattr(fn, "note", ""))
+
+
+def jax_row(run, params, cfg, seeds: int) -> dict:
+    """One compiled call over `seeds` seeds: compile and run seconds, peak MB, units per second."""
+    batched = {k: np.full(seeds, v) for k, v in params.items()}
+    with harness.PeakMemory() as mem:
+        if isinstance(run.algorithm, Trial):
+            out = run_trials(run.problem, run.algorithm, range(seeds), batched, compiled_cache={})
+        else:
+            out = run_batch(run.problem, run.algorithm, range(seeds), batched, first_segment=cfg["first_segment"],
+                            compiled_cache={})
+    return dict(runs=seeds, seeds=seeds, compile_seconds=out.compile_seconds, run_seconds=out.run_seconds,
+                peak_mb=mem.peak_delta / MB, units_per_second=seeds * units_per_seed(run) / out.run_seconds,
+                errors=int(np.count_nonzero(out.errors)))
+
+
+def step_roofline(run, ceilings: dict) -> Optional[dict]:
+    """XLA's flops and bytes per agent-step of the run's step at final capacity (None for a trial)."""
+    if isinstance(run.algorithm, Trial):
+        return None
+    cost = step_cost.step_cost(run.problem, run.algorithm)
+    spec = run.problem.spec
+    per_unit = spec.num_agents / (1 if spec.one_active else spec.num_agents)  # step_cost divides by N
+    cost = {k: v * per_unit for k, v in cost.items()}
+    seconds = max(cost["flops"] / ceilings["matmul_flops"], cost["bytes"] / ceilings["memory_bandwidth"])
+    return dict(cost, roofline_seconds=seconds, bound="flops" if seconds == cost["flops"] / ceilings["matmul_flops"]
+                else "bytes")
+
+
+def bench_case(case: Case, args, ceilings: dict, skip_reason, reference) -> dict:
+    run, params, cfg = build(case, args.scale_horizon)
+    unit = "trials" if isinstance(run.algorithm, Trial) else "agent-steps"
+    numpy = numpy_rate(reference, run, params, cfg, args.numpy_threads) if reference else None
+    if numpy:
+        log(f"[scale] {case.algorithm}: NumPy {numpy['units_per_second']:.4g} {unit}/s ({numpy['seeds']} seed(s))")
+    roof = step_roofline(run, ceilings)
+    budget = types.SimpleNamespace(budget_seconds=args.scale_budget_seconds)
+
+    def measure(seeds):
+        row = jax_row(run, params, cfg, seeds)
+        row["ratio"] = row["units_per_second"] / numpy["units_per_second"] if numpy else None
+        row["fraction"] = row["units_per_second"] * roof["roofline_seconds"] if roof else None
+        log(f"[scale] {case.algorithm} S = {seeds}: compile {row['compile_seconds']:.1f} s, run "
+            f"{row['run_seconds']:.2f} s, {row['units_per_second']:.4g} {unit}/s"
+            + (f", x{row['ratio']:.1f} NumPy" if numpy else ""))
+        return row
+
+    rows = harness.seed_rows("scale", case.algorithm, args.seed_counts, budget, skip_reason, measure)
+    spec = None if isinstance(run.algorithm, Trial) else run.problem.spec._asdict()
+    state_mb = None if spec is None else run_bytes(run.problem, run.algorithm, cfg) / MB
+    return dict(algorithm=case.algorithm, experiment=case.experiment, size=case.size, overrides=case.overrides,
+                curve=case.curve, point=case.point, unit=unit, spec=spec, run_state_mb=state_mb,
+                numpy=numpy, roofline=roof, rows=rows, targets=targets(rows, numpy, roof))
+
+
+def targets(rows: list, numpy, roof) -> dict:
+    """{target: "met ..." / "MISSED ..." / "n/a ..."} of one algorithm's measured rows."""
+    measured = {r["seeds"]: r for r in rows if not r.get("skipped")}
+    out = {}
+    r100 = measured.get(100)
+    if numpy is None:
+        out["ratio"] = "n/a: no NumPy reference"
+    elif r100 is None:
+        out["ratio"] = "n/a: S = 100 not measured"
+    else:
+        out["ratio"] = f"{'met' if r100['ratio'] >= RATIO_TARGET else 'MISSED'} x{r100['ratio']:.1f}"
+    fractions = [r["fraction"] for r in measured.values() if r.get("fraction") is not None]
+    out["fraction"] = (f"{'met' if max(fractions) >= FRACTION_TARGET else 'MISSED'} {max(fractions):.1%}"
+                       if fractions else "n/a: a trial (no step)" if roof is None else "n/a: nothing measured")
+    if 1 in measured and len(measured) > 1:
+        worst = min(r["units_per_second"] for s, r in measured.items() if s > 1) / measured[1]["units_per_second"]
+        out["flat"] = f"{'met' if worst >= FLAT_TOLERANCE else 'MISSED'} worst S>1 / S=1 = {worst:.2f}"
+    else:
+        out["flat"] = "n/a: one S measured"
+    return out
+
+
+def run_section(args, ceilings: dict, skip_reason) -> list | None:
+    if not harness.selected(args, NAMES):
+        return None
+    refs = references()
+    wanted = args.scale_algorithms
+    cases = [c for c in CASES if not wanted or c.algorithm in wanted]
+    results = []
+    for case in cases:
+        log(f"[scale] {case.algorithm}: {case.experiment} ({case.size}) {case.curve}"
+            + (f" [{case.point}]" if case.point else ""))
+        start = time.perf_counter()
+        results.append(bench_case(case, args, ceilings, skip_reason, refs.get(case.algorithm)))
+        log(f"[scale] {case.algorithm}: {time.perf_counter() - start:.0f} s")
+    return results
+
+
+# ------------------------------------------------------------------------------------ report
+def table(results: list) -> str:
+    head = ("algorithm", "S", "compile s", "run s", "peak MB", "units/s", "NumPy units/s", "ratio", "roofline",
+            "note")
+    lines = []
+    for res in results:
+        numpy = res["numpy"]
+        for r in res["rows"]:
+            unit = "trial" if res["unit"] == "trials" else "a-s"
+            if r.get("skipped"):
+                lines.append([res["algorithm"], str(r["seeds"])] + ["-"] * 7 + [r["note"]])
+                continue
+            lines.append([res["algorithm"], str(r["seeds"]), f"{r['compile_seconds']:.1f}", f"{r['run_seconds']:.2f}",
+                          f"{r['peak_mb']:.0f}", f"{r['units_per_second']:.4g} {unit}",
+                          "-" if numpy is None else f"{numpy['units_per_second']:.4g}",
+                          "-" if r["ratio"] is None else f"{r['ratio']:.1f}",
+                          "-" if r["fraction"] is None else f"{r['fraction']:.1%}",
+                          (numpy or {}).get("note", "") + (f" errors in {r['errors']} runs" if r["errors"] else "")])
+    out = harness.aligned(head, lines)
+    out.append("")
+    out.append("targets (measured, not asserted): ratio >= 10 at S = 100 | roofline >= 30% | throughput flat in S")
+    for res in results:
+        t = res["targets"]
+        out.append(f"  {res['algorithm']}: {t['ratio']} | {t['fraction']} | {t['flat']}")
+    return "\n".join(out)
