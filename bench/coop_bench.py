@@ -21,6 +21,10 @@ exists: Eager-KernelUCB with storage "feature", embedding "common_lag", r_max = 
 trial; a feature-storage round costs the same at every t (a ring of ring_rounds prefix sums and
 one (r_max d) x (r_max d) system per agent), so T = 500 costs 500 times the round. It runs when
 Eager-KernelUCB is selected.
+
+SCALE_REFERENCES ({registered name: fn(run, params, cfg, seed) -> (T V, seconds)}) serves the scale
+section (bench.scale): one run of the method's NumPy loop (exact, dual storage) on the seed's arrays
+and tie uniforms, drawn before the clock starts; fn.note says where the JAX storage differs.
 """
 from __future__ import annotations
 
@@ -56,26 +60,109 @@ SCALE_SEEDS = 2
 PAPER_HORIZON = 500
 
 
+def reference_inputs(problem, seed: int, stream: int = 0, base_key: int = 0) -> tuple:
+    """(arrays, U) of one seed as the runner draws them: `coop_arrays` (X [T, V, K, d], Y and fbar
+    [T, V, K], the graph arrays) and the tie-break uniforms U [T, V, K] of the algorithm key of `stream`."""
+    V, K, T = problem.spec.num_agents, problem.spec.num_arms, problem.spec.horizon
+    key = runner.problem_and_algorithm_keys(runner.seed_key(seed, base_key))[1]
+    return coop_arrays(problem, seed, T, base_key), coop_kernel.tie_uniforms(runner.stream_key(key, stream), V, K, T)
+
+
+def timed_reference(fn, arrays: dict, U, **options) -> tuple:
+    """(the loop's outputs, seconds) of one call fn(X, Y, fbar, U, graph arrays, **options)."""
+    start = time.perf_counter()
+    out = fn(arrays["X"], arrays["Y"], arrays["fbar"], U, arrays, **options)
+    return out, time.perf_counter() - start
+
+
 def numpy_reference(name: str, problem, threads: int) -> tuple:
     """(summary, regret [NUMPY_SEEDS, T, V]) of the NumPy loop on seeds 0..NUMPY_SEEDS-1.
 
     The arrays and uniforms are drawn before the clock starts: only the loop itself is timed.
     """
     fn = CONFIG[name][1]
-    V, K, T = problem.spec.num_agents, problem.spec.num_arms, problem.spec.horizon
-    keys = [runner.problem_and_algorithm_keys(runner.seed_key(seed))[1] for seed in range(NUMPY_SEEDS)]
-    inputs = [(coop_arrays(problem, seed, T), coop_kernel.tie_uniforms(key, V, K, T))
-              for seed, key in enumerate(keys)]
-    regrets = []
+    inputs = [reference_inputs(problem, seed) for seed in range(NUMPY_SEEDS)]
+    regrets, seconds = [], 0.0
     with harness.BlasThreads(threads) as blas:
-        start = time.perf_counter()
         for arrays, U in inputs:
-            regrets.append(fn(arrays["X"], arrays["Y"], arrays["fbar"], U, arrays)["regret"])
-        seconds = (time.perf_counter() - start) / NUMPY_SEEDS
+            out, spent = timed_reference(fn, arrays, U)
+            regrets.append(out["regret"])
+            seconds += spent
+    seconds /= NUMPY_SEEDS
     regret = np.stack(regrets)
     summary = dict(seeds=NUMPY_SEEDS, seconds=seconds, runs_per_second=1.0 / seconds, blas_threads=blas.threads,
                    final_regret_mean=float(regret.sum(axis=1).mean()))
     return summary, regret
+
+
+# ----------------------------------------------------------------------------- scale section
+# registered name -> (its NumPy loop, the hyper-parameters it takes); ind_kernel_ucb picks its loop by kernel
+SCALE_LOOPS = {
+    "oful": (coop_kernel_np.oful_np, ("lam", "R", "S", "delta")),
+    "naive_linucb": (coop_kernel_np.naive_linucb_np, ("lam", "eta")),
+    "coop_kernel_ucb": (coop_kernel_np.coop_kernel_ucb_np, ("lam", "eta", "sigma_z")),
+    "eager_kernel_ucb": (coop_kernel_np.eager_kernel_ucb_np, ("lam", "eta", "sigma_z")),
+    "dist_kernel_ucb_coop": (coop_kernel_np.dist_kernel_ucb_np, ("lam", "eta", "sigma_z")),
+    "igp_ucb": (coop_kernel_np.igp_ucb_np, ("lam", "B", "R", "delta")),
+    "naive_igp_ucb": (coop_kernel_np.naive_igp_ucb_np, ("lam", "B", "R", "delta")),
+}
+COOPERATIVE = ("coop_kernel_ucb", "eager_kernel_ucb", "dist_kernel_ucb_coop")
+PRIMAL = ("oful", "naive_linucb")  # the loops with no kernel option (linear, primal)
+DEFAULT_KERNEL = {"ind_kernel_ucb": "rbf", "igp_ucb": "rbf", "naive_igp_ucb": "rbf"}  # the others: linear
+
+
+def scale_call(name: str, options: dict, params: dict) -> tuple:
+    """(loop, its keyword options, note) of registered `name` at the algorithm's static `options`
+    and hyper-parameter values `params`: the loop closest to that configuration, and what differs
+    ("" when nothing does)."""
+    kernel = options.get("kernel", DEFAULT_KERNEL.get(name, "linear"))
+    if name == "ind_kernel_ucb":
+        fn = coop_kernel_np.linucb_np if kernel == "linear" else coop_kernel_np.kernel_ucb_np
+        names = ("lam", "eta")
+    else:
+        fn, names = SCALE_LOOPS[name]
+    kwargs = {k: float(params[k]) for k in names}
+    if name not in PRIMAL and not (name == "ind_kernel_ucb" and kernel == "linear"):
+        kwargs.update(kernel=kernel, sigma_x=float(params.get("lengthscale", 1.0)))
+    if name in COOPERATIVE:
+        embedding = options.get("embedding", "current")
+        kwargs.update(mmd_squared=options.get("mmd", "unsquared") == "squared",
+                      embedding="current" if embedding == "common_lag" else embedding)
+        if name == "dist_kernel_ucb_coop":
+            kwargs["dist_mimic"] = options.get("dist_mimic", "centre_model")
+    return fn, kwargs, scale_note(name, kernel, options)
+
+
+def scale_note(name: str, kernel: str, options: dict) -> str:
+    """What the exact dual NumPy loop does differently from the JAX storage `options` names ("" if nothing)."""
+    if options.get("storage", "dual") != "feature":
+        return ""
+    notes = []
+    if name in COOPERATIVE:
+        lag = ", common lag" if options.get("embedding") == "common_lag" else ""
+        notes.append(f"exact K_hat_z per source (JAX: rank {options.get('r_max', 16)}{lag})")
+    if kernel == "rbf":
+        notes.append(f"exact RBF (JAX: {options.get('landmarks', 64)} Nystrom landmarks)")
+    return "dual loop, " + "; ".join(notes) if notes else ""
+
+
+def _scale_adapter(name: str):
+    """The scale section's reference of `name`: fn(run, params, cfg, seed) -> (T V, seconds) of ONE
+    run of its NumPy loop on the seed's arrays and tie uniforms, drawn before the clock starts.
+    Each call sets fn.note to what differs at that run's configuration."""
+    def fn(run, params, cfg, seed):
+        loop, kwargs, fn.note = scale_call(name, dict(run.curve.algorithm.options), params)
+        arrays, U = reference_inputs(run.problem, seed, run.algorithm.stream, int(cfg.get("base_key", 0)))
+        _, seconds = timed_reference(loop, arrays, U, **kwargs)
+        spec = run.problem.spec
+        return spec.horizon * (1 if spec.one_active else spec.num_agents), seconds
+
+    fn.__name__ = f"scale_{name}"
+    fn.note = ""
+    return fn
+
+
+SCALE_REFERENCES = {name: _scale_adapter(name) for name in ("ind_kernel_ucb",) + tuple(SCALE_LOOPS)}
 
 
 def jax_row(name: str, problem, alg, seeds: int, numpy_rate: float, numpy_regret) -> dict:

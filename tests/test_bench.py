@@ -276,3 +276,24 @@ def test_step_cost_counts_the_step_and_its_roofline():
     assert costs[1]["flops"] > 4 * costs[0]["flops"]  # more than linear in d: the d x d update and solve
     assert step_cost.roofline_rate({"flops": 2e9, "bytes": 1e9}, 1e12, 1e11) == pytest.approx(100.0)  # bytes bound
     assert step_cost.roofline_rate({"flops": 2e9, "bytes": 1e9}, 1e12, 1e13) == pytest.approx(500.0)  # flops bound
+
+
+def test_cope_and_coop_scale_references_time_one_seed():
+    """The CoPE-KB and Coop NumPy references of the scale section (tiny configurations built by
+    hand, so that no world table compiles): every name registered, one seed timed, and the note
+    saying where the JAX storage differs."""
+    from bandits_jax.algorithms import ALGORITHMS, make_algorithm
+    from bandits_jax.curves import Curve, Run, Spec, resolve
+    from bench import coop_bench, cope_bench
+
+    assert set(cope_bench.SCALE_REFERENCES) | set(coop_bench.SCALE_REFERENCES) <= set(ALGORITHMS)
+    fb = Spec("ind_uniform_fb", {"xi": 1e-10})
+    trial = Run(Curve("IndUniformFB", Spec("cope-kb", {"case": "rank2", "gap": 0.02}), fb), None,
+                make_algorithm(fb.name, **fb.options))
+    assert cope_bench.SCALE_REFERENCES[fb.name](trial, {"budget": 7000.0, "xi": 1e-10}, {}, 0)[1] > 0
+    world = Spec("coop-linear", dict(num_agents=4, num_arms=3, dim=2, horizon=3, p=0.5))
+    eager = Spec("eager_kernel_ucb", dict(storage="feature", embedding="common_lag", r_max=4, ring_rounds=4))
+    run = resolve([Curve("Eager-KernelUCB", world, eager)], trace=False)[0]
+    fn = coop_bench.SCALE_REFERENCES[eager.name]
+    units, seconds = fn(run, {k: float(v) for k, v in run.algorithm.defaults.items()}, {}, 0)
+    assert units == 3 * 4 and seconds > 0 and "common lag" in fn.note
