@@ -22,6 +22,10 @@ Each row (algorithm, S) reports:
       seconds per run on the prefix). The ratio is for T_np only; the cost per step of all three
       algorithms grows with t, so it says nothing exact about T.
 
+The same references serve the scale section (SCALE_REFERENCES, bench/numpy_loop.py): for every
+registered algorithm of this family (LOOPS: the three above, DisKernelUCB, NKernelUCB, FedGLB-UCB,
+DisLinUCB, FedLinUCB), one seed of the loop at the scale run's own configuration and hyper-parameters.
+
 The prefix run comes first; a full-horizon run whose estimate (prefix run seconds x the ratio of
 the rough model "sum over segments of steps x C^2") exceeds --budget-seconds is skipped, with the
 prefix columns and the ratio still reported.
@@ -45,8 +49,6 @@ import dataclasses
 import inspect
 import time
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from bandits_jax import runner
@@ -56,6 +58,7 @@ from bandits_jax.runner import cumulative_regret, run_batch
 
 from . import harness
 from .harness import log
+from .numpy_loop import Prepared, agent_regret, clocked, environment_arrays, timed_reference
 from .reference import approx_glb_np, async_kernel_np, dis_kernel_np
 
 EXPERIMENT = "async/synthetic-f1"
@@ -72,12 +75,19 @@ QUICK = dict(horizon=50, num_agents=4, numpy_horizon=50, first_segment=25)  # tw
 QUICK_SEEDS = (1,)
 MB = float(1 << 20)
 
-REFERENCES = {
-    "Async-KernelUCB": async_kernel_np.async_kernel_ucb_np,
-    "Approx-DisKernelUCB": approx_glb_np.approx_dis_kernel_ucb_np,
-    "OneKernelUCB": dis_kernel_np.one_kernel_ucb_np,
+LOOPS = {  # registered name: its NumPy reference loop (also the scale section's, SCALE_REFERENCES)
+    "async_kernel_ucb": async_kernel_np.async_kernel_ucb_np,
+    "approx_dis_kernel_ucb": approx_glb_np.approx_dis_kernel_ucb_np,
+    "dis_kernel_ucb": dis_kernel_np.dis_kernel_ucb_np,
+    "one_kernel_ucb": dis_kernel_np.one_kernel_ucb_np,
+    "n_kernel_ucb": dis_kernel_np.n_kernel_ucb_np,
+    "fed_glb_ucb": approx_glb_np.fed_glb_ucb_np,
+    "dis_lin_ucb": dis_kernel_np.dis_lin_ucb_np,
+    "fed_lin_ucb": dis_kernel_np.fed_lin_ucb_np,
 }
-NEEDS_RLS = {"Async-KernelUCB", "Approx-DisKernelUCB"}
+NEEDS_RLS = {"async_kernel_ucb", "approx_dis_kernel_ucb"}
+REFERENCES = {"Async-KernelUCB": "async_kernel_ucb", "Approx-DisKernelUCB": "approx_dis_kernel_ucb",
+              "OneKernelUCB": "one_kernel_ucb"}  # section row: registered name
 
 
 # ------------------------------------------------------------------------------------ configuration
@@ -123,49 +133,52 @@ class CapacityCase:
 
 
 # ------------------------------------------------------------------------------------ NumPy prefix
-def environment_arrays(problem, seed: int, horizon: int):
-    """The first `horizon` steps of seed `seed` as run_batch draws them (same keys), float64:
-    contexts [T, K, d], means [T, K], rewards [T, K] (shared by all clients), arrivals [T]."""
-    with runner.precision_scope("float64"):
-        pk, ak = runner.problem_and_algorithm_keys(runner.seed_key(seed))
-        inst = problem.init(runner.init_keys(pk, ak)[0])
-
-        def one(t):
-            k_ctx, k_rew, k_act = runner.problem_step_keys(pk, t)
-            ctx = problem.contexts(inst, t, k_ctx)
-            means = problem.mean_reward(inst, t, ctx)
-            rew = problem.sample_rewards(inst, means, k_rew)
-            act = problem.active(inst, t, k_act)
-            i = jnp.argmax(act)
-            return ctx[i], means[i], rew[i], i
-
-        ctx, means, rew, arrivals = jax.device_get(jax.jit(jax.vmap(one))(jnp.arange(horizon)))
-    return (np.asarray(ctx, np.float64), np.asarray(means, np.float64), np.asarray(rew, np.float64),
-            np.asarray(arrivals, np.int64))
-
-
-def numpy_prefix(name: str, alg, problem, horizon: int, threads) -> dict:
-    """The NumPy reference of `name` on the first `horizon` steps of seed 0: seconds, regret."""
-    ctx, means, rew, arrivals = environment_arrays(problem, 0, horizon)
+def prepare_reference(name: str, problem, params: dict, options: dict, seed: int, horizon: int = None) -> Prepared:
+    """Registered algorithm `name`'s NumPy reference (LOOPS) on the first `horizon` steps (default:
+    all) of seed `seed`, fed that seed's environment as the runner draws it (`environment_arrays`:
+    the acting client's A_t, shared by every client as a view [T, N, K, d]) with tie noise [T, N, K]
+    and RLS uniforms [T, T] from default_rng(seed). The reference gets the entries of `params` and
+    `options` that its signature names (e.g. trigger_count, max_iters)."""
+    ctx, means, rew, arrivals = environment_arrays(problem, seed, horizon)
     N = problem.spec.num_agents
     T, K, d = ctx.shape
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(seed)
     contexts = np.broadcast_to(ctx[:, None], (T, N, K, d))  # the same A_t for every client (a view)
     rewards = np.broadcast_to(rew[:, None], (T, N, K))
     tie_noise = np.broadcast_to(rng.uniform(size=(T, 1, K)), (T, N, K))
-    ref = REFERENCES[name]
-    params = inspect.signature(ref).parameters
-    hp = {k: float(v) for k, v in alg.defaults.items() if k in params}
+    ref = LOOPS[name]
+    accepted = inspect.signature(ref).parameters
+    kw = {k: v for k, v in options.items() if k in accepted}
+    kw.update({k: float(v) for k, v in params.items() if k in accepted})
     call = (arrivals, contexts, rewards, tie_noise)
     if name in NEEDS_RLS:
         call += (rng.uniform(size=(T, T)),)  # RLS draws of up to T buffered / pooled points a step
+    return Prepared(lambda: ref(*call, **kw), lambda out: agent_regret(means, np.asarray(out["actions"])))
+
+
+def numpy_prefix(name: str, alg, problem, horizon: int, threads) -> dict:
+    """The NumPy reference of section row `name` on the first `horizon` steps of seed 0: seconds, regret."""
+    ready = prepare_reference(REFERENCES[name], problem, alg.defaults, {}, 0, horizon)
+    accepted = inspect.signature(LOOPS[REFERENCES[name]]).parameters
+    hp = {k: float(v) for k, v in alg.defaults.items() if k in accepted}
     with harness.BlasThreads(threads) as blas:
-        t0 = time.perf_counter()
-        out = ref(*call, **hp)
-        seconds = time.perf_counter() - t0
-    actions = np.asarray(out["actions"])
-    regret = float(np.sum(means.max(1) - means[np.arange(T), actions]))
-    return dict(horizon=T, seconds=seconds, regret=regret, blas_threads=blas.threads, hparams=hp)
+        out = clocked(ready)
+    return dict(horizon=horizon, seconds=out["seconds"], regret=out["loss"], blas_threads=blas.threads, hparams=hp)
+
+
+def _scale_prepare(name: str):
+    """The scale adapter's prepare of registered `name` (the kernel references use the rbf kernel)."""
+
+    def prepare(run, params, cfg, seed):
+        kernel = run.curve.algorithm.options.get("kernel", "rbf")
+        if kernel != "rbf":
+            raise ValueError(f"{run.curve.name}: the NumPy reference of {name} has the rbf kernel only, not {kernel!r}")
+        return prepare_reference(name, run.problem, params, run.curve.algorithm.options, seed)
+
+    return prepare
+
+
+SCALE_REFERENCES = {name: timed_reference(_scale_prepare(name)) for name in LOOPS}
 
 
 # ------------------------------------------------------------------------------------ JAX runs

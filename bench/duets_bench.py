@@ -11,23 +11,27 @@ threads. The last row per algorithm runs the beta grid of the experiment ({0.2, 
 S seeds in the same single call. A row whose run time or memory, extrapolated linearly from the last
 row measured, would exceed --budget-seconds or the available memory is skipped with the reason in
 the table (bench.__main__.skip_reason).
+
+SCALE_REFERENCES (the scale section, bench/numpy_loop.py) time the same loops, and those of
+DUETS-authors (duets_authors_np) and Approx-DisKernelUCB, on one seed of a scale run's configuration.
 """
 from __future__ import annotations
 
 import time
 
-import jax
 import numpy as np
 
+from bandits_jax import runner
+from bandits_jax.curves import resolve
 from bandits_jax.experiments import duets as duets_exp
-from bandits_jax.experiments.registry import build_runs, resolve_config
+from bandits_jax.experiments.registry import build_curves, resolve_config
 from bandits_jax.experiments.catalog import get_experiment
-from bandits_jax.problems.candidates import FUNCTIONS
 from bandits_jax.runner import run_batch
 
 from . import harness
 from .harness import log
-from .reference import duets_np
+from .numpy_loop import Prepared, clocked, environment_arrays, static_options, timed_reference
+from .reference import duets_authors_np, duets_np
 
 EXPERIMENT = "duets/h1"
 NAMES = ("DUETS", "DisKernelUCB-duets")
@@ -37,34 +41,82 @@ QUICK = dict(horizon=14, num_agents=3, num_candidates=200)
 QUICK_SEEDS = (1, 4)
 
 
+CURVES = {"DUETS": "DUETS", "DisKernelUCB-duets": "DisKernelUCB"}  # section row: the experiment's curve
+
+
 def build(args):
-    """(problem, {row name: algorithm}, config) of duets/h1 at the paper (or quick) size, beta = 1."""
+    """(problem, {row name: resolved Run}, config) of duets/h1 at the paper (or quick) size, beta = 1."""
     exp = get_experiment(EXPERIMENT)
     cfg = resolve_config(exp, "paper", QUICK if args.quick else {})
-    runs = build_runs(exp, cfg)
-    problem = runs[0][0]
-    algs = {a.name: a for _, a, _ in runs}
-    return problem, {"DUETS": algs["DUETS"], "DisKernelUCB-duets": algs["DisKernelUCB"]}, cfg
+    runs = {r.curve.name: r for r in resolve(build_curves(exp, cfg))}
+    return runs["DUETS"].problem, {row: runs[curve] for row, curve in CURVES.items()}, cfg
 
 
-def numpy_reference(name: str, problem, cfg, threads) -> dict:
-    """Seconds of one run of the NumPy loop on the same candidates (its own draws) and its regret."""
-    inst = problem.init(jax.random.PRNGKey(0))
-    X, f = np.asarray(inst["X"], np.float64), np.asarray(inst["f"], np.float64)
-    T, N, M = cfg["horizon"], cfg["num_agents"], X.shape[0]
-    ls = FUNCTIONS["h1"][3]
-    rng = np.random.default_rng(0)
-    draws = duets_np.draws(rng, T, N, M, cfg["first_epoch"])
-    common = dict(beta=1.0, lam=cfg["lam"], lengthscale=ls, noise_std=cfg["noise_std"])
+def candidates_of(problem, seed: int):
+    """(X [M, d], f [M]) float64: the candidate set and its values of seed `seed`'s instance."""
+    with runner.precision_scope("float64"):
+        pk, ak = runner.problem_and_algorithm_keys(runner.seed_key(seed))
+        inst = problem.init(runner.init_keys(pk, ak)[0])
+    return np.asarray(inst["X"], np.float64), np.asarray(inst["f"], np.float64)
+
+
+def authors_draws(rng, T: int, N: int, T1: int) -> dict:
+    """duets_authors_np's uniforms: u_query per started epoch [N, T_j] (the ceil schedule, nominal T_j)
+    and u_keep per completed epoch [N T_j]."""
+    nominal, _ = duets_authors_np.epoch_lengths_ceil(T, T1)
+    return {"u_query": [rng.random((N, Tj)) for Tj in nominal],
+            "u_keep": [rng.random(N * Tj) for Tj in nominal[:-1]]}
+
+
+def prepare_reference(run, params: dict, cfg: dict, seed: int) -> Prepared:
+    """One seed of the NumPy loop of the run's algorithm (LOOP_NAMES) at its configuration: the candidates
+    of seed `seed`, its noise eps [T, N, M] = (rewards - f) / noise_std as the runner draws the rewards,
+    and the loop's uniforms from default_rng(seed)."""
+    name, problem = run.curve.algorithm.name, run.problem
+    o = static_options(run)
+    X, f = candidates_of(problem, seed)
+    _, means, rewards, _ = environment_arrays(problem, seed, every_agent=True)
+    noise_std = float(run.curve.problem.options.get("noise_std", cfg["noise_std"]))
+    eps = (rewards - means) / noise_std if noise_std > 0 else np.zeros_like(rewards)
+    T, N, M = eps.shape
+    rng = np.random.default_rng(seed)
+    common = dict(lam=params["lam"], lengthscale=params["lengthscale"], noise_std=noise_std)
+    if name == "duets":
+        dr = duets_np.draws(rng, T, N, M, o["first_epoch"])
+        call = lambda: duets_np.duets_np(X, f, eps, dr["u_query"], dr["u_keep"], dr["u_empty"], T1=o["first_epoch"],
+                                         p0=params["p0"], beta=params["beta"], **common)
+    elif name == "duets_authors":
+        dr = authors_draws(rng, T, N, o["first_epoch"])
+        call = lambda: duets_authors_np.duets_authors_np(X, f, eps, dr["u_query"], dr["u_keep"], T1=o["first_epoch"],
+                                                         p_log=params["p_log"], beta=params["beta"], **common)
+    elif name == "dis_kernel_ucb_duets":
+        u_first = rng.random(N)
+        call = lambda: duets_np.dis_kernel_ucb_np(X, f, eps, u_first, beta=params["alpha"], D=params["threshold"],
+                                                  **common)
+    elif name == "approx_dis_kernel_ucb_duets":
+        per_candidate = o["storage"] == "candidates"
+        u_uniform, u_incl = rng.random((T, N)), rng.random((T, N, M if per_candidate else T))
+        forced = None if o["forced_sync"] is None or o["forced_sync"] < 0 else int(o["forced_sync"])
+        call = lambda: duets_np.approx_dis_kernel_ucb_np(
+            X, f, eps, u_uniform, u_incl, beta=params["alpha"], D=params["threshold"], q_bar=params["q"],
+            forced_first_sync=forced, per_candidate=per_candidate, **common)
+    else:
+        raise ValueError(f"{run.curve.name}: no NumPy DUETS-family loop for {name!r}")
+    return Prepared(call, lambda out: float(out["regret"].sum()))
+
+
+def numpy_reference(run, cfg: dict, threads) -> dict:
+    """Seconds of one run of the NumPy loop of a section row (seed 0, the algorithm's defaults) and its regret."""
+    params = {k: float(v) for k, v in run.algorithm.defaults.items()}
+    ready = prepare_reference(run, params, cfg, 0)
     with harness.BlasThreads(threads):
-        start = time.perf_counter()
-        if name == "DUETS":
-            out = duets_np.duets_np(X, f, draws["eps"], draws["u_query"], draws["u_keep"], draws["u_empty"],
-                                    T1=cfg["first_epoch"], p0=cfg["p0"], **common)
-        else:
-            out = duets_np.dis_kernel_ucb_np(X, f, draws["eps"], draws["u_first"], D=cfg["dis_D"], **common)
-        seconds = time.perf_counter() - start
-    return dict(seconds=seconds, regret=float(out["regret"].sum()), agent_steps_per_second=N * T / seconds)
+        out = clocked(ready)
+    N, T = run.problem.spec.num_agents, run.problem.spec.horizon
+    return dict(seconds=out["seconds"], regret=out["loss"], agent_steps_per_second=N * T / out["seconds"])
+
+
+SCALE_REFERENCES = {name: timed_reference(prepare_reference)
+                    for name in ("duets", "duets_authors", "dis_kernel_ucb_duets", "approx_dis_kernel_ucb_duets")}
 
 
 def jax_row(name, alg, problem, cfg, seeds: int, grid, numpy_rate) -> dict:
@@ -84,12 +136,12 @@ def jax_row(name, alg, problem, cfg, seeds: int, grid, numpy_rate) -> dict:
                 ratio=rate / numpy_rate, final_regret_mean=float(np.asarray(out.regret).sum(axis=(1, 2)).mean()))
 
 
-def bench_algorithm(name, alg, problem, cfg, args, seed_counts, skip_reason) -> dict:
+def bench_algorithm(name, run, problem, cfg, args, seed_counts, skip_reason) -> dict:
     """The NumPy loop, then one row per S and the beta-grid row; `skip_reason` (bench.__main__'s rule:
     time over the budget, or memory over the available, both extrapolated from the last row measured,
     in runs) decides which rows are skipped."""
     log(f"[duets] {name}: NumPy reference loop ...")
-    ref = numpy_reference(name, problem, cfg, args.numpy_threads)
+    ref = numpy_reference(run, cfg, args.numpy_threads)
     rows, last = [], None
     for seeds, grid in [(s, False) for s in seed_counts] + [(seed_counts[-1], True)]:
         runs = seeds * (len(duets_exp._betas(cfg)) if grid else 1)
@@ -98,7 +150,7 @@ def bench_algorithm(name, alg, problem, cfg, args, seed_counts, skip_reason) -> 
                                      skip_reason):
             continue
         log(f"[duets] {name}: {runs} runs in one call ...")
-        last = jax_row(name, alg, problem, cfg, seeds, grid, ref["agent_steps_per_second"])
+        last = jax_row(name, run.algorithm, problem, cfg, seeds, grid, ref["agent_steps_per_second"])
         rows.append(last)
     return dict(algorithm=name, numpy=ref, rows=rows)
 
@@ -107,10 +159,10 @@ def run_section(args, skip_reason) -> dict | None:
     names = harness.selected(args, NAMES)
     if not names:
         return None
-    problem, algs, cfg = build(args)
+    problem, runs, cfg = build(args)
     seed_counts = args.seed_counts if args.seeds else list(QUICK_SEEDS if args.quick else FULL_SEEDS)
     t0 = time.perf_counter()
-    results = [bench_algorithm(n, algs[n], problem, cfg, args, seed_counts, skip_reason) for n in names]
+    results = [bench_algorithm(n, runs[n], problem, cfg, args, seed_counts, skip_reason) for n in names]
     return dict(experiment=EXPERIMENT, spec=problem.spec._asdict(), seed_counts=seed_counts,
                 results=results, total_seconds=time.perf_counter() - t0)
 
@@ -127,5 +179,5 @@ def table(section: dict) -> str:
     for res in section["results"]:
         ref = res["numpy"]
         out.append(f"  {res['algorithm']}: NumPy loop {ref['seconds']:.2f} s a run, "
-                   f"{ref['agent_steps_per_second']:.3g} agent-steps/s (regret {ref['regret']:.1f}, its own draws)")
+                   f"{ref['agent_steps_per_second']:.3g} agent-steps/s (regret {ref['regret']:.1f}, seed 0)")
     return "\n".join(out)

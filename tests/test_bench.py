@@ -297,3 +297,19 @@ def test_cope_and_coop_scale_references_time_one_seed():
     fn = coop_bench.SCALE_REFERENCES[eager.name]
     units, seconds = fn(run, {k: float(v) for k, v in run.algorithm.defaults.items()}, {}, 0)
     assert units == 3 * 4 and seconds > 0 and "common lag" in fn.note
+
+
+def test_family_scale_references_time_one_seed():
+    """The NumPy references of the scale section's single-agent, asynchronous, DUETS and best-arm
+    families: every name registered, and one seed of three of them (a tiny horizon where the case has
+    one) gives the case's units and a positive time."""
+    from bandits_jax.algorithms import ALGORITHMS
+    from bench import async_bench, duets_bench, numpy_loop, scale
+
+    refs = {**numpy_loop.SCALE_REFERENCES, **async_bench.SCALE_REFERENCES, **duets_bench.SCALE_REFERENCES}
+    assert set(refs) <= set(ALGORITHMS) and len(refs) == 23
+    for name in ("linucb", "dis_lin_ucb", "uniform_allocation"):
+        run, params, cfg = scale.build(next(c for c in scale.CASES if c.algorithm == name), horizon=12)
+        units, seconds = refs[name](run, params, cfg, 0)
+        assert units == scale.units_per_seed(run) and seconds > 0
+        assert refs[name].note == ""
