@@ -278,6 +278,48 @@ def test_step_cost_counts_the_step_and_its_roofline():
     assert step_cost.roofline_rate({"flops": 2e9, "bytes": 1e9}, 1e12, 1e13) == pytest.approx(500.0)  # flops bound
 
 
+def test_scale_section_rows(tmp_path):
+    """The scale section on one regret algorithm and one trial: every row measured, the ratio the JAX
+    rate over the NumPy rate, the roofline fraction the rate times the step's roofline seconds, and
+    one target line per algorithm."""
+    from bench import scale
+
+    out = tmp_path / "scale.json"
+    assert main(["--quick", "--only", "scale", "--scale-algorithms", "linucb,uniform_allocation",
+                 "--seeds", "1,3", "--out", str(out)]) == 0
+    results = {r["algorithm"]: r for r in json.loads(out.read_text())["scale_section"]}
+    assert set(results) == {"linucb", "uniform_allocation"}
+    lin, trial = results["linucb"], results["uniform_allocation"]
+    assert lin["spec"]["horizon"] == scale.QUICK_HORIZON and lin["unit"] == "agent-steps"
+    assert trial["unit"] == "trials" and trial["roofline"] is None
+    for res in (lin, trial):
+        rows = res["rows"]
+        assert [r["seeds"] for r in rows] == [1, 3] and not any(r.get("skipped") for r in rows)
+        rate = res["numpy"]["units_per_second"]
+        assert rate > 0
+        for r in rows:
+            assert r["units_per_second"] == pytest.approx(r["seeds"] * (scale.QUICK_HORIZON if res is lin else 1)
+                                                          / r["run_seconds"])
+            assert r["ratio"] == pytest.approx(r["units_per_second"] / rate)
+    roof = lin["roofline"]
+    assert roof["flops"] > 0 and roof["bytes"] > 0
+    assert lin["rows"][1]["fraction"] == pytest.approx(lin["rows"][1]["units_per_second"] * roof["roofline_seconds"])
+    assert lin["targets"]["ratio"] == "n/a: S = 100 not measured"
+    assert trial["targets"]["fraction"] == "n/a: a trial (no step)"
+    assert lin["targets"]["flat"].startswith(("met", "MISSED"))
+
+
+def test_scale_cases_cover_every_registered_algorithm():
+    """One scale case per registered algorithm, each built as its experiment builds it."""
+    from bandits_jax.algorithms import ALGORITHMS
+    from bench import scale
+
+    assert sorted(c.algorithm for c in scale.CASES) == sorted(ALGORITHMS)
+    run, params, cfg = scale.build(next(c for c in scale.CASES if c.algorithm == "dis_kernel_ucb"))
+    assert run.problem.spec.one_active and params["threshold"] > 0 and cfg["horizon"] == 300
+    assert scale.units_per_seed(run) == 300
+
+
 def test_cope_and_coop_scale_references_time_one_seed():
     """The CoPE-KB and Coop NumPy references of the scale section (tiny configurations built by
     hand, so that no world table compiles): every name registered, one seed timed, and the note
