@@ -150,8 +150,10 @@ def async_synthetic(
         return jnp.broadcast_to(arms, (num_agents, num_arms, dim))
 
     def mean_reward(instance, t, ctx):
+        # every client is offered the same A_t (contexts broadcasts it): f once on [K, d], broadcast to
+        # [N, K]; on the broadcast [N, K, d] XLA computed f for every client
         del t
-        return fn(ctx @ instance["theta"].astype(ctx.dtype))
+        return jnp.broadcast_to(fn(ctx[0] @ instance["theta"].astype(ctx.dtype)), ctx.shape[:2])
 
     description = (f"{name}: f = {formula}, u = <x, theta*>, {num_arms} fresh arms uniform in the unit ball of "
                    f"d={dim}, theta* per run, noise N(0, {noise_std:g}^2), {num_agents} clients, one active per "
