@@ -255,8 +255,12 @@ def _info_lines(md: dict) -> list:
 
 
 def _summary_lines(md: dict, body: list) -> str:
-    """The summary: title, description, `body`, then the runs with errors and the notes."""
+    """The summary: title, description, the float precision the runs used (configuration `precision`,
+    where the metadata records it), `body`, then the runs with errors and the notes."""
     lines = [f"# {md.get('experiment', 'results')} ({md.get('size', '')})", "", md.get("description", ""), ""]
+    precision = md.get("config", {}).get("precision")
+    if precision:
+        lines += [f"Precision: {precision}.", ""]
     lines += body + _info_lines(md)
     if md.get("errors"):
         lines += ["", "Runs with errors (their numbers are not to be trusted):", ""]

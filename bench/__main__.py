@@ -49,7 +49,7 @@ import numpy as np
 from bandits_jax import cpu_guard
 from bandits_jax.runner import cumulative_regret, run_batch
 
-from . import async_bench, configs, coop_bench, cope_bench, duets_bench, harness, numpy_loop, scale, step_cost
+from . import async_bench, configs, coop_bench, cope_bench, duets_bench, harness, numpy_loop, precision, scale, step_cost
 from .harness import log
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "bench.json"
@@ -92,6 +92,8 @@ def parse_args(argv):
                    help=f"T of the scale section's regret cases (default theirs; quick {scale.QUICK_HORIZON})")
     p.add_argument("--scale-algorithms", default="",
                    help="comma-separated registered names: the scale section runs only these")
+    p.add_argument("--precision-horizon", type=int, default=None,
+                   help=f"T of the float32 health section (default {precision.FULL_HORIZON}; quick {precision.QUICK_HORIZON})")
     p.add_argument("--out", default=None, help="JSON path, or a directory for bench.json (default bench/results/bench.json)")
     args = p.parse_args(argv)
     try:
@@ -122,15 +124,16 @@ def parse_args(argv):
         p.error("--capacity-seeds must be a positive integer")
     if args.async_capacity_seeds is None:
         args.async_capacity_seeds = async_bench.FULL_CAPACITY_SEEDS
-    for flag in ("async_horizon", "async_agents", "async_numpy_horizon", "async_capacity_seeds", "async_sizing_horizon"):
+    for flag in ("async_horizon", "async_agents", "async_numpy_horizon", "async_capacity_seeds", "async_sizing_horizon",
+                 "precision_horizon"):
         if getattr(args, flag) is not None and getattr(args, flag) < 1:
             p.error(f"--{flag.replace('_', '-')} must be a positive integer")
     known = {c.name.lower(): c.name for c in configs.cases()}
     known.update({n.lower(): n for n in async_bench.NAMES + duets_bench.NAMES + cope_bench.NAMES + coop_bench.NAMES
-                  + step_cost.NAMES + scale.NAMES})
+                  + step_cost.NAMES + scale.NAMES + precision.NAMES})
     groups = {async_bench.GROUP: async_bench.NAMES, duets_bench.GROUP: duets_bench.NAMES,
               cope_bench.GROUP: cope_bench.NAMES, coop_bench.GROUP: coop_bench.NAMES,
-              step_cost.GROUP: step_cost.NAMES, scale.GROUP: scale.NAMES}
+              step_cost.GROUP: step_cost.NAMES, scale.GROUP: scale.NAMES, precision.GROUP: precision.NAMES}
     only = [n.strip().lower() for item in args.only for n in item.split(",") if n.strip()]
     unknown = [n for n in only if n not in known and n not in groups]
     if unknown:
@@ -401,6 +404,7 @@ def main(argv=None) -> int:
     cope_section = cope_bench.run_section(args, skip_reason)
     coop_section = coop_bench.run_section(args, skip_reason)
     scale_section = scale.run_section(args, ceilings, skip_reason)
+    precision_section = precision.run_section(args)
     total = time.perf_counter() - t_start
     # a ceiling is the best the machine did: measured again at the end, the larger value counts
     # (the fractions of the rows are rescaled to it)
@@ -449,6 +453,8 @@ def main(argv=None) -> int:
         lines += ["", step_cost.table(cost_rows), ""]
     if scale_section:
         lines += ["", scale.table(scale_section), ""]
+    if precision_section:
+        lines += ["", precision.table(precision_section), ""]
     lines.append("targets (measured, not asserted):")
     for g in goals:
         status = "n/a" if g["value"] is None else ("met" if g["met"] else "NOT met")
@@ -463,7 +469,8 @@ def main(argv=None) -> int:
                                  matmul_float64_flops_per_second=ceilings["matmul_flops"]),
                    environment=environment(), results=results, targets=goals, total_seconds=total,
                    async_section=async_section, duets_section=duets_section, cope_section=cope_section,
-                   coop_section=coop_section, scale_section=scale_section, step_cost=cost_rows, h100_peaks=step_cost.H100,
+                   coop_section=coop_section, scale_section=scale_section, precision_section=precision_section,
+                   step_cost=cost_rows, h100_peaks=step_cost.H100,
                    table=report)
     out_path.write_text(json.dumps(payload, indent=2, default=_json_default) + "\n")
     log(f"wrote {out_path}")
