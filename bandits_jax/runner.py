@@ -47,6 +47,10 @@ COMM_KEYS = ("comm_up", "comm_down", "rounds")
 # Runs under one vmap on a CPU: a larger vmap makes every step touch the state of all its runs, which
 # then no longer stays in the caches (docs/sweeps.md, "Seeds per vmap"); chunks of this size run one after another.
 CPU_VMAP_SIZE = 8
+# the runner's own error bit (algorithms use the others): a run's state held NaN at the end of a segment
+ERR_NAN_STATE = 1 << 29
+NAN_STATE_MESSAGE = ("the algorithm's state held NaN at the end of a capacity segment (a diverged training or "
+                     "factor); the run's decisions from then on are not to be trusted")
 OUTPUT_KEYS = ("regret",) + COMM_KEYS
 
 
@@ -298,8 +302,9 @@ def batched_params(algorithm, params, batch: int) -> dict:
 
 def describe_errors(algorithm: Algorithm, bits: int) -> str:
     """One line naming every set error bit of `bits` by the algorithm's message."""
-    parts = [text for bit, text in algorithm.errors.items() if bits & bit]
-    unknown = bits & ~sum(algorithm.errors)
+    known = {**algorithm.errors, ERR_NAN_STATE: NAN_STATE_MESSAGE}
+    parts = [text for bit, text in known.items() if bits & bit]
+    unknown = bits & ~sum(known)
     if unknown:
         parts.append(f"error bits {unknown:#x}")
     return f"{algorithm.name}: " + "; ".join(parts)
@@ -358,7 +363,8 @@ def _run_batch(problem, algorithm, seeds, params, base_key, first_segment, progr
                 break
             sizes = sizes._replace(demand_rows=min(2 * sizes.demand_rows, sizing.demand_limit))  # again, with room
         outputs.append(outs)
-        errors |= seg_errors
+        f_nan = compiled("nan", lambda st: jax.vmap(_has_nan)(st), state, static=(_shape_sig(state),))
+        errors |= seg_errors | np.where(np.asarray(f_nan(state)), ERR_NAN_STATE, 0)
         if stop_on_error and t1 < spec.horizon and (errors[:batch] != 0).all():
             raise ConfigError(
                 f"every run of this batch (seeds {seeds[0]}..{seeds[-1]}) failed by step {t1} of {spec.horizon}, so "
@@ -371,6 +377,13 @@ def _run_batch(problem, algorithm, seeds, params, base_key, first_segment, progr
     diagnostics = {k[len("diag/"):]: gather(k) for k in outputs[0] if k.startswith("diag/")}
     return RunOutput(gather("regret"), gather("comm_up"), gather("comm_down"), gather("rounds"), errors[:batch],
                      diagnostics, timer["compile"], timer["run"])
+
+
+def _has_nan(state) -> jax.Array:
+    """Whether any float leaf of ONE run's state holds a NaN (inf is left alone: some states use it as
+    a sentinel; a NaN is never meant)."""
+    leaves = [jnp.any(jnp.isnan(x)) for x in jax.tree_util.tree_leaves(state) if jnp.issubdtype(x.dtype, jnp.inexact)]
+    return jnp.any(jnp.stack(leaves)) if leaves else jnp.zeros((), bool)
 
 
 def _segment_runner(algorithm, step, report, compiled, timer, chunks):

@@ -276,3 +276,30 @@ def table(results: list) -> str:
         t = res["targets"]
         out.append(f"  {res['algorithm']}: {t['ratio']} | {t['fraction']} | {t['flat']}")
     return "\n".join(out)
+
+
+def markdown(results: list) -> str:
+    """One Markdown row per algorithm: units/s at each S (skipped: "-"), the NumPy rate, the ratio at
+    S = 100 (else at the largest S measured, in brackets), the best roofline fraction and the targets."""
+    seeds = sorted({r["seeds"] for res in results for r in res["rows"]})
+    head = (["algorithm", "configuration"] + [f"S = {s}" for s in seeds]
+            + ["NumPy", "x NumPy", "roofline", "compile s", "peak MB", "targets: ratio / roofline / flat"])
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for res in results:
+        measured = {r["seeds"]: r for r in res["rows"] if not r.get("skipped")}
+        rates = [f"{measured[s]['units_per_second']:.3g}" if s in measured else "-" for s in seeds]
+        top = measured.get(100) or (measured[max(measured)] if measured else None)
+        ratio = "-" if top is None or top["ratio"] is None else (
+            f"{top['ratio']:.1f}" if top["seeds"] == 100 else f"({top['ratio']:.1f} at S = {top['seeds']})")
+        fractions = [r["fraction"] for r in measured.values() if r["fraction"] is not None]
+        where = res["curve"] + (f" [{res['point']}]" if res["point"] else "")
+        unit = "trials/s" if res["unit"] == "trials" else ""
+        t = res["targets"]
+        marks = " / ".join(t[k].split(":")[0].split(" ")[0] for k in ("ratio", "fraction", "flat"))
+        lines.append("| " + " | ".join([
+            res["algorithm"], f"{res['experiment']}: {where}", *rates,
+            "-" if res["numpy"] is None else f"{res['numpy']['units_per_second']:.3g} {unit}".strip(), ratio,
+            f"{max(fractions):.0%}" if fractions else "-",
+            f"{max(r['compile_seconds'] for r in measured.values()):.0f}" if measured else "-",
+            f"{max(r['peak_mb'] for r in measured.values()):.0f}" if measured else "-", marks]) + " |")
+    return "\n".join(lines)

@@ -392,3 +392,33 @@ def test_demand_sized_buffers_give_the_numbers_of_time_sized_ones_and_rerun_an_o
     capped = run_batch(prob, growing_dictionary(limit=300), [0, 1], first_segment=256, stop_on_error=False)
     np.testing.assert_array_equal(capped.errors, [1, 1])
     np.testing.assert_array_equal(capped.comm_up[:, -1], [300.0, 300.0])
+
+
+def _diverges_for_odd_seeds():
+    """A toy learner whose state turns NaN at step 5 in the runs whose init key draws an odd number (a
+    diverged training, say): its actions stay finite, so nothing but the state shows it."""
+    from bandits_jax.core import Algorithm
+
+    def init(key, spec, params, sizes, public=None):
+        return {"w": jnp.zeros(()), "odd": jax.random.bits(key, ()) % 2 == 1}
+
+    def select(params, state, step, key):
+        return jnp.zeros(step.contexts.shape[0], jnp.int32), ()
+
+    def update(params, state, step, actions, rewards, aux, key):
+        w = jnp.where(state["odd"] & (step.t >= 5), jnp.nan, state["w"] + 1.0)
+        return {**state, "w": w}, report(rewards.dtype)
+
+    return Algorithm("diverges", {}, init, select, update)
+
+
+def test_a_state_that_turns_nan_sets_the_runners_error_bit():
+    """A run whose state holds NaN at a segment's end carries ERR_NAN_STATE, named by describe_errors;
+    the other runs carry nothing."""
+    prob, alg = toy_problem(horizon=40), _diverges_for_odd_seeds()
+    out = run_batch(prob, alg, range(8), first_segment=16, stop_on_error=False)
+    odd = (out.errors & runner.ERR_NAN_STATE) != 0
+    assert 0 < odd.sum() < 8 and np.all(out.errors[~odd] == 0)
+    assert "held NaN" in runner.describe_errors(alg, runner.ERR_NAN_STATE)
+    alone = run_batch(prob, alg, [int(s) for s in np.flatnonzero(odd)])  # a seed's bit does not depend on the batch
+    assert np.all(alone.errors == runner.ERR_NAN_STATE)
