@@ -55,7 +55,8 @@ def test_drift_of_zero_against_zero_and_of_anything_against_zero():
     assert precision.drift([3.0, 4.0], [3.0, 4.0 + 5e-3]) == pytest.approx(5e-3 / np.hypot(3, 4.005), rel=1e-12)
 
 
-@pytest.mark.parametrize("name", ["LinUCB", "KernelUCB"])  # fixed-size state; buffers grown at checkpoints
+@pytest.mark.parametrize("name", ["LinUCB", pytest.param("KernelUCB", marks=pytest.mark.slow)])  # fixed-size state;
+# buffers grown at checkpoints (KernelUCB under -m slow: the default suite's time)
 def test_recording_driver_gives_the_runners_regret_and_error_bits(name):
     case = next(c for c in precision.cases(32) if c.name == name)
     row = precision.run_case(case, 32, "float64", seeds=(0, 1))
