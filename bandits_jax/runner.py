@@ -6,7 +6,10 @@ unbatched, and the batch axis is sharded over every device of the process with `
 algorithm runs this way: rare expensive work is the algorithm's `batch_cond`, never a loop over runs.
 
 Chunks: on a CPU each device's runs are cut into chunks of at most `vmap_size` runs, run one after
-another (`lax.map`) inside the same compiled call.
+another (`lax.fori_loop`, each chunk written back in place) inside the same compiled call.
+
+Memory: a segment consumes its input state (donated to the compiled call), so the state is updated in
+place and a segment allocates no second copy of it; only a resize (new shapes) allocates.
 
 Keys: seed s owns `fold_in(PRNGKey(base_key), s)`; from it a problem key and an algorithm key
 are derived, and per-step keys by `fold_in(., t)`; an algorithm's `stream` picks its algorithm
@@ -14,8 +17,9 @@ key (`stream_key`). Nothing depends on the batch size, the chunking, the segment
 count, so seed s gives the same numbers however the sweep is cut.
 
 Segments: with a `Sizing`, the horizon runs in segments [0, s0), [s0, 2 s0), [2 s0, 4 s0), ...,
-the state padded (`Sizing.resize`) between them; a segment whose demand-sized buffers overflow
-is run again with twice the rows.
+the state padded (`Sizing.resize`) between them; when a segment's demand-sized buffers overflow,
+the batch runs again from step 0 with twice the rows (the consumed state of the segment's start is
+gone; `grown_rows` leaves 1.5x head-room, so this is rare).
 
 Errors: a report's error bits are ORed over time per run; when every run of the batch carries
 one, the runner stops with a ConfigError naming them. `run_trials` runs phase-level trials
@@ -322,53 +326,33 @@ def _run_batch(problem, algorithm, seeds, params, base_key, first_segment, progr
     spec = problem.spec
     step = make_step(problem, algorithm)
     segs = segments(algorithm, spec, first_segment)
-    sizing = algorithm.sizing
-    sizes = first_sizes(algorithm, segs[0][2])
     report = _progress_callback(progress, every)
     timer = {"compile": 0.0, "run": 0.0}
 
-    def compiled(name, fn, *args, static=()):
+    def compiled(name, fn, *args, static=(), donate=()):
         key = (name, problem.name, algorithm.name, id(problem), id(algorithm), batch, padded, m, static, str(dtype))
         if key not in cache:
             t_c = time.perf_counter()
-            cache[key] = jax.jit(fn).lower(*args).compile()
+            cache[key] = jax.jit(fn, donate_argnums=donate).lower(*args).compile()
             timer["compile"] += time.perf_counter() - t_c
         return cache[key]
 
-    def start(seeds_, params_):
-        return jax.vmap(run_start(problem, algorithm, base_key, sizes))(seeds_, params_)
-
-    f_start = compiled("start", start, seed_arr, params, static=(sizes,))
-    t_r = time.perf_counter()
-    pk, ak, inst, state = f_start(seed_arr, params)
-    timer["run"] += time.perf_counter() - t_r
+    def start(seeds_, params_, sizes_):
+        return jax.vmap(run_start(problem, algorithm, base_key, sizes_))(seeds_, params_)
 
     run_segment = _segment_runner(algorithm, step, report, compiled, timer, (D, m))
-    outputs = []
-    errors = np.zeros(padded, np.int64)
-    grow = sizing is not None and sizing.demand is not None
-    for t0, t1, rows in segs:
-        if grow and t0 > 0:
-            f_demand = compiled("demand", lambda st: jnp.max(jax.vmap(sizing.demand)(st)), state,
-                                static=(_shape_sig(state),))
-            sizes = Sizes(rows, grown_rows(int(f_demand(state)), sizes.demand_rows, sizing.demand_limit))
-        else:
-            sizes = sizes._replace(rows=rows)
-        start_state = state
-        while True:
-            state, outs = run_segment(params, start_state, inst, pk, ak, t0, t1 - t0, sizes)
-            seg_errors = np.bitwise_or.reduce(np.asarray(outs["errors"], np.int64), axis=0)
-            overflow = (seg_errors & ~errors & sizing.overflow) != 0 if grow else np.zeros(padded, bool)
-            if not (overflow.any() and sizes.demand_rows < sizing.demand_limit):
-                break
-            sizes = sizes._replace(demand_rows=min(2 * sizes.demand_rows, sizing.demand_limit))  # again, with room
-        outputs.append(outs)
-        f_nan = compiled("nan", lambda st: jax.vmap(_has_nan)(st), state, static=(_shape_sig(state),))
-        errors |= seg_errors | np.where(np.asarray(f_nan(state)), ERR_NAN_STATE, 0)
-        if stop_on_error and t1 < spec.horizon and (errors[:batch] != 0).all():
-            raise ConfigError(
-                f"every run of this batch (seeds {seeds[0]}..{seeds[-1]}) failed by step {t1} of {spec.horizon}, so "
-                f"the rest of the horizon was not computed: {describe_errors(algorithm, int(np.bitwise_or.reduce(errors)))}")
+    sizes = first_sizes(algorithm, segs[0][2])
+    while True:  # once, or again from step 0 with more rows when a demand-sized buffer overflowed
+        f_start = compiled("start", functools.partial(start, sizes_=sizes), seed_arr, params, static=(sizes,))
+        t_r = time.perf_counter()
+        pk, ak, inst, state = f_start(seed_arr, params)
+        timer["run"] += time.perf_counter() - t_r
+        done = _run_segments(algorithm, spec, segs, sizes, run_segment, compiled, (params, state, inst, pk, ak),
+                             padded, seeds if stop_on_error else None)
+        if not isinstance(done, Sizes):
+            break
+        sizes = done
+    outputs, errors = done
 
     def gather(key):
         arr = np.concatenate([o[key] for o in outputs], axis=0)  # [T, B, ...]
@@ -379,6 +363,40 @@ def _run_batch(problem, algorithm, seeds, params, base_key, first_segment, progr
                      diagnostics, timer["compile"], timer["run"])
 
 
+def _run_segments(algorithm, spec, segs, sizes, run_segment, compiled, start, padded, seeds):
+    """Run the capacity segments from a fresh start (params, state, inst, pk, ak).
+
+    Returns (outputs [per segment {key: [T_seg, B, ...]}], errors [B]), or the Sizes to start again
+    with when a demand-sized buffer overflowed and may still grow: each segment consumes its input
+    state (donated), so a run is repeated from step 0 rather than from the segment's start, which the
+    1.5x head-room of `grown_rows` makes rare. seeds: raise ConfigError when every run carries an
+    error bit before the horizon (None: run on)."""
+    params, state, inst, pk, ak = start
+    sizing = algorithm.sizing
+    grow = sizing is not None and sizing.demand is not None
+    outputs = []
+    errors = np.zeros(padded, np.int64)
+    for t0, t1, rows in segs:
+        if grow and t0 > 0:
+            f_demand = compiled("demand", lambda st: jnp.max(jax.vmap(sizing.demand)(st)), state,
+                                static=(_shape_sig(state),))
+            sizes = Sizes(rows, grown_rows(int(f_demand(state)), sizes.demand_rows, sizing.demand_limit))
+        else:
+            sizes = sizes._replace(rows=rows)
+        state, outs, nan = run_segment(params, state, inst, pk, ak, t0, t1 - t0, sizes)
+        seg_errors = np.bitwise_or.reduce(np.asarray(outs["errors"], np.int64), axis=0)
+        if grow and ((seg_errors & ~errors & sizing.overflow) != 0).any() and sizes.demand_rows < sizing.demand_limit:
+            return Sizes(segs[0][2], min(2 * sizes.demand_rows, sizing.demand_limit))
+        outputs.append(outs)
+        errors |= seg_errors | np.where(nan, ERR_NAN_STATE, 0)
+        if seeds is not None and t1 < spec.horizon and (errors[:len(seeds)] != 0).all():
+            raise ConfigError(
+                f"every run of this batch (seeds {seeds[0]}..{seeds[-1]}) failed by step {t1} of {spec.horizon}, so "
+                f"the rest of the horizon was not computed: "
+                f"{describe_errors(algorithm, int(np.bitwise_or.reduce(errors)))}")
+    return outputs, errors
+
+
 def _has_nan(state) -> jax.Array:
     """Whether any float leaf of ONE run's state holds a NaN (inf is left alone: some states use it as
     a sentinel; a NaN is never meant)."""
@@ -387,19 +405,20 @@ def _has_nan(state) -> jax.Array:
 
 
 def _segment_runner(algorithm, step, report, compiled, timer, chunks):
-    """run_segment(params, state, inst, pk, ak, t0, length, sizes) -> (state, outs {key: [T, B, ...]}).
+    """run_segment(params, state, inst, pk, ak, t0, length, sizes) -> (state, outs {key: [T, B, ...]},
+    nan [B]: whether each run's state holds a NaN at the segment's end).
 
+    The input state is consumed: the compiled call updates it in place (donated) when resizing leaves
+    its shapes alone, so a segment allocates no second copy of a large state.
     chunks = (D, m): the batch is D device blocks of m chunks; each chunk's runs are one vmap (a
     chunk of one run is the step without a vmap), and the m chunks of a block run one after another
-    (`lax.map`) inside the same compiled call."""
+    (`lax.fori_loop` over the chunk axis of the [D, m, c, ...] view, writing each chunk back in place)
+    inside the same compiled call."""
     resize = None if algorithm.sizing is None else algorithm.sizing.resize
     D, m = chunks
 
     def run_segment(params, state, inst, pk, ak, t0, length, sizes):
         def scan_runs(params, state, inst, pk, ak, t0_, i):
-            if resize is not None:
-                state = jax.vmap(lambda s: resize(s, sizes))(state)
-
             one = pk.shape[0] == 1  # a chunk of one run scans the unbatched step: a vmap of one is slower
             run_step = step if one else jax.vmap(step, in_axes=(0, 0, 0, 0, 0, None))
             if one:
@@ -416,43 +435,62 @@ def _segment_runner(algorithm, step, report, compiled, timer, chunks):
             return state, outs
 
         def seg_fn(params, state, inst, pk, ak, t0_):
+            if resize is not None:
+                state = jax.vmap(lambda s: resize(s, sizes))(state)
             if m == 1:
-                return scan_runs(params, state, inst, pk, ak, t0_, 0)
-            args = _to_chunks((params, state, inst, pk, ak), D, m)
-            state, outs = lax.map(lambda a: scan_runs(*a[0], t0_, a[1]), (args, jnp.arange(m)))
-            return _from_chunks(state, D, m, 0), _from_chunks(outs, D, m, 1)
+                state, outs = scan_runs(params, state, inst, pk, ak, t0_, 0)
+            else:
+                state, outs = _chunk_loop(lambda f, st, i: scan_runs(f[0], st, *f[1:], t0_, i), (params, inst, pk, ak),
+                                          state, D, m)
+            return state, outs, jax.vmap(_has_nan)(state)
 
         t0_arr = jnp.asarray(t0, jnp.int32)
+        same = resize is None or _shape_sig(jax.eval_shape(jax.vmap(lambda s: resize(s, sizes)), state)) == \
+            _shape_sig(state)
         f_seg = compiled("segment", seg_fn, params, state, inst, pk, ak, t0_arr,
-                         static=(length, sizes, _shape_sig(state)))
+                         static=(length, sizes, _shape_sig(state)), donate=(1,) if same else ())
         t_r = time.perf_counter()
-        state, outs = f_seg(params, state, inst, pk, ak, t0_arr)
-        outs = jax.device_get(outs)
+        state, outs, nan = f_seg(params, state, inst, pk, ak, t0_arr)
+        outs, nan = jax.device_get((outs, nan))
         timer["run"] += time.perf_counter() - t_r
-        return state, outs
+        return state, outs, np.asarray(nan)
 
     return run_segment
 
 
-def _to_chunks(tree, D: int, m: int):
-    """[D * m * c, ...] -> [m, D * c, ...]: chunk j holds the j-th c runs of every device block."""
-    def f(x):
-        c = x.shape[0] // (D * m)
-        return x.reshape((D, m, c) + x.shape[1:]).swapaxes(0, 1).reshape((m, D * c) + x.shape[1:])
+def _chunk_loop(scan_chunk, fixed, state, D: int, m: int):
+    """Run scan_chunk(fixed, state, j) -> (state, outs [T, D * c, ...]) on chunk j of `fixed` (read-only
+    trees) and `state`, D * c runs each, for the m chunks of every device block, one after another.
 
-    return jax.tree_util.tree_map(f, tree)
+    The batch axis [D * m * c] is viewed as [D, m, c] (a reshape: no data moves) and chunk j is the
+    slice [:, j] of it; the state and the outputs are the loop's carry, each chunk written back in
+    place, so no step or chunk copies the whole batch."""
+    def blocks(x, lead=0):
+        shape = x.shape[:lead]
+        return x.reshape(shape + (D, m, x.shape[lead] // (D * m)) + x.shape[lead + 1:])
 
+    def take(x, j, lead=0):
+        piece = lax.dynamic_index_in_dim(x, j, axis=lead + 1, keepdims=False)  # [lead..., D, c, ...]
+        return piece.reshape(piece.shape[:lead] + (-1,) + piece.shape[lead + 2:])
 
-def _from_chunks(tree, D: int, m: int, time_axes: int):
-    """The inverse of `_to_chunks` for [m, (T,)* D * c, ...] (time_axes = 1 for scan outputs)."""
-    def f(x):
-        lead, rest = x.shape[1:1 + time_axes], x.shape[2 + time_axes:]
-        c = x.shape[1 + time_axes] // D
-        x = x.reshape((m,) + lead + (D, c) + rest)
-        x = jnp.moveaxis(x, 0, 1 + time_axes)  # [lead..., D, m, c, rest...]
-        return x.reshape(lead + (D * m * c,) + rest)
+    def put(whole, piece, j, lead=0):
+        piece = piece.reshape(piece.shape[:lead] + (D, -1) + piece.shape[lead + 1:])
+        return lax.dynamic_update_index_in_dim(whole, piece, j, axis=lead + 1)
 
-    return jax.tree_util.tree_map(f, tree)
+    tree_map = jax.tree_util.tree_map
+    fixed, state = tree_map(blocks, (fixed, state))
+    chunk = lambda tree, j: tree_map(lambda x: take(x, j), tree)  # noqa: E731
+    outs_shape = jax.eval_shape(lambda f, st: scan_chunk(chunk(f, 0), chunk(st, 0), 0)[1], fixed, state)
+    outs = tree_map(lambda s: jnp.zeros(s.shape[:1] + (D, m, s.shape[1] // D) + s.shape[2:], s.dtype), outs_shape)
+
+    def one_chunk(j, carry):
+        st_all, out_all = carry
+        st, out = scan_chunk(chunk(fixed, j), chunk(st_all, j), j)
+        return tree_map(lambda a, x: put(a, x, j), st_all, st), tree_map(lambda a, y: put(a, y, j, 1), out_all, out)
+
+    state, outs = lax.fori_loop(0, m, one_chunk, (state, outs))
+    flat = lambda x, lead=0: x.reshape(x.shape[:lead] + (-1,) + x.shape[lead + 3:])  # noqa: E731
+    return tree_map(flat, state), tree_map(lambda y: flat(y, 1), outs)
 
 
 def _mesh():

@@ -33,8 +33,9 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
+from bandits_jax.algorithms.uniform import uniform_random
 from bandits_jax.core import Trial
-from bandits_jax.curves import Curve, Spec, resolve
+from bandits_jax.curves import resolve
 from bandits_jax.experiments.catalog import get_experiment
 from bandits_jax.experiments.registry import build_curves, resolve_config
 from bandits_jax.runner import run_batch, run_trials
@@ -50,6 +51,7 @@ QUICK_SEEDS = (1, 4)
 QUICK_HORIZON = 20
 BUDGET_SECONDS = 60.0
 RATIO_TARGET, FRACTION_TARGET, FLAT_TOLERANCE = 10.0, 0.30, 0.9
+FLOOR_SEEDS = 100
 NUMPY_MIN_SECONDS, NUMPY_MAX_SEEDS = 1.0, 3
 MB = float(1 << 20)
 
@@ -121,7 +123,7 @@ def build(case: Case, horizon: Optional[int] = None):
     exp = get_experiment(case.experiment)
     cfg = resolve_config(exp, case.size, overrides)
     curves = build_curves(exp, cfg)
-    curve = _dis_kernel_curve(curves) if case.algorithm == "dis_kernel_ucb" else \
+    curve = step_cost.dis_kernel_curve(curves) if case.algorithm == "dis_kernel_ucb" else \
         next(c for c in curves if c.name == case.curve)
     if curve.algorithm.name != case.algorithm:
         raise ValueError(f"{case.experiment}: curve {case.curve!r} runs {curve.algorithm.name}, not {case.algorithm}")
@@ -130,13 +132,6 @@ def build(case: Case, horizon: Optional[int] = None):
     if curve.grid is not None:
         params.update({k: float(v) for k, v in dict(curve.grid)[case.point].items()})
     return run, params, cfg
-
-
-def _dis_kernel_curve(curves) -> Curve:
-    """DisKernelUCB on the problem of Approx-DisKernelUCB's curve, with its kernel and threshold."""
-    approx = next(c for c in curves if c.algorithm.name == "approx_dis_kernel_ucb")
-    options = {k: v for k, v in approx.algorithm.options.items() if k not in ("q", "dict_capacity")}
-    return Curve("DisKernelUCB", approx.problem, Spec("dis_kernel_ucb", options))
 
 
 def units_per_seed(run) -> int:
@@ -187,13 +182,29 @@ def step_roofline(run, ceilings: dict) -> Optional[dict]:
                 else "bytes")
 
 
-def bench_case(case: Case, args, ceilings: dict, skip_reason, reference) -> dict:
+def environment_floor(run, cfg, floors: dict) -> Optional[dict]:
+    """The rate of uniform random arms (`Random`: no state, no learning) on the run's problem at
+    FLOOR_SEEDS seeds: what the problem's own step (contexts, means, rewards, keys) and the runner's scan
+    cost, an upper bound on any learner's rate there. Cached per problem (None for a trial)."""
+    if isinstance(run.algorithm, Trial):
+        return None
+    if run.problem.name not in floors:
+        rand = types.SimpleNamespace(algorithm=uniform_random(), problem=run.problem)
+        row = jax_row(rand, {}, cfg, FLOOR_SEEDS)
+        floors[run.problem.name] = dict(seeds=FLOOR_SEEDS, units_per_second=row["units_per_second"])
+        log(f"[scale] environment floor of {run.problem.name}: {row['units_per_second']:.4g} agent-steps/s "
+            f"(Random, S = {FLOOR_SEEDS})")
+    return floors[run.problem.name]
+
+
+def bench_case(case: Case, args, ceilings: dict, skip_reason, reference, floors: dict) -> dict:
     run, params, cfg = build(case, args.scale_horizon)
     unit = "trials" if isinstance(run.algorithm, Trial) else "agent-steps"
     numpy = numpy_rate(reference, run, params, cfg, args.numpy_threads) if reference else None
     if numpy:
         log(f"[scale] {case.algorithm}: NumPy {numpy['units_per_second']:.4g} {unit}/s ({numpy['seeds']} seed(s))")
     roof = step_roofline(run, ceilings)
+    floor = environment_floor(run, cfg, floors)
     budget = types.SimpleNamespace(budget_seconds=args.scale_budget_seconds)
 
     def measure(seeds):
@@ -210,11 +221,12 @@ def bench_case(case: Case, args, ceilings: dict, skip_reason, reference) -> dict
     state_mb = None if spec is None else run_bytes(run.problem, run.algorithm, cfg) / MB
     return dict(algorithm=case.algorithm, experiment=case.experiment, size=case.size, overrides=case.overrides,
                 curve=case.curve, point=case.point, unit=unit, spec=spec, run_state_mb=state_mb,
-                numpy=numpy, roofline=roof, rows=rows, targets=targets(rows, numpy, roof))
+                numpy=numpy, roofline=roof, floor=floor, rows=rows, targets=targets(rows, numpy, roof, floor))
 
 
-def targets(rows: list, numpy, roof) -> dict:
-    """{target: "met ..." / "MISSED ..." / "n/a ..."} of one algorithm's measured rows."""
+def targets(rows: list, numpy, roof, floor=None) -> dict:
+    """{target: "met ..." / "MISSED ..." / "n/a ..."} of one algorithm's measured rows; a missed ratio
+    names the ratio the environment floor allows (`environment_floor`)."""
     measured = {r["seeds"]: r for r in rows if not r.get("skipped")}
     out = {}
     r100 = measured.get(100)
@@ -224,6 +236,8 @@ def targets(rows: list, numpy, roof) -> dict:
         out["ratio"] = "n/a: S = 100 not measured"
     else:
         out["ratio"] = f"{'met' if r100['ratio'] >= RATIO_TARGET else 'MISSED'} x{r100['ratio']:.1f}"
+        if floor is not None and r100["ratio"] < RATIO_TARGET:
+            out["ratio"] += f" (the environment floor allows x{floor['units_per_second'] / numpy['units_per_second']:.1f})"
     fractions = [r["fraction"] for r in measured.values() if r.get("fraction") is not None]
     out["fraction"] = (f"{'met' if max(fractions) >= FRACTION_TARGET else 'MISSED'} {max(fractions):.1%}"
                        if fractions else "n/a: a trial (no step)" if roof is None else "n/a: nothing measured")
@@ -241,12 +255,12 @@ def run_section(args, ceilings: dict, skip_reason) -> list | None:
     refs = references()
     wanted = args.scale_algorithms
     cases = [c for c in CASES if not wanted or c.algorithm in wanted]
-    results = []
+    results, floors = [], {}
     for case in cases:
         log(f"[scale] {case.algorithm}: {case.experiment} ({case.size}) {case.curve}"
             + (f" [{case.point}]" if case.point else ""))
         start = time.perf_counter()
-        results.append(bench_case(case, args, ceilings, skip_reason, refs.get(case.algorithm)))
+        results.append(bench_case(case, args, ceilings, skip_reason, refs.get(case.algorithm), floors))
         log(f"[scale] {case.algorithm}: {time.perf_counter() - start:.0f} s")
     return results
 
@@ -283,7 +297,8 @@ def markdown(results: list) -> str:
     S = 100 (else at the largest S measured, in brackets), the best roofline fraction and the targets."""
     seeds = sorted({r["seeds"] for res in results for r in res["rows"]})
     head = (["algorithm", "configuration"] + [f"S = {s}" for s in seeds]
-            + ["NumPy", "x NumPy", "roofline", "compile s", "peak MB", "targets: ratio / roofline / flat"])
+            + ["NumPy", "x NumPy", "floor x NumPy", "roofline", "compile s", "peak MB",
+               "targets: ratio / roofline / flat"])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for res in results:
         measured = {r["seeds"]: r for r in res["rows"] if not r.get("skipped")}
@@ -299,6 +314,8 @@ def markdown(results: list) -> str:
         lines.append("| " + " | ".join([
             res["algorithm"], f"{res['experiment']}: {where}", *rates,
             "-" if res["numpy"] is None else f"{res['numpy']['units_per_second']:.3g} {unit}".strip(), ratio,
+            "-" if not (res.get("floor") and res["numpy"]) else
+            f"{res['floor']['units_per_second'] / res['numpy']['units_per_second']:.1f}",
             f"{max(fractions):.0%}" if fractions else "-",
             f"{max(r['compile_seconds'] for r in measured.values()):.0f}" if measured else "-",
             f"{max(r['peak_mb'] for r in measured.values()):.0f}" if measured else "-", marks]) + " |")

@@ -23,7 +23,7 @@ import numpy as np
 from bandits_jax.core import ConfigError, Trial
 
 from . import harness
-from bandits_jax.curves import resolve
+from bandits_jax.curves import Curve, Spec, resolve
 from bandits_jax.experiments.catalog import get_experiment
 from bandits_jax.experiments.registry import build_curves, resolve_config
 from bandits_jax.runner import horizon_sizes, make_step, precision_scope, run_start
@@ -69,7 +69,7 @@ def run_section(args, ceilings: dict, log=print, experiments=EXPERIMENTS) -> lis
         except (ConfigError, FileNotFoundError) as err:
             log(f"[step cost] {name}: skipped ({err})")
             continue
-        for run in runs:
+        for run in runs + resolve(extra_curves(name, build_curves(exp, config)), trace=False):
             alg = run.algorithm
             key = run.curve.algorithm.name
             if isinstance(alg, Trial) or (key, run.problem.name) in seen:
@@ -85,6 +85,21 @@ def run_section(args, ceilings: dict, log=print, experiments=EXPERIMENTS) -> lis
                                                                                 H100["bandwidth"])))
             log(f"[step cost] {key} ({name}): {cost['flops']:.3g} flop, {cost['bytes']:.3g} B per agent-step")
     return rows
+
+
+def extra_curves(experiment: str, curves: list) -> list:
+    """Curves of registered algorithms that no experiment runs, on an experiment's problem: DisKernelUCB
+    (no experiment of the async paper runs it) on async/synthetic-f1 (`dis_kernel_curve`)."""
+    if experiment != "async/synthetic-f1":
+        return []
+    return [dis_kernel_curve(curves)]
+
+
+def dis_kernel_curve(curves) -> Curve:
+    """DisKernelUCB on the problem of Approx-DisKernelUCB's curve, with its kernel and threshold."""
+    approx = next(c for c in curves if c.algorithm.name == "approx_dis_kernel_ucb")
+    options = {k: v for k, v in approx.algorithm.options.items() if k not in ("q", "dict_capacity")}
+    return Curve("DisKernelUCB", approx.problem, Spec("dis_kernel_ucb", options))
 
 
 def table(rows: list) -> str:

@@ -137,6 +137,18 @@ def test_a_batch_whose_every_run_is_broken_stops_after_the_segment():
     np.testing.assert_array_equal(run([70.0, 80.0]).errors, [2, 2])
 
 
+def test_a_segment_updates_its_state_in_place_unless_it_resizes_it():
+    """The segment's compiled call aliases the state it consumes to the state it returns (no second copy
+    of a large state; a chunked batch too), except where a resize gives the state new shapes."""
+    cache = {}
+    run_batch(toy_problem(horizon=60), uniform_random(), range(5), first_segment=30, vmap_size=2, compiled_cache=cache)
+    run_batch(toy_problem(horizon=60), history_greedy(), range(2), first_segment=30, compiled_cache=cache)
+    aliased = {(k[2], k[-2][1].rows): "input_output_alias" in c.as_text().splitlines()[0]
+               for k, c in cache.items() if k[0] == "segment"}
+    assert aliased == {("Random", None): True, ("HistoryGreedy", 30): True,
+                       ("HistoryGreedy", 60): False}
+
+
 def test_progress_reports_steps():
     seen = []
     run_batch(toy_problem(horizon=100), uniform_random(), [0, 1], progress=seen.append, progress_every=25)
@@ -368,12 +380,12 @@ def test_grown_rows_leaves_room_in_multiples_of_64_and_never_shrinks():
     assert runner.grown_rows(20, 256, 512) == 256
 
 
-def test_demand_sized_buffers_give_the_numbers_of_time_sized_ones_and_rerun_an_overflowing_segment():
+def test_demand_sized_buffers_give_the_numbers_of_time_sized_ones_and_rerun_after_an_overflow():
     from toy import growing_dictionary
     prob = toy_problem(num_agents=1, horizon=460)
     demand, cache = growing_dictionary(limit=1024), {}
     # every point kept: at t = 256 the dictionary holds 256 rows and gets 400 -> 448; the segment
-    # [256, 460) outgrows them at t = 448 and is run again with 896
+    # [256, 460) outgrows them at t = 448, and the batch is run again from step 0 with 896
     out = run_batch(prob, demand, [0, 1], first_segment=128, compiled_cache=cache)
     timed_sizing = demand.sizing._replace(demand=None)
     timed = run_batch(prob, demand._replace(sizing=timed_sizing), [0, 1], first_segment=460)  # one segment
@@ -381,7 +393,8 @@ def test_demand_sized_buffers_give_the_numbers_of_time_sized_ones_and_rerun_an_o
     np.testing.assert_array_equal(out.comm_up, timed.comm_up)
     np.testing.assert_array_equal(out.comm_up[:, -1], [460.0, 460.0])
     rows = sorted((k[-2][0],) + tuple(k[-2][1]) for k in cache if k[0] == "segment")  # (length, rows, demand rows)
-    assert rows == [(128, 128, 128), (128, 256, 256), (204, 460, 448), (204, 460, 896)]
+    assert rows == [(128, 128, 128), (128, 128, 896), (128, 256, 256), (128, 256, 896), (204, 460, 448),
+                    (204, 460, 896)]
     # a tenth of the points kept: room enough at every doubling, no segment runs twice (the first
     # segment is the one compiled above; the others are new, with 128 dictionary rows)
     tenth = run_batch(prob, demand, [0, 1], {"keep": 0.1}, first_segment=128, compiled_cache=cache)
