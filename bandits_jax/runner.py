@@ -51,6 +51,9 @@ COMM_KEYS = ("comm_up", "comm_down", "rounds")
 # Runs under one vmap on a CPU: a larger vmap makes every step touch the state of all its runs, which
 # then no longer stays in the caches (docs/sweeps.md, "Seeds per vmap"); chunks of this size run one after another.
 CPU_VMAP_SIZE = 8
+# rows the demand-sized buffers start a batch with (a Nystrom dictionary often stays far below its
+# capacity; a run that outgrows them makes the batch start again with twice the rows)
+FIRST_DEMAND_ROWS = 64
 # the runner's own error bit (algorithms use the others): a run's state held NaN at the end of a segment
 ERR_NAN_STATE = 1 << 29
 NAN_STATE_MESSAGE = ("the algorithm's state held NaN at the end of a capacity segment (a diverged training or "
@@ -342,6 +345,8 @@ def _run_batch(problem, algorithm, seeds, params, base_key, first_segment, progr
 
     run_segment = _segment_runner(algorithm, step, report, compiled, timer, (D, m))
     sizes = first_sizes(algorithm, segs[0][2])
+    if sizes.demand_rows is not None:  # demand-sized buffers start small and grow with their fill
+        sizes = sizes._replace(demand_rows=min(sizes.demand_rows, FIRST_DEMAND_ROWS))
     while True:  # once, or again from step 0 with more rows when a demand-sized buffer overflowed
         f_start = compiled("start", functools.partial(start, sizes_=sizes), seed_arr, params, static=(sizes,))
         t_r = time.perf_counter()

@@ -384,7 +384,8 @@ def test_demand_sized_buffers_give_the_numbers_of_time_sized_ones_and_rerun_afte
     from toy import growing_dictionary
     prob = toy_problem(num_agents=1, horizon=460)
     demand, cache = growing_dictionary(limit=1024), {}
-    # every point kept: at t = 256 the dictionary holds 256 rows and gets 400 -> 448; the segment
+    # every point kept: the first segment outgrows its FIRST_DEMAND_ROWS = 64 rows and the batch starts
+    # again with 128; at t = 256 the dictionary holds 256 rows and gets 400 -> 448; the segment
     # [256, 460) outgrows them at t = 448, and the batch is run again from step 0 with 896
     out = run_batch(prob, demand, [0, 1], first_segment=128, compiled_cache=cache)
     timed_sizing = demand.sizing._replace(demand=None)
@@ -393,13 +394,13 @@ def test_demand_sized_buffers_give_the_numbers_of_time_sized_ones_and_rerun_afte
     np.testing.assert_array_equal(out.comm_up, timed.comm_up)
     np.testing.assert_array_equal(out.comm_up[:, -1], [460.0, 460.0])
     rows = sorted((k[-2][0],) + tuple(k[-2][1]) for k in cache if k[0] == "segment")  # (length, rows, demand rows)
-    assert rows == [(128, 128, 128), (128, 128, 896), (128, 256, 256), (128, 256, 896), (204, 460, 448),
-                    (204, 460, 896)]
+    assert rows == [(128, 128, 64), (128, 128, 128), (128, 128, 896), (128, 256, 256), (128, 256, 896),
+                    (204, 460, 448), (204, 460, 896)]
     # a tenth of the points kept: room enough at every doubling, no segment runs twice (the first
-    # segment is the one compiled above; the others are new, with 128 dictionary rows)
+    # segment is the one compiled above; the others are new, with 64 dictionary rows)
     tenth = run_batch(prob, demand, [0, 1], {"keep": 0.1}, first_segment=128, compiled_cache=cache)
     rows_now = sorted((k[-2][0],) + tuple(k[-2][1]) for k in cache if k[0] == "segment")
-    assert rows_now == sorted(rows + [(128, 256, 128), (204, 460, 128)])
+    assert rows_now == sorted(rows + [(128, 256, 64), (204, 460, 64)])
     assert 20 < tenth.comm_up[0, -1] < 80
     # past the algorithm's limit an overflow stays an error, marked from the step it happens
     capped = run_batch(prob, growing_dictionary(limit=300), [0, 1], first_segment=256, stop_on_error=False)
