@@ -304,6 +304,9 @@ def test_scale_section_rows(tmp_path):
             assert r["ratio"] == pytest.approx(r["units_per_second"] / rate)
     roof = lin["roofline"]
     assert roof["flops"] > 0 and roof["bytes"] > 0
+    # the environment floor: uniform random arms on linucb's problem, at least as fast as linucb
+    assert trial["floor"] is None and lin["floor"]["seeds"] == scale.FLOOR_SEEDS
+    assert lin["floor"]["units_per_second"] > max(r["units_per_second"] for r in lin["rows"])
     assert lin["rows"][1]["fraction"] == pytest.approx(lin["rows"][1]["units_per_second"] * roof["roofline_seconds"])
     assert lin["targets"]["ratio"] == "n/a: S = 100 not measured"
     assert trial["targets"]["fraction"] == "n/a: a trial (no step)"
