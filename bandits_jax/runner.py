@@ -17,9 +17,9 @@ key (`stream_key`). Nothing depends on the batch size, the chunking, the segment
 count, so seed s gives the same numbers however the sweep is cut.
 
 Segments: with a `Sizing`, the horizon runs in segments [0, s0), [s0, 2 s0), [2 s0, 4 s0), ...,
-the state padded (`Sizing.resize`) between them; when a segment's demand-sized buffers overflow,
-the batch runs again from step 0 with twice the rows (the consumed state of the segment's start is
-gone; `grown_rows` leaves 1.5x head-room, so this is rare).
+the state padded (`Sizing.resize`) between them; demand-sized buffers start with FIRST_DEMAND_ROWS
+rows, and a segment whose demand-sized buffers overflow runs again from its start (kept as a copy,
+since a segment consumes its state) with twice the rows.
 
 Errors: a report's error bits are ORed over time per run; when every run of the batch carries
 one, the runner stops with a ConfigError naming them. `run_trials` runs phase-level trials
@@ -52,7 +52,7 @@ COMM_KEYS = ("comm_up", "comm_down", "rounds")
 # then no longer stays in the caches (docs/sweeps.md, "Seeds per vmap"); chunks of this size run one after another.
 CPU_VMAP_SIZE = 8
 # rows the demand-sized buffers start a batch with (a Nystrom dictionary often stays far below its
-# capacity; a run that outgrows them makes the batch start again with twice the rows)
+# capacity; a segment that outgrows them runs again with twice the rows)
 FIRST_DEMAND_ROWS = 64
 # the runner's own error bit (algorithms use the others): a run's state held NaN at the end of a segment
 ERR_NAN_STATE = 1 << 29
@@ -347,17 +347,12 @@ def _run_batch(problem, algorithm, seeds, params, base_key, first_segment, progr
     sizes = first_sizes(algorithm, segs[0][2])
     if sizes.demand_rows is not None:  # demand-sized buffers start small and grow with their fill
         sizes = sizes._replace(demand_rows=min(sizes.demand_rows, FIRST_DEMAND_ROWS))
-    while True:  # once, or again from step 0 with more rows when a demand-sized buffer overflowed
-        f_start = compiled("start", functools.partial(start, sizes_=sizes), seed_arr, params, static=(sizes,))
-        t_r = time.perf_counter()
-        pk, ak, inst, state = f_start(seed_arr, params)
-        timer["run"] += time.perf_counter() - t_r
-        done = _run_segments(algorithm, spec, segs, sizes, run_segment, compiled, (params, state, inst, pk, ak),
-                             padded, seeds if stop_on_error else None)
-        if not isinstance(done, Sizes):
-            break
-        sizes = done
-    outputs, errors = done
+    f_start = compiled("start", functools.partial(start, sizes_=sizes), seed_arr, params, static=(sizes,))
+    t_r = time.perf_counter()
+    pk, ak, inst, state = f_start(seed_arr, params)
+    timer["run"] += time.perf_counter() - t_r
+    outputs, errors = _run_segments(algorithm, spec, segs, sizes, run_segment, compiled,
+                                    (params, state, inst, pk, ak), padded, seeds if stop_on_error else None)
 
     def gather(key):
         arr = np.concatenate([o[key] for o in outputs], axis=0)  # [T, B, ...]
@@ -369,13 +364,14 @@ def _run_batch(problem, algorithm, seeds, params, base_key, first_segment, progr
 
 
 def _run_segments(algorithm, spec, segs, sizes, run_segment, compiled, start, padded, seeds):
-    """Run the capacity segments from a fresh start (params, state, inst, pk, ak).
+    """Run the capacity segments from the start (params, state, inst, pk, ak); returns (outputs [per
+    segment {key: [T_seg, B, ...]}], errors [B]).
 
-    Returns (outputs [per segment {key: [T_seg, B, ...]}], errors [B]), or the Sizes to start again
-    with when a demand-sized buffer overflowed and may still grow: each segment consumes its input
-    state (donated), so a run is repeated from step 0 rather than from the segment's start, which the
-    1.5x head-room of `grown_rows` makes rare. seeds: raise ConfigError when every run carries an
-    error bit before the horizon (None: run on)."""
+    A segment in which a demand-sized buffer overflowed (and may still grow) runs again from its
+    start with twice the rows: each segment consumes its input state (donated), so for an algorithm
+    with demand-sized buffers the segment's start is copied first (a state sized by its demand, so
+    small). seeds: raise ConfigError when every run carries an error bit before the horizon (None:
+    run on)."""
     params, state, inst, pk, ak = start
     sizing = algorithm.sizing
     grow = sizing is not None and sizing.demand is not None
@@ -388,10 +384,14 @@ def _run_segments(algorithm, spec, segs, sizes, run_segment, compiled, start, pa
             sizes = Sizes(rows, grown_rows(int(f_demand(state)), sizes.demand_rows, sizing.demand_limit))
         else:
             sizes = sizes._replace(rows=rows)
-        state, outs, nan = run_segment(params, state, inst, pk, ak, t0, t1 - t0, sizes)
-        seg_errors = np.bitwise_or.reduce(np.asarray(outs["errors"], np.int64), axis=0)
-        if grow and ((seg_errors & ~errors & sizing.overflow) != 0).any() and sizes.demand_rows < sizing.demand_limit:
-            return Sizes(segs[0][2], min(2 * sizes.demand_rows, sizing.demand_limit))
+        while True:
+            kept = jax.tree_util.tree_map(jnp.copy, state) if grow else None  # the segment's start, for a re-run
+            state, outs, nan = run_segment(params, state, inst, pk, ak, t0, t1 - t0, sizes)
+            seg_errors = np.bitwise_or.reduce(np.asarray(outs["errors"], np.int64), axis=0)
+            overflow = grow and ((seg_errors & ~errors & sizing.overflow) != 0).any()
+            if not (overflow and sizes.demand_rows < sizing.demand_limit):
+                break
+            state, sizes = kept, sizes._replace(demand_rows=min(2 * sizes.demand_rows, sizing.demand_limit))
         outputs.append(outs)
         errors |= seg_errors | np.where(nan, ERR_NAN_STATE, 0)
         if seeds is not None and t1 < spec.horizon and (errors[:len(seeds)] != 0).all():

@@ -253,6 +253,7 @@ def test_fed_glb_ucb_hand_trace_and_mle():
 
 
 # ----------------------------------------------------------------------------------- one_active
+@pytest.mark.slow  # its one-active step is pinned in the fast suite by the async/synthetic-f1 golden outputs
 def test_approx_dis_kernel_ucb_one_active_matches_all_clients():
     comm = assert_one_active_matches(adk.approx_dis_kernel_ucb(dict_capacity=48), dict(threshold=3.0, **HP))
     assert 1 < comm["rounds"].sum() < 40

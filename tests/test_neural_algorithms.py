@@ -196,6 +196,7 @@ def test_training_stops_at_train_until_and_inactive_agents_wait():
     np.testing.assert_array_equal(np.asarray(state.t), [Tn, Tn - 1])
 
 
+@pytest.mark.slow  # base.independent's one-active path is checked in the fast suite by NKernelUCB (test_dis_kernel)
 def test_one_active_protocol_matches_the_all_agent_path():
     # base.independent under spec.one_active: the active agent's numbers bit for bit, ERR_MULTI_ACTIVE loud
     assert_one_active_matches(neural.neural_ts(0.5, 0.3, 0.05, width=4, train_steps=2, covariance="diag"), d=4)

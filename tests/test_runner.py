@@ -380,13 +380,13 @@ def test_grown_rows_leaves_room_in_multiples_of_64_and_never_shrinks():
     assert runner.grown_rows(20, 256, 512) == 256
 
 
-def test_demand_sized_buffers_give_the_numbers_of_time_sized_ones_and_rerun_after_an_overflow():
+def test_demand_sized_buffers_give_the_numbers_of_time_sized_ones_and_rerun_an_overflowing_segment():
     from toy import growing_dictionary
     prob = toy_problem(num_agents=1, horizon=460)
     demand, cache = growing_dictionary(limit=1024), {}
-    # every point kept: the first segment outgrows its FIRST_DEMAND_ROWS = 64 rows and the batch starts
-    # again with 128; at t = 256 the dictionary holds 256 rows and gets 400 -> 448; the segment
-    # [256, 460) outgrows them at t = 448, and the batch is run again from step 0 with 896
+    # every point kept: the first segment outgrows its FIRST_DEMAND_ROWS = 64 rows and runs again with
+    # 128; at t = 256 the dictionary holds 256 rows and gets 400 -> 448; the segment [256, 460)
+    # outgrows them at t = 448 and is run again with 896
     out = run_batch(prob, demand, [0, 1], first_segment=128, compiled_cache=cache)
     timed_sizing = demand.sizing._replace(demand=None)
     timed = run_batch(prob, demand._replace(sizing=timed_sizing), [0, 1], first_segment=460)  # one segment
@@ -394,8 +394,7 @@ def test_demand_sized_buffers_give_the_numbers_of_time_sized_ones_and_rerun_afte
     np.testing.assert_array_equal(out.comm_up, timed.comm_up)
     np.testing.assert_array_equal(out.comm_up[:, -1], [460.0, 460.0])
     rows = sorted((k[-2][0],) + tuple(k[-2][1]) for k in cache if k[0] == "segment")  # (length, rows, demand rows)
-    assert rows == [(128, 128, 64), (128, 128, 128), (128, 128, 896), (128, 256, 256), (128, 256, 896),
-                    (204, 460, 448), (204, 460, 896)]
+    assert rows == [(128, 128, 64), (128, 128, 128), (128, 256, 256), (204, 460, 448), (204, 460, 896)]
     # a tenth of the points kept: room enough at every doubling, no segment runs twice (the first
     # segment is the one compiled above; the others are new, with 64 dictionary rows)
     tenth = run_batch(prob, demand, [0, 1], {"keep": 0.1}, first_segment=128, compiled_cache=cache)
