@@ -6,7 +6,7 @@ unbatched, and the batch axis is sharded over every device of the process with `
 algorithm runs this way: rare expensive work is the algorithm's `batch_cond`, never a loop over runs.
 
 Chunks: on a CPU each device's runs are cut into chunks of at most `vmap_size` runs, run one after
-another (`lax.fori_loop`, each chunk written back in place) inside the same compiled call.
+another (a `lax.scan` over the chunks, each written back in place) inside the same compiled call.
 
 Memory: a segment consumes its input state (donated to the compiled call), so the state is updated in
 place and a segment allocates no second copy of it; only a resize (new shapes) allocates.
@@ -417,7 +417,7 @@ def _segment_runner(algorithm, step, report, compiled, timer, chunks):
     its shapes alone, so a segment allocates no second copy of a large state.
     chunks = (D, m): the batch is D device blocks of m chunks; each chunk's runs are one vmap (a
     chunk of one run is the step without a vmap), and the m chunks of a block run one after another
-    (`lax.fori_loop` over the chunk axis of the [D, m, c, ...] view, writing each chunk back in place)
+    (a `lax.scan` over the chunk axis of the [D, m, c, ...] view, writing each chunk back in place)
     inside the same compiled call."""
     resize = None if algorithm.sizing is None else algorithm.sizing.resize
     D, m = chunks
@@ -468,34 +468,33 @@ def _chunk_loop(scan_chunk, fixed, state, D: int, m: int):
     trees) and `state`, D * c runs each, for the m chunks of every device block, one after another.
 
     The batch axis [D * m * c] is viewed as [D, m, c] (a reshape: no data moves) and chunk j is the
-    slice [:, j] of it; the state and the outputs are the loop's carry, each chunk written back in
-    place, so no step or chunk copies the whole batch."""
-    def blocks(x, lead=0):
-        shape = x.shape[:lead]
-        return x.reshape(shape + (D, m, x.shape[lead] // (D * m)) + x.shape[lead + 1:])
+    slice [:, j] of it; the state is the carry of a scan over j, each chunk written back in place, so
+    no step or chunk copies the whole state. Returns (state [D * m * c, ...], outs [T, D * m * c, ...])."""
+    def blocks(x):
+        return x.reshape((D, m, x.shape[0] // (D * m)) + x.shape[1:])
 
-    def take(x, j, lead=0):
-        piece = lax.dynamic_index_in_dim(x, j, axis=lead + 1, keepdims=False)  # [lead..., D, c, ...]
-        return piece.reshape(piece.shape[:lead] + (-1,) + piece.shape[lead + 2:])
+    def take(x, j):
+        piece = lax.dynamic_index_in_dim(x, j, axis=1, keepdims=False)  # [D, c, ...]
+        return piece.reshape((-1,) + piece.shape[2:])
 
-    def put(whole, piece, j, lead=0):
-        piece = piece.reshape(piece.shape[:lead] + (D, -1) + piece.shape[lead + 1:])
-        return lax.dynamic_update_index_in_dim(whole, piece, j, axis=lead + 1)
+    def put(whole, piece, j):
+        return lax.dynamic_update_index_in_dim(whole, piece.reshape((D, -1) + piece.shape[1:]), j, axis=1)
 
     tree_map = jax.tree_util.tree_map
     fixed, state = tree_map(blocks, (fixed, state))
     chunk = lambda tree, j: tree_map(lambda x: take(x, j), tree)  # noqa: E731
-    outs_shape = jax.eval_shape(lambda f, st: scan_chunk(chunk(f, 0), chunk(st, 0), 0)[1], fixed, state)
-    outs = tree_map(lambda s: jnp.zeros(s.shape[:1] + (D, m, s.shape[1] // D) + s.shape[2:], s.dtype), outs_shape)
 
-    def one_chunk(j, carry):
-        st_all, out_all = carry
+    def one_chunk(st_all, j):
         st, out = scan_chunk(chunk(fixed, j), chunk(st_all, j), j)
-        return tree_map(lambda a, x: put(a, x, j), st_all, st), tree_map(lambda a, y: put(a, y, j, 1), out_all, out)
+        return tree_map(lambda a, x: put(a, x, j), st_all, st), out
 
-    state, outs = lax.fori_loop(0, m, one_chunk, (state, outs))
-    flat = lambda x, lead=0: x.reshape(x.shape[:lead] + (-1,) + x.shape[lead + 3:])  # noqa: E731
-    return tree_map(flat, state), tree_map(lambda y: flat(y, 1), outs)
+    state, outs = lax.scan(one_chunk, state, jnp.arange(m))  # outs [m, T, D * c, ...]
+
+    def runs_last(y):  # [m, T, D * c, ...] -> [T, D * m * c, ...], runs in the batch's order
+        y = y.reshape(y.shape[:2] + (D, -1) + y.shape[3:])
+        return jnp.moveaxis(y, 0, 2).reshape((y.shape[1], -1) + y.shape[4:])
+
+    return tree_map(lambda x: x.reshape((-1,) + x.shape[3:]), state), tree_map(runs_last, outs)
 
 
 def _mesh():
