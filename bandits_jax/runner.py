@@ -340,14 +340,15 @@ def _run_batch(problem, algorithm, seeds, params, base_key, first_segment, progr
             timer["compile"] += time.perf_counter() - t_c
         return cache[key]
 
-    def start(seeds_, params_, sizes_):
-        return jax.vmap(run_start(problem, algorithm, base_key, sizes_))(seeds_, params_)
-
-    run_segment = _segment_runner(algorithm, step, report, compiled, timer, (D, m))
     sizes = first_sizes(algorithm, segs[0][2])
     if sizes.demand_rows is not None:  # demand-sized buffers start small and grow with their fill
         sizes = sizes._replace(demand_rows=min(sizes.demand_rows, FIRST_DEMAND_ROWS))
-    f_start = compiled("start", functools.partial(start, sizes_=sizes), seed_arr, params, static=(sizes,))
+
+    def start(seeds_, params_):
+        return jax.vmap(run_start(problem, algorithm, base_key, sizes))(seeds_, params_)
+
+    run_segment = _segment_runner(algorithm, step, report, compiled, timer, (D, m))
+    f_start = compiled("start", start, seed_arr, params, static=(sizes,))
     t_r = time.perf_counter()
     pk, ak, inst, state = f_start(seed_arr, params)
     timer["run"] += time.perf_counter() - t_r

@@ -65,11 +65,12 @@ def run_section(args, ceilings: dict, log=print, experiments=EXPERIMENTS) -> lis
         exp = get_experiment(name)
         try:
             config = resolve_config(exp, "paper", {})
-            runs = resolve(build_curves(exp, config), trace=False)
+            curves = build_curves(exp, config)
+            runs = resolve(curves + extra_curves(name, curves), trace=False)
         except (ConfigError, FileNotFoundError) as err:
             log(f"[step cost] {name}: skipped ({err})")
             continue
-        for run in runs + resolve(extra_curves(name, build_curves(exp, config)), trace=False):
+        for run in runs:
             alg = run.algorithm
             key = run.curve.algorithm.name
             if isinstance(alg, Trial) or (key, run.problem.name) in seen:
