@@ -41,8 +41,15 @@ def one_thread_cpu_client():
     """Create jax's clients with a one-thread intra-op pool; False where that cannot be done."""
     if os.environ.get(GUARD_ENV, "1") == "0" or not hasattr(os, "sched_setaffinity"):
         return False
+    import jax
     from jax._src import xla_bridge
 
+    if not hasattr(xla_bridge, "backends_are_initialized"):  # a private function: jax may move it
+        warnings.warn(
+            f"jax {jax.__version__} has no xla_bridge.backends_are_initialized, so bandits_jax cannot create "
+            "jax's CPU client with a one-thread pool and the guard against jaxlib's batched-LAPACK deadlock "
+            f"is off (set {GUARD_ENV}=0 to silence this)", RuntimeWarning, stacklevel=4)
+        return False
     if xla_bridge.backends_are_initialized():
         warnings.warn(
             "jax started its CPU client before bandits_jax could, so the guard against jaxlib's "

@@ -38,6 +38,7 @@ import jax
 import numpy as np
 
 from . import distributed
+from ._cpu import cpu_guard
 from .core import ConfigError, Trial
 from .curves import misfit, resolve
 from .experiments.registry import RUN_KEYS, Experiment, build_curves, resolve_config
@@ -477,8 +478,22 @@ def proc_kilobytes(path: str, field: str) -> int:
 
 
 def available_memory() -> int:
-    """Memory the machine can still give, in bytes (4 GiB where it cannot be read)."""
+    """Memory the default device can still give, in bytes: an accelerator's free memory (its
+    allocator's limit less what is in use), the machine's MemAvailable on the CPU (4 GiB where
+    neither can be read)."""
+    stats = device_memory_stats()
+    if stats is not None and "bytes_limit" in stats:
+        return int(stats["bytes_limit"] - stats.get("bytes_in_use", 0))
     return proc_kilobytes("/proc/meminfo", "MemAvailable") or (4 << 30)
+
+
+def device_memory_stats() -> Optional[dict]:
+    """The allocator statistics of the first accelerator (bytes_in_use, peak_bytes_in_use,
+    bytes_limit, ...), or None on the CPU, whose runs live in the process's own memory."""
+    cpu_guard()  # asking for the backend creates jax's clients
+    if jax.default_backend() == "cpu":
+        return None
+    return jax.local_devices()[0].memory_stats()
 
 
 def package_versions() -> dict:

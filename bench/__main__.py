@@ -212,7 +212,7 @@ def bench_case(case, args, ceilings: dict) -> dict:
     for S in args.seed_counts:
         row = dict(algorithm=case.name, seeds=S, horizon=spec.horizon, num_agents=spec.num_agents,
                    numpy_agent_steps_per_second=loop.rate, ceiling=case.ceiling)
-        reason = skip_reason(S, last, model_state, args.budget_seconds, harness.available_memory_bytes())
+        reason = skip_reason(S, last, model_state, args.budget_seconds, harness.available_memory())
         if reason:
             harness.skip_row(rows, row, f"[{case.name}] S = {S}", reason)
             continue

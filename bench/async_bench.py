@@ -214,7 +214,7 @@ def bench_algorithm(name, alg, problem, prefix_problem, cfg, args, seed_counts, 
     for S in seed_counts:
         row = dict(algorithm=name, seeds=S, horizon=T, num_agents=spec.num_agents, numpy_horizon=Tp,
                    numpy_seconds_per_run=ref.get("seconds"), numpy_regret=ref.get("regret"))
-        reason = skip_reason(S, last, 0.0, args.budget_seconds, harness.available_memory_bytes())
+        reason = skip_reason(S, last, 0.0, args.budget_seconds, harness.available_memory())
         if reason:
             harness.skip_row(rows, row, f"[{name}] S = {S}", reason)
             continue

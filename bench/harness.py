@@ -15,17 +15,25 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bandits_jax.sweep import proc_kilobytes
+from bandits_jax.sweep import available_memory, device_memory_stats, proc_kilobytes
 
 
 def memory_bandwidth(megabytes: int = 256, repeats: int = 5) -> float:
-    """Bytes per second of a large NumPy array copy (read + write), best of `repeats`."""
-    src = np.ones(megabytes * (1 << 20) // 8)
-    dst = np.empty_like(src)
+    """Bytes per second of a large array copy (read + write), best of `repeats`: a NumPy copy on the
+    CPU, a compiled `x + 1` on an accelerator (where the runs' state lives)."""
+    if device_memory_stats() is None:
+        src = np.ones(megabytes * (1 << 20) // 8)
+        dst = np.empty_like(src)
+        copy = lambda: np.copyto(dst, src)  # noqa: E731
+    else:
+        src = jnp.ones(megabytes * (1 << 20) // 4, jnp.float32)
+        add = jax.jit(lambda x: x + 1.0)
+        copy = lambda: add(src).block_until_ready()  # noqa: E731
+        copy()
     best = float("inf")
     for _ in range(repeats):
         t = time.perf_counter()
-        np.copyto(dst, src)
+        copy()
         best = min(best, time.perf_counter() - t)
     return 2 * src.nbytes / best
 
@@ -44,20 +52,25 @@ def matmul_flops(n: int = 2048, dtype=jnp.float64, repeats: int = 5) -> float:
     return 2 * n ** 3 / best
 
 
-def _rss_bytes() -> int:
-    return proc_kilobytes("/proc/self/status", "VmRSS")
+def _in_use_bytes() -> int:
+    """What the runs occupy: the default accelerator's allocated bytes, else the resident set."""
+    stats = device_memory_stats()
+    return proc_kilobytes("/proc/self/status", "VmRSS") if stats is None else int(stats.get("bytes_in_use", 0))
 
 
 class PeakMemory:
-    """Context manager sampling the resident set size; `.peak_delta` is the peak growth in bytes."""
+    """Context manager sampling the memory in use (`_in_use_bytes`: the accelerator's, else the
+    resident set); `.peak_delta` is the peak growth in bytes. On an accelerator the allocator's own
+    peak counts too, where the call raised it."""
 
     def __init__(self, interval: float = 0.005):
         self.interval = interval
         self.peak_delta = 0
 
     def __enter__(self):
-        self._base = _rss_bytes()
+        self._base = _in_use_bytes()
         self._peak = self._base
+        self._device_peak = (device_memory_stats() or {}).get("peak_bytes_in_use")
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
         self._thread.start()
@@ -65,20 +78,18 @@ class PeakMemory:
 
     def _sample(self):
         while not self._stop.is_set():
-            self._peak = max(self._peak, _rss_bytes())
+            self._peak = max(self._peak, _in_use_bytes())
             time.sleep(self.interval)
 
     def __exit__(self, *exc):
         self._stop.set()
         self._thread.join()
-        self._peak = max(self._peak, _rss_bytes())
+        self._peak = max(self._peak, _in_use_bytes())
+        device_peak = (device_memory_stats() or {}).get("peak_bytes_in_use")
+        if device_peak is not None and self._device_peak is not None and device_peak > self._device_peak:
+            self._peak = max(self._peak, int(device_peak))
         self.peak_delta = self._peak - self._base
         return False
-
-
-def available_memory_bytes() -> int:
-    """MemAvailable of the machine in bytes (0 if unknown)."""
-    return proc_kilobytes("/proc/meminfo", "MemAvailable")
 
 
 # ------------------------------------------------------------------------------ BLAS threads
@@ -150,7 +161,7 @@ def skipped_by_budget(rows: list, row: dict, where: str, runs: int, last, budget
     recorded with its reason."""
     measured = None if last is None else dict(seeds=last["runs"], run_seconds=last["run_seconds"],
                                                peak_bytes=last["peak_mb"] * float(1 << 20))
-    reason = skip_reason(runs, measured, 0.0, budget_seconds, available_memory_bytes())
+    reason = skip_reason(runs, measured, 0.0, budget_seconds, available_memory())
     if reason:
         skip_row(rows, row, where, reason)
     return bool(reason)

@@ -86,6 +86,23 @@ def test_late_guard_warns_and_reports_off():
     assert out.returncode == 0, out.stderr
 
 
+def test_a_jax_without_the_private_probe_warns_and_reports_off():
+    code = textwrap.dedent("""
+        import warnings
+        from jax._src import xla_bridge
+        del xla_bridge.backends_are_initialized
+        import bandits_jax
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert not bandits_jax.cpu_guard()
+        assert any("has no xla_bridge.backends_are_initialized" in str(w.message) for w in caught), caught
+        import jax.numpy as jnp
+        print(float(jnp.ones(2).sum()))
+    """)
+    out = _python(code)
+    assert out.returncode == 0 and out.stdout.strip() == "2.0", out.stderr
+
+
 def test_opt_out_keeps_the_default_pool():
     code = "import bandits_jax, jax; print(bandits_jax.cpu_guard()); jax.devices()"
     out = _python(code, env={_cpu.GUARD_ENV: "0"})
