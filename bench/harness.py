@@ -169,14 +169,25 @@ def skipped_by_budget(rows: list, row: dict, where: str, runs: int, last, budget
 
 def seed_rows(tag: str, name: str, seed_counts, args, skip_reason, measure) -> list:
     """One row per S in seed_counts: measure(S) -> the row of one call over S seeds, unless the budget
-    rule skips it (`skipped_by_budget`, extrapolated from the last row measured)."""
+    rule skips it (`skipped_by_budget`, extrapolated from the last row measured). A call that runs out
+    of device memory is recorded as a skipped row, and so are the larger S after it."""
     rows, last = [], None
-    for seeds in seed_counts:
+    for i, seeds in enumerate(seed_counts):
         row = dict(algorithm=name, seeds=seeds, runs=seeds)
-        if skipped_by_budget(rows, row, f"[{tag}] {name} S={seeds}", seeds, last, args.budget_seconds, skip_reason):
+        where = f"[{tag}] {name} S={seeds}"
+        if skipped_by_budget(rows, row, where, seeds, last, args.budget_seconds, skip_reason):
             continue
         log(f"[{tag}] {name}: {seeds} seeds in one call ...")
-        last = measure(seeds)
+        try:
+            last = measure(seeds)
+        except jax.errors.JaxRuntimeError as err:
+            if "RESOURCE_EXHAUSTED" not in str(err):
+                raise
+            skip_row(rows, row, where, f"skipped: out of device memory ({str(err).splitlines()[0][:160]})")
+            for larger in seed_counts[i + 1:]:
+                skip_row(rows, dict(algorithm=name, seeds=larger, runs=larger), f"[{tag}] {name} S={larger}",
+                         f"skipped: S = {seeds} ran out of device memory")
+            break
         rows.append(last)
     return rows
 

@@ -117,6 +117,31 @@ def test_skip_rule():
     assert skip_reason(1000, dict(big, seeds=1), 0.0, budget=3000, available=24e9) is None
 
 
+def test_a_call_out_of_device_memory_skips_it_and_the_larger_ones():
+    import types
+
+    import jax
+    from bench import harness
+    from bench.__main__ import skip_reason
+
+    def measure(seeds):
+        if seeds >= 100:
+            raise jax.errors.JaxRuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 29.82GiB")
+        return dict(algorithm="a", seeds=seeds, runs=seeds, run_seconds=0.1, peak_mb=1.0)
+
+    args = types.SimpleNamespace(budget_seconds=100.0)
+    rows = harness.seed_rows("t", "a", (1, 100, 1000), args, skip_reason, measure)
+    assert [(r["seeds"], bool(r.get("skipped"))) for r in rows] == [(1, False), (100, True), (1000, True)]
+    assert "out of device memory (RESOURCE_EXHAUSTED: Out of memory" in rows[1]["note"]
+    assert rows[2]["note"] == "skipped: S = 100 ran out of device memory"
+
+    def broken(seeds):
+        raise jax.errors.JaxRuntimeError("INTERNAL: something else")
+
+    with pytest.raises(jax.errors.JaxRuntimeError, match="INTERNAL"):
+        harness.seed_rows("t", "a", (1,), args, skip_reason, broken)
+
+
 # ------------------------------------------------------------------------------ asynchronous section
 def test_async_rows_are_measured(quick_result):
     from bench import async_bench
