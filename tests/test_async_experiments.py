@@ -159,6 +159,25 @@ def test_overflow_is_an_error():
     np.testing.assert_array_equal(np.asarray(reps.errors) == ERR_CAPPED_HISTORY, full)
 
 
+def test_capped_histories_are_sized_by_demand_with_the_numbers_of_time_sized_ones():
+    """NKernelUCB's capped histories start at 64 rows and grow with the fullest client (about t / N
+    points under one-active arrivals), not with t; the numbers are those of the uncapped algorithm."""
+    from bandits_jax.algorithms import make_algorithm, wrap_algorithm
+    from bandits_jax.problems import make_problem
+    from bandits_jax.runner import run_batch
+
+    problem = make_problem("async-f1", num_agents=4, num_arms=5, dim=3, horizon=300)
+    capped, cache = wrap_algorithm(make_algorithm("n_kernel_ucb"), "capped_history", rows=256), {}
+    out = run_batch(problem, capped, [0, 1], first_segment=64, compiled_cache=cache)
+    plain = run_batch(problem, make_algorithm("n_kernel_ucb"), [0, 1], first_segment=64)
+    np.testing.assert_array_equal(out.regret, plain.regret)
+    assert not out.errors.any()
+    rows = sorted((k[-2][0],) + tuple(k[-2][1]) for k in cache if k[0] == "segment")  # (length, rows, demand rows)
+    # four clients share 300 steps, so the fullest holds about 75 points: 64 rows, then the grown
+    # 1.5 x fill + 16 (rounded up to 64) from t = 128 on, where time sizing gives 128 and 256 rows
+    assert rows == [(44, 256, 128), (64, 64, 64), (64, 128, 64), (128, 256, 128)]
+
+
 # four of the eight methods through the sweep (the golden test runs all eight on this experiment)
 SWEPT = ["Async-KernelUCB", "OneKernelUCB", "NKernelUCB", "Random"]
 
