@@ -296,13 +296,14 @@ def test_fed_lin_ucb_matches_numpy():
 
 
 # ----------------------------------------------------------------------------------- one_active
-# DisKernelUCB is not one of the asynchronous experiments' algorithms: its checks run under -m slow
+# DisKernelUCB is not one of the asynchronous experiments' algorithms: its checks run under -m slow, and so
+# do the others' (the golden smoke outputs and the capped-history test run NKernelUCB one-active by default)
 @pytest.mark.parametrize("factory,static,hp", [
     pytest.param(dk.dis_kernel_ucb, {}, dict(threshold=1.0, **HP_KERNEL), marks=pytest.mark.slow),
     pytest.param(dk.dis_kernel_ucb, {"trigger_count": "client", "buffer_capacity": 16},
                  dict(threshold=0.5, **HP_KERNEL), marks=pytest.mark.slow),
     pytest.param(dk.one_kernel_ucb, {}, HP_KERNEL, marks=pytest.mark.slow),
-    (dk.n_kernel_ucb, {}, HP_KERNEL),
+    pytest.param(dk.n_kernel_ucb, {}, HP_KERNEL, marks=pytest.mark.slow),
 ], ids=["DisKernelUCB", "DisKernelUCB-client", "OneKernelUCB", "NKernelUCB"])
 def test_kernel_baselines_one_active_match_all_clients(factory, static, hp):
     comm = assert_one_active_matches(factory(**static), hp)

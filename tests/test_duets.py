@@ -330,11 +330,35 @@ def test_nystrom_mean_exact_limit():
         kern, kp = get_kernel("rbf"), {"lengthscale": jnp.asarray(1.0)}
         config = dm.DuetsConfig(kern, dm.epoch_schedule(10, 2), 1e-10)
         U = X[ids]
-        mu = dm.nystrom_mean(config, kp, 0.2, X, U, jnp.ones(len(ids), bool), c, s)
+        mu, _ = dm.nystrom_posterior(config, kp, 0.2, X, U, jnp.ones(len(ids), bool), c, s)
         exact, _ = krr.repeated_points_posterior(kern, kp, 0.2, U, c, s, X)
-        half = dm.nystrom_mean(config, kp, 0.2, X, U, jnp.arange(len(ids)) < len(ids) // 2, c, s)
+        half, _ = dm.nystrom_posterior(config, kp, 0.2, X, U, jnp.arange(len(ids)) < len(ids) // 2, c, s)
     np.testing.assert_allclose(np.asarray(mu), np.asarray(exact), atol=1e-8)
     assert np.max(np.abs(np.asarray(half) - np.asarray(exact))) > 1e-4   # half the points: an approximation
+
+
+def test_nystrom_posterior_on_the_smallest_rung_is_the_full_one():
+    """The model is computed on the 64-coordinate rung when |S| fits it; the coordinates past |S| are
+    zero, so all R = 150 coordinates give the same mean and variance (to rounding), under vmap too."""
+    from bandits_jax.kernels.functions import get_kernel
+    with jax.enable_x64(True):
+        X, _ = candidate_set("hartmann4", 400)
+        X = jnp.asarray(X)
+        rng = np.random.default_rng(1)
+        U = X[:150]
+        c = jnp.asarray(rng.integers(1, 4, 150), jnp.float64)
+        s = jnp.asarray(rng.normal(size=150)) * c
+        in_S = jnp.asarray(rng.permutation(150) < 12)
+        kern, kp = get_kernel("rbf"), {"lengthscale": jnp.asarray(1.0)}
+        config = dm.DuetsConfig(kern, dm.epoch_schedule(10, 2), 1e-10)
+        order = jnp.argsort(~in_S, stable=True)
+        full = dm._posterior_on(config, 150, (kp, 0.2, X, U, U[order], jnp.sum(in_S), c, s))
+        posterior = lambda m: dm.nystrom_posterior(config, kp, 0.2, X, U, m, c, s)  # noqa: E731
+        both = jax.jit(jax.vmap(posterior))(jnp.stack([in_S, in_S]))
+        jaxpr = str(jax.make_jaxpr(posterior)(in_S))
+    for got, want in zip(both, full):
+        np.testing.assert_allclose(np.asarray(got), np.stack([np.asarray(want)] * 2), rtol=1e-9, atol=1e-12)
+    assert "f64[400,64]" in jaxpr and "f64[400,150]" in jaxpr  # both rungs are compiled, one runs
 
 
 @pytest.mark.parametrize("block, dense", [(32, None), (2, 2)])

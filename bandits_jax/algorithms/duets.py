@@ -190,7 +190,7 @@ def trim(config: DuetsConfig, N: int, j: int, capacity: int, operand):
     sigma2_max = jnp.max(jnp.where(state.active, var, -jnp.inf))
     p = jnp.minimum(1.0, params["p0"] * sigma2_max)
     in_S, code_count = inducing_slots(config.schedule, state, j, ids, uniq, live, p, N)
-    mu = nystrom_mean(config, kp, params["lam"], state.candidates, U, in_S, c, s)
+    mu, _ = nystrom_posterior(config, kp, params["lam"], state.candidates, U, in_S, c, s)
 
     top = jnp.max(jnp.where(state.active, mu, -jnp.inf))
     active = state.active & (mu >= top - 2.0 * params["beta"] * jnp.sqrt(jnp.maximum(sigma2_max, 0.0)))
@@ -298,23 +298,28 @@ def inducing_slots(schedule: Schedule, state: DuetsState, j: int, ids, uniq, liv
     return in_S, jnp.maximum(jnp.sum(kept), 1).astype(dtype)
 
 
-def nystrom_fit(config: DuetsConfig, kp, lam, X, U, in_S, c):
-    """The Nyström model of Eqs. 5-6 with the inducing slots in_S of the distinct points U[R, d]
-    (counts c[R]): (z(X) [M, R], Z_U = z(U) [R, R], Pinv = (lam I + Z_U^T diag(c) Z_U)^{-1} [R, R]),
-    z = K_SS^{-1/2} k_S (coordinates past |S| are 0)."""
+def nystrom_posterior(config: DuetsConfig, kp, lam, X, U, in_S, c, s):
+    """(mu[M], var[M]) of the Nystrom model of Eqs. 5-6 and 8 at X[M, d], with the inducing slots in_S of
+    the distinct points U[R, d] (counts c[R], reward sums s[R]): mu = z(X)^T P^{-1} Z_U^T s and the
+    Eq. 6 variance (`nystrom.ridge_mean_var`), z = K_SS^{-1/2} k_S, P = lam I + Z_U^T diag(c) Z_U.
+
+    Coordinates past |S| are 0 and decouple from the rest, so the model is computed with the smallest
+    rung of `base.capacity_ladder` that holds |S| (`base.sized_switch`), not all R coordinates: the
+    kept draws are a few of the epoch's distinct points (p_j is small), and the cost is O(M |S|^2)."""
     order = jnp.argsort(~in_S, stable=True)
-    S, count = U[order], jnp.sum(in_S)
+    return sized_switch(jnp.sum(in_S), capacity_ladder(U.shape[0]), partial(_posterior_on, config),
+                        (kp, lam, X, U, U[order], jnp.sum(in_S), c, s))
+
+
+def _posterior_on(config: DuetsConfig, size: int, operand):
+    """`nystrom_posterior` with the inducing points in S[:size] (the first `count` live)."""
+    kp, lam, X, U, S, count, c, s = operand
+    S = S[:size]
     W, _ = nystrom.dictionary_root(config.kernel.fn, S, count, kp, config.eig_tol)
     Z = nystrom.embed(config.kernel.fn, U, S, count, W, kp)
     Pinv = nystrom.ridge_inverse((Z * c[:, None]).T @ Z, lam)
-    return nystrom.embed(config.kernel.fn, X, S, count, W, kp), Z, Pinv
-
-
-def nystrom_mean(config: DuetsConfig, kp, lam, X, U, in_S, c, s):
-    """mu[M] = z(X)^T (lam I + Z_U^T diag(c) Z_U)^{-1} Z_U^T s, z = K_SS^{-1/2} k_S (Eqs. 5, 8), with the
-    inducing slots in_S of the distinct points U[R, d] (counts c[R], reward sums s[R])."""
-    ZX, Z, Pinv = nystrom_fit(config, kp, lam, X, U, in_S, c)
-    return ZX @ (Pinv @ (Z.T @ s))
+    ZX = nystrom.embed(config.kernel.fn, X, S, count, W, kp)
+    return nystrom.ridge_mean_var(ZX, config.kernel.diag(X, kp), Pinv, Pinv @ (Z.T @ s), lam)
 
 
 # ------------------------------------------------------------------------------ factory

@@ -30,11 +30,10 @@ from typing import Union
 import jax.numpy as jnp
 
 from ..core import Algorithm, ConfigError, Table, report
-from ..kernels import nystrom
 from ..kernels.functions import Kernel
 from .base import kernel_params, resolve_kernel, signed_params
 from .duets import (DuetsConfig, check_epochs, end_of_epoch, epoch_points, epoch_schedule, init, keep_uniforms,
-                    kept_slots, nystrom_fit, record_queries, select, trimmed)
+                    kept_slots, nystrom_posterior, record_queries, select, trimmed)
 
 NAME = "DUETS-authors"
 SIGNS = {"beta": "nonnegative", "p_log": "nonnegative", "lam": "positive", "lengthscale": "positive"}
@@ -70,8 +69,7 @@ def trim(config: DuetsConfig, N: int, j: int, capacity: int, operand):
     p = jnp.minimum(1.0, params["p_log"] * (math.log(points) / points))
     kept = keep_uniforms(config.schedule, state, j, N)[0] < p                      # [N, T_j]
     in_S = kept_slots(ids, kept, uniq, live, M)
-    ZX, Z, Pinv = nystrom_fit(config, kp, lam, state.candidates, U, in_S, c)
-    mu, var = nystrom.ridge_mean_var(ZX, config.kernel.diag(state.candidates, kp), Pinv, Pinv @ (Z.T @ s), lam)
+    mu, var = nystrom_posterior(config, kp, lam, state.candidates, U, in_S, c, s)
     sigma = jnp.sqrt(var)
 
     lcb_top = jnp.max(jnp.where(state.active, mu - beta * sigma, -jnp.inf))
