@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bandits_jax import cpu_guard
-from kernels import design
+from bandits_jax.kernels import design
 
 from .reference import design_np
 

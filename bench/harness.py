@@ -21,7 +21,7 @@ from bandits_jax.sweep import available_memory, device_memory_stats, proc_kiloby
 def memory_bandwidth(megabytes: int = 256, repeats: int = 5) -> float:
     """Bytes per second of a large array copy (read + write), best of `repeats`: a NumPy copy on the
     CPU, a compiled `x + 1` on an accelerator (where the runs' state lives)."""
-    if device_memory_stats() is None:
+    if jax.default_backend() == "cpu":
         src = np.ones(megabytes * (1 << 20) // 8)
         dst = np.empty_like(src)
         copy = lambda: np.copyto(dst, src)  # noqa: E731
@@ -52,14 +52,16 @@ def matmul_flops(n: int = 2048, dtype=jnp.float64, repeats: int = 5) -> float:
     return 2 * n ** 3 / best
 
 
-def _in_use_bytes() -> int:
-    """What the runs occupy: the default accelerator's allocated bytes, else the resident set."""
-    stats = device_memory_stats()
-    return proc_kilobytes("/proc/self/status", "VmRSS") if stats is None else int(stats.get("bytes_in_use", 0))
+def in_use_reader():
+    """A function giving the bytes the runs occupy now, chosen once: the default accelerator's
+    allocated bytes, else the process's resident set."""
+    if device_memory_stats() is None:
+        return lambda: proc_kilobytes("/proc/self/status", "VmRSS")
+    return lambda: int(device_memory_stats().get("bytes_in_use", 0))
 
 
 class PeakMemory:
-    """Context manager sampling the memory in use (`_in_use_bytes`: the accelerator's, else the
+    """Context manager sampling the memory in use (`in_use_reader`: the accelerator's, else the
     resident set); `.peak_delta` is the peak growth in bytes. On an accelerator the allocator's own
     peak counts too, where the call raised it."""
 
@@ -68,7 +70,8 @@ class PeakMemory:
         self.peak_delta = 0
 
     def __enter__(self):
-        self._base = _in_use_bytes()
+        self._in_use = in_use_reader()
+        self._base = self._in_use()
         self._peak = self._base
         self._device_peak = (device_memory_stats() or {}).get("peak_bytes_in_use")
         self._stop = threading.Event()
@@ -78,13 +81,13 @@ class PeakMemory:
 
     def _sample(self):
         while not self._stop.is_set():
-            self._peak = max(self._peak, _in_use_bytes())
+            self._peak = max(self._peak, self._in_use())
             time.sleep(self.interval)
 
     def __exit__(self, *exc):
         self._stop.set()
         self._thread.join()
-        self._peak = max(self._peak, _in_use_bytes())
+        self._peak = max(self._peak, self._in_use())
         device_peak = (device_memory_stats() or {}).get("peak_bytes_in_use")
         if device_peak is not None and self._device_peak is not None and device_peak > self._device_peak:
             self._peak = max(self._peak, int(device_peak))

@@ -306,9 +306,9 @@ def nystrom_posterior(config: DuetsConfig, kp, lam, X, U, in_S, c, s):
     Coordinates past |S| are 0 and decouple from the rest, so the model is computed with the smallest
     rung of `base.capacity_ladder` that holds |S| (`base.sized_switch`), not all R coordinates: the
     kept draws are a few of the epoch's distinct points (p_j is small), and the cost is O(M |S|^2)."""
-    order = jnp.argsort(~in_S, stable=True)
-    return sized_switch(jnp.sum(in_S), capacity_ladder(U.shape[0]), partial(_posterior_on, config),
-                        (kp, lam, X, U, U[order], jnp.sum(in_S), c, s))
+    order, count = jnp.argsort(~in_S, stable=True), jnp.sum(in_S)
+    return sized_switch(count, capacity_ladder(U.shape[0]), partial(_posterior_on, config),
+                        (kp, lam, X, U, U[order], count, c, s))
 
 
 def _posterior_on(config: DuetsConfig, size: int, operand):
