@@ -193,6 +193,10 @@ class Algorithm(NamedTuple):
             initialisation and sampling (FN-UCB with N = 1 and N = 5) get different streams; two
             that should share them (one method at two thresholds) keep the same one.
     tables: the `Table`s its summaries show (e.g. DUETS's per-epoch diagnostics).
+    cpu_vmap: runs under one vmap on a CPU where the runner's default is slower for this algorithm
+            (None: the default, `runner.CPU_VMAP_SIZE`). 1 suits a step whose cost is per-run LAPACK
+            factorisations or conditionals that a vmap runs in lock step: batching gains nothing
+            there, and a chunk's operands leave the caches. A caller's vmap_size wins.
     """
 
     name: str
@@ -205,6 +209,7 @@ class Algorithm(NamedTuple):
     description: str = ""
     stream: int = 0
     tables: tuple = ()
+    cpu_vmap: Optional[int] = None
 
     @property
     def defaults(self) -> dict:

@@ -258,7 +258,8 @@ def run_batch(
             error bit (see the module docstring); False runs to the end.
     vmap_size: at most this many runs of a device under one vmap; a larger batch is cut into
             equal chunks that run one after another in the same compiled call (module docstring).
-            None: CPU_VMAP_SIZE on a CPU backend, the whole batch on an accelerator.
+            None: the algorithm's `cpu_vmap`, else CPU_VMAP_SIZE, on a CPU backend; the whole batch
+            on an accelerator.
     Returns a RunOutput with arrays of leading size B.
     """
     cpu_guard()
@@ -274,16 +275,17 @@ def run_batch(
                           vmap_size)
 
 
-def chunk_layout(batch: int, devices: int, vmap_size: Optional[int]) -> tuple:
+def chunk_layout(batch: int, devices: int, vmap_size: Optional[int], cpu_vmap: Optional[int] = None) -> tuple:
     """(m, padded): each device's share of `batch` runs as m equal chunks of c runs, and the batch
     padded (with copies of the last run) to devices * m * c.
 
-    c is at most vmap_size (None: the backend's default) and at least half of it; within that range
-    the c that pads least, the largest on a tie: a padded run costs as much as a real one (100 runs
-    in chunks of at most 8 are 20 chunks of 5, not 13 of 8 with 4 padded runs).
+    c is at most vmap_size (None: on a CPU the algorithm's `cpu_vmap`, else CPU_VMAP_SIZE; on an
+    accelerator the whole batch) and at least half of it; within that range the c that pads least,
+    the largest on a tie: a padded run costs as much as a real one (100 runs in chunks of at most 8
+    are 20 chunks of 5, not 13 of 8 with 4 padded runs).
     """
     if vmap_size is None:
-        vmap_size = CPU_VMAP_SIZE if jax.default_backend() == "cpu" else batch
+        vmap_size = (cpu_vmap or CPU_VMAP_SIZE) if jax.default_backend() == "cpu" else batch
     per = -(-batch // devices)
     top = min(int(vmap_size), per)
     c = min(range(top, (top + 1) // 2 - 1, -1), key=lambda c: -(-per // c) * c)
@@ -322,7 +324,7 @@ def _run_batch(problem, algorithm, seeds, params, base_key, first_segment, progr
     mesh = _mesh()
     batch = len(seeds)
     D = mesh.devices.size
-    m, padded = chunk_layout(batch, D, vmap_size)
+    m, padded = chunk_layout(batch, D, vmap_size, algorithm.cpu_vmap)
     dtype = jnp.zeros(()).dtype
     seed_arr = _sharded_runs(seeds, padded, mesh, np.uint32)
     params = {k: _sharded_runs(v, padded, mesh, dtype) for k, v in params.items()}

@@ -127,6 +127,16 @@ def test_dual_and_feature_storages_agree(runs, name):
         np.testing.assert_allclose(dual[2], feature[2], atol=1e-8, rtol=0)
 
 
+@pytest.mark.parametrize("name, options", [("ind_kernel_ucb", (("kernel", "linear"),)), ("oful", ())])
+def test_independent_feature_storage_matches_dual(runs, name, options):
+    """An independent learner's feature model reads only its own prefix sums; with a linear K_x it is
+    the dual model to rounding, scores and plays."""
+    for graph in ("bridge-g2", "star-g1-plus"):
+        dual, feature = runs(name, options, graph), runs(name, options + (("storage", "feature"),), graph)
+        np.testing.assert_array_equal(dual[0], feature[0])
+        np.testing.assert_allclose(dual[2], feature[2], atol=1e-8, rtol=0)
+
+
 def test_edgeless_graph_coop_eager_and_independent_coincide(runs):
     ind = runs("ind_kernel_ucb", (("kernel", "linear"),), "edgeless")
     for name in ("coop_kernel_ucb", "eager_kernel_ucb"):

@@ -168,6 +168,9 @@ def test_chunked_vmap_gives_the_numbers_of_one_vmap_and_reports_progress_in_orde
     assert runner.chunk_layout(100, 1, 8) == (20, 100)  # 20 chunks of 5: none padded (13 of 8 pad 4)
     assert runner.chunk_layout(9, 1, 8) == (2, 10)  # chunk sizes stay within [4, 8]: not 9 chunks of 1
     assert runner.chunk_layout(6, 4, 1) == (2, 8)  # per device: 2 runs, chunks of 1
+    assert runner.chunk_layout(10, 1, None) == (2, 10)  # the CPU default: chunks of at most 8
+    assert runner.chunk_layout(10, 1, None, cpu_vmap=1) == (10, 10)  # an algorithm's own CPU size
+    assert runner.chunk_layout(10, 1, 5, cpu_vmap=1) == (2, 10)  # the caller's vmap_size wins
     with pytest.raises(ConfigError, match="vmap_size"):
         run_batch(prob, alg, [0], vmap_size=0)
 

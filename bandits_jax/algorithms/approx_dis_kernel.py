@@ -42,8 +42,8 @@ from . import candidate_approx, candidate_kernel
 from .base import (ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, active_index, argmax_or_uniform, argmax_random_ties,
                    batch_cond, check_capacity, check_static, kernel_params, multi_active_error, one_hot_action,
                    resolve_kernel, signed_params)
-from .dis_protocol import (DICT_MESSAGE, ERR_DICT, ERR_HISTORY, ERR_SLOTS, HISTORY_MESSAGE, SLOTS_MESSAGE,
-                           async_rows, duets_rows)
+from .dis_protocol import (DICT_MESSAGE, ERR_DICT, ERR_HISTORY, ERR_SLOTS, HISTORY_MESSAGE, LOCK_STEP_VMAP,
+                           SLOTS_MESSAGE, async_rows, duets_rows)
 
 NAME = "Approx-DisKernelUCB"
 SIGNS = {"lam": "positive", "alpha": "nonnegative", "q": "nonnegative", "threshold": "nonnegative",
@@ -394,7 +394,7 @@ def approx_dis_kernel_ucb(
                      partial(async_update, config), sizing,
                      {ERR_DICT: DICT_MESSAGE, ERR_HISTORY: HISTORY_MESSAGE, ERR_MULTI_ACTIVE: MULTI_ACTIVE_MESSAGE},
                      f"Approx-DisKernelUCB ({kern.name} kernel), Nyström dictionary re-sampled at every "
-                     "synchronisation of all clients")
+                     "synchronisation of all clients", cpu_vmap=LOCK_STEP_VMAP)
 
 
 def approx_dis_kernel_ucb_duets(
@@ -437,9 +437,9 @@ def approx_dis_kernel_ucb_duets(
                          partial(cand.update, config, slots), slots.sizing(config, ERR_SLOTS),
                          {ERR_DICT: DICT_MESSAGE, ERR_SLOTS: SLOTS_MESSAGE},
                          f"Approx-DisKernelUCB ({kern.name} kernel), kept over the public candidates, Nyström "
-                         "dictionary re-sampled at every synchronisation of all clients")
+                         "dictionary re-sampled at every synchronisation of all clients", cpu_vmap=LOCK_STEP_VMAP)
     sizing = Sizing(duets_rows, partial(resize, config), demand, dict_capacity, ERR_DICT)
     return Algorithm(NAME, params, partial(init, config), partial(duets_select, config),
                      partial(duets_update, config), sizing, {ERR_DICT: DICT_MESSAGE, ERR_HISTORY: HISTORY_MESSAGE},
                      f"Approx-DisKernelUCB ({kern.name} kernel), every client acting, Nyström dictionary "
-                     "re-sampled at every synchronisation of all clients")
+                     "re-sampled at every synchronisation of all clients", cpu_vmap=LOCK_STEP_VMAP)

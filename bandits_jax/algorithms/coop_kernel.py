@@ -158,8 +158,11 @@ def select(pieces: Pieces, opts: Options, params, state: CoopState, step, key):
                                            *W, ctx)
         else:
             L = jnp.concatenate([L_all, L_all[v][None]]) if common else _factor(pieces, opts, khat)
-            out = store_ops.feature_posterior(kern, kp, params["lam"], state.store, step.t, mask_v, lags_v,
-                                              L[:V], L[V], ctx, _linear(opts))
+            src, L_src = jnp.arange(V), L[:V]
+            if pieces.sources == "self":  # only the agent's own prefix sums, not all V agents'
+                src, mask_v, lags_v, L_src = v[None], mask_v[v][None], lags_v[v][None], L[v][None]
+            out = store_ops.feature_posterior(kern, kp, params["lam"], state.store, step.t, src, mask_v, lags_v,
+                                              L_src, L[V], ctx, _linear(opts))
         return scores(pieces.width, params, *out), out[3]
 
     s, count = jax.vmap(one)(jnp.arange(V), mask, lags, contexts)
@@ -314,7 +317,12 @@ def _factor(pieces: Pieces, opts: Options, khat):
 def assemble(name: str, pieces: Pieces, given: dict, *, kernel="linear", storage="dual", mmd="unsquared",
              r_max=16, landmarks=64, ring_rounds=None, embedding="current", dist_mimic="centre_model",
              description="") -> Algorithm:
-    """A `core.Algorithm` from the pieces, the float hyper-parameters `given` and the static options."""
+    """A `core.Algorithm` from the pieces, the float hyper-parameters `given` and the static options.
+
+    A method that pools several sources through K_hat_z or a kernel's features runs one run a vmap on
+    a CPU (`Algorithm.cpu_vmap`): each agent factors its own [r m, r m] system (or gathers every
+    source's prefix sums), which a vmap of runs does not batch and whose chunk leaves the caches
+    (bench/README). The independent methods and pooled LinUCB (r = 1, m = d) keep the default."""
     check_static(name, "storage", storage, ("dual", "feature"))
     check_static(name, "mmd", mmd, ("unsquared", "squared"))
     check_static(name, "embedding", embedding, ("current", "frozen_at_send", "common_lag"))
@@ -333,7 +341,9 @@ def assemble(name: str, pieces: Pieces, given: dict, *, kernel="linear", storage
                    check_static(name, "dist_mimic", dist_mimic, ("centre_model", "arm_projection")))
     params = signed_params(name, {k: SIGNS[k] for k in given}, given)
     return Algorithm(name, params, partial(init, pieces, opts), partial(select, pieces, opts),
-                     partial(update, pieces, opts), None, {ERR_RING: RING_MESSAGE}, description)
+                     partial(update, pieces, opts), None, {ERR_RING: RING_MESSAGE}, description,
+                     cpu_vmap=None if pieces.sources == "self" or (pieces.similarity == "one" and _linear(opts))
+                     else 1)
 
 
 def coop_kernel_ucb(kernel="linear", lam=1.0, eta=1.0, lengthscale=1.0, sigma_z=1.0, *, storage="dual",

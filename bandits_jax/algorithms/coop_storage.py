@@ -160,13 +160,14 @@ def factor(khat, r: int):
     return U[:, -r:] * jnp.sqrt(jnp.maximum(ev[-r:], 0.0))[None, :]
 
 
-def feature_posterior(kern, kp, lam, store: FeatureStore, t, mask, lags, L, lq, contexts, linear: bool):
-    """(mean[K], var[K], gain, n) of one agent; L[V, r] source factors, lq[r] the query's."""
-    V = mask.shape[0]
+def feature_posterior(kern, kp, lam, store: FeatureStore, t, src, mask, lags, L, lq, contexts, linear: bool):
+    """(mean[K], var[K], gain, n) of one agent from the sources src[A] (agent indices; all V, or only
+    the agent itself for an independent learner, which then reads only its own prefix sums); mask[A],
+    lags[A] and L[A, r] the sources' use, lags and factors, lq[r] the query's."""
     j = t + 1 - lags
     Ls = jnp.where(mask[:, None], L, 0.0)
-    G = prefix(store, "G", j, jnp.arange(V))
-    h = prefix(store, "h", j, jnp.arange(V))
+    G = prefix(store, "G", j, src)
+    h = prefix(store, "h", j, src)
     r, m = L.shape[1], G.shape[-1]
     A = kron_sum(Ls, G) + lam * jnp.eye(r * m, dtype=G.dtype)
     b = jnp.einsum("ua,ui->ai", Ls, h).reshape(r * m)

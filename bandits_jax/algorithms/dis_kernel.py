@@ -41,8 +41,8 @@ from . import candidate_kernel
 from .base import (ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, argmax_or_uniform, argmax_random_ties, check_capacity,
                    check_static, independent, kernel_args, multi_active_error, resolve_kernel, scaled_ucb,
                    signed_params, ucb_select)
-from .dis_protocol import (BUFFER_MESSAGE, CAPACITY_MESSAGE, ERR_BUFFER, ERR_CAPACITY, async_rows, duets_report,
-                           duets_rows, duets_trigger)
+from .dis_protocol import (BUFFER_MESSAGE, CAPACITY_MESSAGE, ERR_BUFFER, ERR_CAPACITY, LOCK_STEP_VMAP, async_rows,
+                           duets_report, duets_rows, duets_trigger)
 from .kernel import LEARNERS, STORAGES, KernelConfig, KernelState, Learner, init1, posterior, resize1, rows1, update1
 
 DISTINCT_MESSAGE = "more distinct contexts than distinct_capacity; raise distinct_capacity"
@@ -203,6 +203,7 @@ def dis_kernel_ucb(
         Sizing(async_rows, partial(dis_resize, config)),
         {ERR_CAPACITY: CAPACITY_MESSAGE, ERR_BUFFER: BUFFER_MESSAGE, ERR_MULTI_ACTIVE: MULTI_ACTIVE_MESSAGE},
         f"DisKernelUCB ({config.kernel.name} kernel), exact, event-triggered sync of all clients' raw data",
+        cpu_vmap=LOCK_STEP_VMAP,
     )
 
 
@@ -238,12 +239,14 @@ def dis_kernel_ucb_duets(
         return Algorithm(
             name, params, partial(cand.init, config), partial(cand.select, config), partial(cand.update, config),
             cand.slot_sizing(config, ERR_BUFFER), {ERR_BUFFER: BUFFER_MESSAGE},
-            f"DisKernelUCB ({kern} kernel), exact, kept over the public candidates, event-triggered sync")
+            f"DisKernelUCB ({kern} kernel), exact, kept over the public candidates, event-triggered sync",
+            cpu_vmap=LOCK_STEP_VMAP)
     return Algorithm(
         name, params, partial(dis_init, config, duets_rows), partial(duets_select, config),
         partial(duets_update, config), Sizing(duets_rows, partial(dis_resize, config)),
         {ERR_CAPACITY: CAPACITY_MESSAGE, ERR_BUFFER: BUFFER_MESSAGE},
         f"DisKernelUCB ({kern} kernel), exact, every client acting, event-triggered sync of all clients' raw data",
+        cpu_vmap=LOCK_STEP_VMAP,
     )
 
 

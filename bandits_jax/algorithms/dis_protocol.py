@@ -21,6 +21,9 @@ import jax.numpy as jnp
 from ..core import report
 
 # DisKernelUCB
+# runs under one vmap on a CPU (`Algorithm.cpu_vmap`): a synchronisation is a `batch_cond` that a vmapped
+# chunk computes when any of its runs syncs, so one run a chunk syncs only when it must (bench/README)
+LOCK_STEP_VMAP = 1
 ERR_CAPACITY = 1
 ERR_BUFFER = 2
 CAPACITY_MESSAGE = "the pooled data outgrew its capacity; give init a capacity of at least the horizon"
