@@ -413,6 +413,7 @@ def main(argv=None) -> int:
         if again[key] > ceilings[key]:
             _rescale(results, key, ceilings[key] / again[key])
             ceilings[key] = again[key]
+    scale.apply_ceilings(scale_section, ceilings)
     goals = targets(results)
     cost_rows = step_cost.run_section(args, ceilings, log)  # estimates against the final ceilings
 

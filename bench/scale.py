@@ -176,10 +176,29 @@ def step_roofline(run, ceilings: dict) -> Optional[dict]:
     cost = step_cost.step_cost(run.problem, run.algorithm)
     spec = run.problem.spec
     per_unit = spec.num_agents / (1 if spec.one_active else spec.num_agents)  # step_cost divides by N
-    cost = {k: v * per_unit for k, v in cost.items()}
-    seconds = max(cost["flops"] / ceilings["matmul_flops"], cost["bytes"] / ceilings["memory_bandwidth"])
-    return dict(cost, roofline_seconds=seconds, bound="flops" if seconds == cost["flops"] / ceilings["matmul_flops"]
-                else "bytes")
+    return roofline_of({k: v * per_unit for k, v in cost.items()}, ceilings)
+
+
+def roofline_of(cost: dict, ceilings: dict) -> dict:
+    """The cost {"flops", "library_flops", "bytes"} per unit with its roofline seconds against
+    `ceilings` and what bounds it."""
+    cost = {k: cost[k] for k in ("flops", "library_flops", "bytes") if k in cost}
+    seconds = 1.0 / step_cost.roofline_rate(cost, ceilings["matmul_flops"], ceilings["memory_bandwidth"])
+    bytes_bound = cost["bytes"] / ceilings["memory_bandwidth"] >= seconds
+    return dict(cost, roofline_seconds=seconds, bound="bytes" if bytes_bound else "flops")
+
+
+def apply_ceilings(section: Optional[list], ceilings: dict) -> None:
+    """Set every case's roofline seconds, its rows' fractions and its targets against `ceilings` (the
+    bench's final ones: a ceiling measured again at the end of a run counts where it is larger)."""
+    for res in section or ():
+        if res["roofline"] is None:
+            continue
+        res["roofline"] = roofline_of(res["roofline"], ceilings)
+        for row in res["rows"]:
+            if not row.get("skipped"):
+                row["fraction"] = row["units_per_second"] * res["roofline"]["roofline_seconds"]
+        res["targets"] = targets(res["rows"], res["numpy"], res["roofline"], res["floor"])
 
 
 def environment_floor(run, cfg, floors: dict) -> Optional[dict]:

@@ -303,6 +303,41 @@ def test_step_cost_counts_the_step_and_its_roofline():
     assert step_cost.roofline_rate({"flops": 2e9, "bytes": 1e9}, 1e12, 1e13) == pytest.approx(500.0)  # flops bound
 
 
+def test_library_flops_counts_the_lapack_calls():
+    """The LAPACK calls that XLA's cost analysis leaves out are counted from their operands: a Cholesky
+    of [3, 8, 8] is 3 x 8^3 / 3 flops, a triangular solve of an 8 x 8 factor against [8, 4] 8 x 32."""
+    import jax
+    import jax.numpy as jnp
+    from jax.scipy.linalg import solve_triangular
+
+    from bench import step_cost
+
+    def f(a, b):
+        return solve_triangular(jnp.linalg.cholesky(a)[0], b, lower=True)
+
+    text = jax.jit(f).lower(jnp.zeros((3, 8, 8)), jnp.zeros((8, 4))).compile().as_text()
+    assert step_cost.library_flops(text) == pytest.approx(3 * 8 ** 3 / 3 + 8 * 32)
+    assert step_cost.library_flops(jax.jit(lambda a: a @ a).lower(jnp.zeros((8, 8))).compile().as_text()) == 0.0
+
+
+def test_scale_rows_take_the_final_ceilings():
+    """The scale section's fractions and targets follow the ceilings the bench ends with; LAPACK flops
+    count with XLA's: 1e6 + 1e6 flops at 1e10 flop/s is 2e-4 s a unit, over 1e5 bytes at 1e10 B/s."""
+    from bench import scale
+
+    section = [dict(roofline=dict(flops=1e6, library_flops=1e6, bytes=1e5, roofline_seconds=1.0, bound="bytes"),
+                    numpy=None, floor=None, targets={},
+                    rows=[dict(seeds=1, units_per_second=1000.0), dict(seeds=10, skipped=True)])]
+    scale.apply_ceilings(section, dict(matmul_flops=1e10, memory_bandwidth=1e10))
+    assert section[0]["roofline"]["roofline_seconds"] == pytest.approx(2e-4)
+    assert section[0]["roofline"]["bound"] == "flops"
+    assert section[0]["rows"][0]["fraction"] == pytest.approx(0.2)
+    assert "fraction" not in section[0]["rows"][1]
+    assert section[0]["targets"]["fraction"] == "MISSED 20.0%"
+    scale.apply_ceilings(section, dict(matmul_flops=1e12, memory_bandwidth=1e8))  # now bytes-bound: 1e-3 s
+    assert section[0]["roofline"]["bound"] == "bytes" and section[0]["rows"][0]["fraction"] == pytest.approx(1.0)
+
+
 @pytest.mark.slow  # about 18 s; the default suite keeps the case-coverage test below
 def test_scale_section_rows(tmp_path):
     """The scale section on one regret algorithm and one trial: every row measured, the ratio the JAX
