@@ -359,10 +359,11 @@ def targets(results: list) -> list:
 
 
 def measure_ceilings(quick: bool) -> dict:
-    if quick:
-        return dict(memory_bandwidth=harness.memory_bandwidth(64, 3),
-                    matmul_flops=harness.matmul_flops(512, repeats=3))
-    return dict(memory_bandwidth=harness.memory_bandwidth(), matmul_flops=harness.matmul_flops())
+    with harness.device_turn():
+        if quick:
+            return dict(memory_bandwidth=harness.memory_bandwidth(64, 3),
+                        matmul_flops=harness.matmul_flops(512, repeats=3))
+        return dict(memory_bandwidth=harness.memory_bandwidth(), matmul_flops=harness.matmul_flops())
 
 
 def _rescale(results: list, key: str, factor: float) -> None:
@@ -393,6 +394,8 @@ def main(argv=None) -> int:
     if out_path.suffix != ".json":
         out_path = out_path / "bench.json"
 
+    if harness.share_device():
+        log(f"taking turns on the device with other bench processes ({harness.LOCK_ENV}={os.environ[harness.LOCK_ENV]})")
     log("measuring machine ceilings ...")
     ceilings = measure_ceilings(args.quick)
     log(f"copy bandwidth {_si(ceilings['memory_bandwidth'])}B/s, float64 matmul {_si(ceilings['matmul_flops'])}flop/s")

@@ -6,6 +6,9 @@ matrix product gives floating-point operations per second.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
 import threading
 import sys
 import time
@@ -93,6 +96,56 @@ class PeakMemory:
             self._peak = max(self._peak, int(device_peak))
         self.peak_delta = self._peak - self._base
         return False
+
+
+# ------------------------------------------------------------------------------ one device, several processes
+LOCK_ENV = "BANDITS_JAX_BENCH_LOCK"
+_TURN = {"held": False, "waited": 0.0}
+
+
+@contextlib.contextmanager
+def device_turn():
+    """Hold the accelerator alone for the block where several bench processes share it
+    (BANDITS_JAX_BENCH_LOCK names a lock file, as bench/gpu.sh's parallel scale step sets): an
+    exclusive lock on that file, re-entrant within the process. The seconds spent waiting for it add
+    up in `turn_wait()`. Without the variable the block just runs."""
+    path = os.environ.get(LOCK_ENV)
+    if not path or _TURN["held"]:
+        yield
+        return
+    with open(path, "a") as fh:
+        t = time.perf_counter()
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        _TURN["waited"] += time.perf_counter() - t
+        _TURN["held"] = True
+        try:
+            yield
+        finally:
+            _TURN["held"] = False
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def turn_wait() -> float:
+    """Seconds this process has waited for device turns so far."""
+    return _TURN["waited"]
+
+
+def share_device() -> bool:
+    """Where BANDITS_JAX_BENCH_LOCK is set, run every compiled call (`jax.stages.Compiled`, what the
+    runner calls) in a device turn to the end of its computation, so that timed runs of different
+    processes never overlap while their compiles (outside the calls) still do. A row's run seconds
+    then hold its waits, which the caller subtracts (`turn_wait`). Returns whether calls take turns."""
+    call = jax.stages.Compiled.__call__
+    if not os.environ.get(LOCK_ENV) or getattr(call, "takes_turns", False):
+        return bool(os.environ.get(LOCK_ENV))
+
+    def in_turn(self, *args, **kwargs):
+        with device_turn():
+            return jax.block_until_ready(call(self, *args, **kwargs))
+
+    in_turn.takes_turns = True
+    jax.stages.Compiled.__call__ = in_turn
+    return True
 
 
 # ------------------------------------------------------------------------------ BLAS threads

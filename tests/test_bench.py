@@ -338,6 +338,70 @@ def test_scale_rows_take_the_final_ceilings():
     assert section[0]["roofline"]["bound"] == "bytes" and section[0]["rows"][0]["fraction"] == pytest.approx(1.0)
 
 
+def test_compiled_calls_take_turns_on_a_shared_device(tmp_path, monkeypatch):
+    """With the lock file set, a compiled call waits while another holder has the device, and the wait
+    is counted (so a row's run seconds can drop it); a turn is re-entrant, and without the variable
+    nothing is patched."""
+    import fcntl
+    import threading
+
+    import jax
+    import jax.numpy as jnp
+    from bench import harness
+
+    monkeypatch.setattr(jax.stages.Compiled, "__call__", jax.stages.Compiled.__call__)  # undone after the test
+    monkeypatch.delenv(harness.LOCK_ENV, raising=False)
+    assert harness.share_device() is False
+    monkeypatch.setenv(harness.LOCK_ENV, str(tmp_path / "lock"))
+    assert harness.share_device() is True and harness.share_device() is True  # patched once
+    f = jax.jit(lambda x: x + 1.0).lower(jnp.zeros(3)).compile()
+    held, release = threading.Event(), threading.Event()
+
+    def other_process():  # another open file description conflicts like another process
+        with open(tmp_path / "lock", "a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            held.set()
+            release.wait()
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+    thread = threading.Thread(target=other_process)
+    thread.start()
+    held.wait()
+    threading.Timer(0.3, release.set).start()
+    before = harness.turn_wait()
+    t = time.perf_counter()
+    assert float(f(jnp.ones(3))[0]) == 2.0
+    assert time.perf_counter() - t >= 0.25 and harness.turn_wait() - before >= 0.25
+    thread.join()
+    before = harness.turn_wait()
+    with harness.device_turn():
+        with harness.device_turn():  # re-entrant: the inner turn and the call do not wait on the outer
+            assert float(f(jnp.ones(3))[0]) == 2.0
+    assert harness.turn_wait() - before < 0.25
+
+
+def test_merged_scale_json_takes_the_largest_ceilings():
+    """bench.merge: the cases in the bench's order, each ceiling the largest measured, and every
+    row's fraction taken again against it (1e6 bytes a unit at 1e10 B/s = 1e-4 s: 500 units/s is 5%)."""
+    from bench import merge
+
+    def doc(algorithm, bandwidth, flops):
+        res = dict(algorithm=algorithm, roofline=dict(flops=1.0, bytes=1e6, roofline_seconds=1.0, bound="bytes"),
+                   numpy=None, floor=None, targets={}, unit="agent-steps", curve="c", point=None,
+                   rows=[dict(seeds=1, units_per_second=500.0, run_seconds=1.0, compile_seconds=1.0, peak_mb=1.0,
+                              ratio=None, fraction=1.0, errors=0)])
+        return dict(ceilings=dict(memory_bandwidth_bytes_per_second=bandwidth, matmul_float64_flops_per_second=flops),
+                    scale_section=[res], total_seconds=3.0, environment={})
+
+    out = merge.merge([doc("kernel_ucb", 1e10, 1e9), doc("linucb", 5e9, 2e9)])
+    assert [r["algorithm"] for r in out["scale_section"]] == ["linucb", "kernel_ucb"]
+    assert out["ceilings"] == dict(memory_bandwidth_bytes_per_second=1e10, matmul_float64_flops_per_second=2e9)
+    assert [r["rows"][0]["fraction"] for r in out["scale_section"]] == pytest.approx([0.05, 0.05])
+    assert out["processes"] == 2 and "MISSED 5.0%" in out["table"]
+    with pytest.raises(ValueError, match="nothing to merge"):
+        merge.merge([])
+
+
 @pytest.mark.slow  # about 18 s; the default suite keeps the case-coverage test below
 def test_scale_section_rows(tmp_path):
     """The scale section on one regret algorithm and one trial: every row measured, the ratio the JAX
