@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import math
 import operator
 from typing import Any, Callable, NamedTuple, Optional
 
@@ -331,9 +332,22 @@ def gaussian_rewards(noise_std: float) -> Callable[[PyTree, Array, Array], Array
 
     def sample(instance, means, key):
         del instance
-        return means + noise_std * jax.random.normal(key, means.shape, means.dtype)
+        return means + noise_std * flat_normal(key, means.shape, means.dtype)
 
     return sample
+
+
+def flat_normal(key, shape, dtype):
+    """`jax.random.normal(key, shape, dtype)` drawn as one flat vector and reshaped: the same numbers
+    (threefry numbers the elements in row-major order either way), and a draw XLA compiles quickly
+    whatever the shape, where some shaped draws of rank 3 (a [V, K, d] of contexts) compile an order
+    of magnitude slower, and slower still under a vmap over runs (bench/README, "Compiling")."""
+    return jax.random.normal(key, (math.prod(shape),), dtype).reshape(shape)
+
+
+def flat_uniform(key, shape, dtype, minval=0.0, maxval=1.0):
+    """`jax.random.uniform(key, shape, dtype, minval, maxval)` drawn flat and reshaped (`flat_normal`)."""
+    return jax.random.uniform(key, (math.prod(shape),), dtype, minval=minval, maxval=maxval).reshape(shape)
 
 
 def float_dtype():

@@ -345,3 +345,19 @@ def test_registry_shuttle_from_data_dir():
     x, y = load_shuttle(data_dir=_data_dir(), download=False)
     np.testing.assert_allclose(np.asarray(ctx)[:, 0, :9], authors_preprocess(x)[rows], rtol=1e-6)
     np.testing.assert_array_equal(np.asarray(means).argmax(axis=1), y[rows])
+
+
+@pytest.mark.parametrize("partitionable", [True, False])
+def test_flat_draws_are_jax_random_draws(partitionable):
+    """core.flat_normal / flat_uniform give jax.random's numbers for the shape, bit for bit, in both
+    threefry modes (the problems' contexts and rewards and the algorithms' tie noise use them)."""
+    from bandits_jax.core import flat_normal, flat_uniform
+
+    key = jax.random.PRNGKey(11)
+    with jax.threefry_partitionable(partitionable), jax.enable_x64(True):
+        for shape in [(50, 8, 10), (7, 3), (2, 3, 4, 5), (6,), ()]:
+            for dtype in (jnp.float64, jnp.float32):
+                assert (flat_normal(key, shape, dtype) == jax.random.normal(key, shape, dtype)).all()
+                assert (flat_uniform(key, shape, dtype, -0.5, 0.5)
+                        == jax.random.uniform(key, shape, dtype, minval=-0.5, maxval=0.5)).all()
+                assert flat_uniform(key, shape, dtype).shape == shape

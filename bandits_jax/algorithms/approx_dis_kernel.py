@@ -37,7 +37,7 @@ from bandits_jax.kernels import nystrom
 from bandits_jax.kernels.functions import Kernel
 from bandits_jax.kernels.linalg import pad_last, pad_ridge_inverse, pad_rows, sherman_morrison
 
-from ..core import Algorithm, ConfigError, EnvSpec, Sizes, Sizing, float_dtype, report
+from ..core import Algorithm, ConfigError, EnvSpec, Sizes, Sizing, flat_uniform, float_dtype, report
 from . import candidate_approx, candidate_kernel
 from .base import (ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, active_index, argmax_or_uniform, argmax_random_ties,
                    batch_cond, check_capacity, check_static, kernel_params, multi_active_error, one_hot_action,
@@ -124,7 +124,7 @@ def async_select(config: ApproxDisKernelConfig, params, state: ApproxDisKernelSt
     dtype = state.g_b.dtype
     contexts = step.contexts.astype(dtype)
     N, K = contexts.shape[:2]
-    noise = jax.random.uniform(key, (N, K), dtype)
+    noise = flat_uniform(key, (N, K), dtype)
     if step.one_active:
         i = active_index(step.active)
         mean, var = client_mean_var(config, params, state, contexts[i], *client_model(state, i))

@@ -36,7 +36,7 @@ from bandits_jax.kernels import nystrom
 from bandits_jax.kernels.functions import Kernel
 from bandits_jax.kernels.linalg import pad_last, pad_ridge_inverse, pad_rows, sherman_morrison
 
-from ..core import Algorithm, EnvSpec, Sizes, Sizing, float_dtype, report
+from ..core import Algorithm, EnvSpec, Sizes, Sizing, flat_uniform, float_dtype, report
 from .base import (ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, active_index, argmax_random_ties, check_capacity,
                    kernel_params, multi_active_error, one_hot_action, resolve_kernel, signed_params)
 
@@ -123,7 +123,7 @@ def select(config: AsyncKernelConfig, params, state: AsyncKernelState, step, key
     i = active_index(step.active)
     mean, var = snapshot_mean_var(config, params, state, i, contexts[i])
     scores = mean + params["alpha"] * jnp.sqrt(var)
-    noise = jax.random.uniform(key, (N, K), dtype)
+    noise = flat_uniform(key, (N, K), dtype)
     a = argmax_random_ties(scores, noise[i])
     return one_hot_action(i, a, N), {"client": i, "mean": mean, "var": var}
 
@@ -187,7 +187,7 @@ def communicate(config: AsyncKernelConfig, params, state: AsyncKernelState, i, k
     n_old = state.dict_n
     # message 1 (download): S_{k-1}, A, b -> fresh variances of the buffered points (stored P)
     var_fresh = fresh_variances(config, params, state, bx, bn, p)
-    u = jax.random.uniform(key, by.shape, state.b.dtype)
+    u = flat_uniform(key, by.shape, state.b.dtype)
     valid = jnp.arange(by.shape[0]) < bn
     keep = nystrom.include_draws(nystrom.leverage_probability(var_fresh, params["q"]), u, valid)
 

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ..core import Algorithm, ConfigError, Param, Sizing, declare_params, report
+from ..core import Algorithm, ConfigError, Param, Sizing, declare_params, flat_uniform, report
 from ..kernels.functions import Kernel, get_kernel
 
 ERR_MULTI_ACTIVE = 1 << 30
@@ -184,7 +184,7 @@ def ucb_select(step, key, dtype, client):
     """
     contexts = step.contexts.astype(dtype)
     N, K = contexts.shape[:2]
-    noise = jax.random.uniform(key, (N, K), dtype)
+    noise = flat_uniform(key, (N, K), dtype)
     if step.one_active:
         i = active_index(step.active)
         mean, var, scores, cols = client(i, contexts[i])

@@ -34,7 +34,7 @@ import jax.numpy as jnp
 
 from bandits_jax.kernels import nystrom
 
-from ..core import EnvSpec, Sizes, report
+from ..core import EnvSpec, Sizes, flat_uniform, report
 from .base import argmax_or_uniform, batch_cond, capacity_ladder, kernel_params, sized_switch
 from .dis_protocol import ERR_DICT, ERR_SLOTS
 
@@ -133,7 +133,7 @@ def synchronise(config, operand):
     counts = counts.at[jnp.arange(N)[:, None], loc.ids].add(loc.counts)  # unused slots add 0
     sums = sums.at[loc.ids].add(loc.sums)
     prob = nystrom.leverage_probability(resid + jnp.maximum(jnp.diagonal(cov_g), 0.0), params["q"])
-    keep = owner_keeps(prob, counts, jax.random.uniform(key, (N, M), dtype))
+    keep = owner_keeps(prob, counts, flat_uniform(key, (N, M), dtype))
     chosen = jnp.any(keep, axis=0)
     dict_n, model, over = sized_switch(jnp.sum(chosen), capacity_ladder(min(config.dict_capacity, M)),
                                        partial(pooled_model, config), (params, X, chosen, counts, sums))

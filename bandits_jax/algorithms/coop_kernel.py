@@ -33,7 +33,7 @@ from typing import NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from ..core import Algorithm, ConfigError, float_dtype, report
+from ..core import Algorithm, ConfigError, flat_uniform, float_dtype, report
 from . import coop_storage as store_ops
 from .base import check_capacity, check_static, kernel_args, resolve_kernel, signed_params
 
@@ -169,7 +169,7 @@ def select(pieces: Pieces, opts: Options, params, state: CoopState, step, key):
     mimic = (step.t >= state.net.lag) & (state.net.lag > 0)
     if opts.dist_mimic == "arm_projection":
         s = jnp.where(mimic[:, None], projection(opts, kp, state, step.t, contexts), s)
-    noise = jax.random.uniform(jax.random.fold_in(key, TIE_FOLD), (V, K), dtype)
+    noise = flat_uniform(jax.random.fold_in(key, TIE_FOLD), (V, K), dtype)
     return jnp.argmax(s + TIE * noise, axis=1).astype(jnp.int32), {"scores": s, "count": count, "mimic": mimic}
 
 
@@ -297,8 +297,7 @@ def tie_uniforms(key, V: int, K: int, T: int):
 
     with jax.enable_x64(True):
         def one(t):
-            return jax.random.uniform(jax.random.fold_in(algorithm_step_keys(key, t)[0], TIE_FOLD), (V, K),
-                                      jnp.float64)
+            return flat_uniform(jax.random.fold_in(algorithm_step_keys(key, t)[0], TIE_FOLD), (V, K), jnp.float64)
 
         return jax.device_get(jax.vmap(one)(jnp.arange(T, dtype=jnp.int32)))
 

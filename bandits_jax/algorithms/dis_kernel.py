@@ -36,7 +36,7 @@ from jax import lax
 from bandits_jax.kernels.functions import Kernel
 from bandits_jax.kernels.linalg import inv_chol_append, pad_chol, pad_rows, posterior_mean_var_inv
 
-from ..core import Algorithm, EnvSpec, Sizes, Sizing, float_dtype, report
+from ..core import Algorithm, EnvSpec, Sizes, Sizing, flat_uniform, float_dtype, report
 from . import candidate_kernel
 from .base import (ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, argmax_or_uniform, argmax_random_ties, check_capacity,
                    check_static, independent, kernel_args, multi_active_error, resolve_kernel, scaled_ucb,
@@ -495,7 +495,7 @@ def one_kernel_ucb(kernel: Union[str, Kernel] = "rbf", lam=1.0, alpha=1.0, lengt
 def n_select1(model: KernelConfig, params, state: KernelState, contexts, key):
     """Client's action: tie-broken argmax of its scaled UCB, tie noise uniform(key, (K,))."""
     _, _, scores = scaled_ucb_scores(model.kernel, params, state, contexts)
-    return argmax_random_ties(scores, jax.random.uniform(key, scores.shape, scores.dtype))
+    return argmax_random_ties(scores, flat_uniform(key, scores.shape, scores.dtype))
 
 
 def n_kernel_ucb(kernel: Union[str, Kernel] = "rbf", lam=1.0, alpha=1.0, lengthscale=1.0, **kw) -> Algorithm:

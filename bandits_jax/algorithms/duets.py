@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ..core import Algorithm, ConfigError, EnvSpec, Sizes, Table, float_dtype, report
+from ..core import Algorithm, ConfigError, EnvSpec, Sizes, Table, flat_uniform, float_dtype, report
 from ..kernels import krr, nystrom
 from ..kernels.functions import Kernel
 from .base import capacity_ladder, kernel_params, resolve_kernel, signed_params, sized_switch
@@ -266,7 +266,7 @@ def keep_uniforms(schedule: Schedule, state: DuetsState, j: int, N: int):
     k_keep, k_empty = jax.random.split(jax.random.fold_in(state.server, j))
     dtype = state.sums.dtype
     width = max(schedule.lengths[:-1], default=1)  # the draws' shape: every epoch's first T_j columns
-    u_keep = jax.random.uniform(k_keep, (N, width), dtype)[:, :schedule.lengths[j]]
+    u_keep = flat_uniform(k_keep, (N, width), dtype)[:, :schedule.lengths[j]]
     return u_keep, jax.random.uniform(k_empty, (), dtype)
 
 

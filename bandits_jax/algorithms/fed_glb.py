@@ -34,7 +34,7 @@ from jax import lax
 from bandits_jax.kernels.linalg import pad_rows
 from bandits_jax.kernels.ridge import ridge_logdet, ridge_scores
 
-from ..core import Algorithm, EnvSpec, Sizes, Sizing, float_dtype, report
+from ..core import Algorithm, EnvSpec, Sizes, Sizing, flat_uniform, float_dtype, report
 from .base import (ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, active_index, argmax_random_ties, batch_cond, check_capacity,
                    multi_active_error, one_hot_action, signed_params)
 
@@ -98,7 +98,7 @@ def select(config: FedGLBConfig, params, state: FedGLBState, step, key):
     contexts = step.contexts.astype(dtype)
     N, K = contexts.shape[:2]
     centre_b = state.A_g @ state.theta_g
-    noise = jax.random.uniform(key, (N, K), dtype)
+    noise = flat_uniform(key, (N, K), dtype)
 
     def one(dA, db, X):
         return ridge_scores(state.A_g + dA, centre_b + db, reg(params), params["alpha"], X)

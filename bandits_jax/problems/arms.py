@@ -11,7 +11,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ..core import Arms, ConfigError, float_dtype
+from ..core import Arms, ConfigError, flat_normal, float_dtype
 
 
 def gaussian_arms(num_agents: int = 1, num_arms: int = 10, gap: float = 0.5, noise_std: float = 1.0) -> Arms:
@@ -37,7 +37,7 @@ def gaussian_arms(num_agents: int = 1, num_arms: int = 10, gap: float = 0.5, noi
         exact in law for Gaussian noise."""
         means = instance["means"]
         counts = counts.astype(means.dtype)
-        return counts * means + noise_std * jnp.sqrt(counts) * jax.random.normal(key, means.shape, means.dtype)
+        return counts * means + noise_std * jnp.sqrt(counts) * flat_normal(key, means.shape, means.dtype)
 
     def answer(instance):
         return jnp.argmax(instance["means"], axis=1).astype(jnp.int32)

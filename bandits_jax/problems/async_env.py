@@ -54,8 +54,8 @@ def uniform_ball(key, shape, dtype=None):
     """Points uniform (in volume) in the unit l2 ball: shape (..., d) -> array of that shape."""
     dtype = float_dtype() if dtype is None else dtype
     kg, kv = jax.random.split(key)
-    g = jax.random.normal(kg, shape, dtype)
-    v = jax.random.uniform(kv, shape[:-1] + (1,), dtype)
+    g = core.flat_normal(kg, shape, dtype)
+    v = core.flat_uniform(kv, shape[:-1] + (1,), dtype)
     return v ** (1.0 / shape[-1]) * g / jnp.linalg.norm(g, axis=-1, keepdims=True)
 
 

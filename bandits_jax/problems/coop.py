@@ -148,7 +148,7 @@ def _linear_world(spec: EnvSpec, cluster: np.ndarray):
     def contexts(instance, t, key):
         del t
         mu = instance["mu"][instance["cluster"]]
-        xi = jax.random.normal(key, (V, K, d), mu.dtype)
+        xi = core.flat_normal(key, (V, K, d), mu.dtype)
         return _normalize(mu[:, None, :] + xi / math.sqrt(d))
 
     def mean_reward(instance, t, ctx):
@@ -165,7 +165,7 @@ def _rbf_world(spec: EnvSpec, cluster: np.ndarray, rho: float, sigma_x: float, s
     def init(key):
         k_mu, k_z, k_a, k_b, k_alpha = jax.random.split(key, 5)
         dtype = float_dtype()
-        xi = jax.random.normal(k_z, (V, d), dtype)
+        xi = core.flat_normal(k_z, (V, d), dtype)
         if math.isinf(rho):
             z = _normalize(xi)
         else:
@@ -180,7 +180,7 @@ def _rbf_world(spec: EnvSpec, cluster: np.ndarray, rho: float, sigma_x: float, s
     def contexts(instance, t, key):
         del t
         z = instance["z"]
-        xi = jax.random.normal(key, (V, K, d), z.dtype)
+        xi = core.flat_normal(key, (V, K, d), z.dtype)
         return _normalize(z[:, None, :] + xi / math.sqrt(d))
 
     def mean_reward(instance, t, ctx):
@@ -258,7 +258,7 @@ def world_numbers(problem: Problem, seed: int = 0) -> dict:
 
 # ----------------------------------------------------------------------------------- helpers
 def _unit(key, shape, dtype):
-    return _normalize(jax.random.normal(key, shape, dtype))
+    return _normalize(core.flat_normal(key, shape, dtype))
 
 
 def _normalize(x):

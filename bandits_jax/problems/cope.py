@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core import Arms, ConfigError
+from ..core import Arms, ConfigError, flat_normal
 from ..kernels import design
 
 CASES = {"rank1": (0, 0, 0, 0, 0), "rank2": (0, 0, 1, 1, 1), "rank5": (0, 1, 2, 3, 4)}
@@ -57,7 +57,7 @@ def cope_kb(case: str = "rank1", gap: float = 0.1, noise_std: float = 1.0, xi: f
         """Sums of counts[v, a] rewards: counts * mean + noise_std * sqrt(counts) * z (module docstring)."""
         mu = instance["means"]
         counts = counts.astype(mu.dtype)
-        return counts * mu + noise_std * jnp.sqrt(counts) * jax.random.normal(key, mu.shape, mu.dtype)
+        return counts * mu + noise_std * jnp.sqrt(counts) * flat_normal(key, mu.shape, mu.dtype)
 
     def answer(instance):
         return jnp.argmax(instance["means"], axis=1).astype(jnp.int32)

@@ -56,9 +56,9 @@ def unit_contexts(key, shape, law: str, dtype=None):
     """
     dtype = float_dtype() if dtype is None else dtype
     if law == "cube":
-        u = jax.random.uniform(key, shape, dtype, minval=-0.5, maxval=0.5)
+        u = core.flat_uniform(key, shape, dtype, minval=-0.5, maxval=0.5)
     elif law == "sphere":
-        u = jax.random.normal(key, shape, dtype)
+        u = core.flat_normal(key, shape, dtype)
     else:
         raise ConfigError(f"unknown context law {law!r}; known: {', '.join(CONTEXT_LAWS)}")
     return u / jnp.linalg.norm(u, axis=-1, keepdims=True)
