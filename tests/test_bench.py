@@ -484,3 +484,18 @@ def test_family_scale_references_time_one_seed():
         units, seconds = refs[name](run, params, cfg, 0)
         assert units == scale.units_per_seed(run) and seconds > 0
         assert refs[name].note == ""
+
+
+def test_compile_profile_times_both_layouts_on_the_same_numbers(tmp_path):
+    from bench import compiles
+
+    # 9 seeds: chunks of CPU_VMAP_SIZE = 8 in the CPU layout, one vmap of 9 in the whole batch
+    for flag in ([], ["--whole-batch"]):
+        compiles.main(["linucb:9", str(tmp_path / f"c{len(flag)}.json"), *flag])
+    rows = [json.loads((tmp_path / f"c{k}.json").read_text())["linucb:9"] for k in (0, 1)]
+    assert all(r["compile"] > 0 and r["floor_compile"] > 0 for r in rows)
+    assert rows[0]["regret"] == pytest.approx(rows[1]["regret"], rel=1e-12) and rows[0]["regret"] > 0
+    with pytest.raises(SystemExit, match="NAME:S"):
+        compiles.main(["linucb", str(tmp_path / "x.json")])
+    with pytest.raises(SystemExit, match="no scale case named 'nope'"):
+        compiles.main(["nope:2", str(tmp_path / "x.json")])

@@ -1,0 +1,62 @@
+"""Compile seconds of scale cases: the algorithm's batch and its environment floor, nothing cached.
+
+`python -m bench.compiles NAME:S[,NAME:S...] OUT.json [--whole-batch]` builds each named scale case
+(`bench.scale.CASES`) at S seeds and runs it once through `run_batch` (or `run_trials`) with an empty
+compiled-call cache, then the same problem under the uniform-random policy (the floor), and records
+both calls' compile and run seconds and the summed regret (so two codes can be checked for the same
+numbers). `--whole-batch` puts all S runs in one vmap, the layout on an accelerator; without it the
+runner picks the CPU layout (the algorithm's `cpu_vmap`). Run the two codes to compare in fresh
+processes, one after another. A profile, not a section of `python -m bench` (bench/README,
+"Compiling").
+"""
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+
+from bandits_jax.algorithms.uniform import uniform_random
+from bandits_jax.core import Trial
+from bandits_jax.runner import run_batch, run_trials
+
+from . import scale
+
+
+def measure(name: str, seeds: int, whole_batch: bool) -> dict:
+    """{compile, run, floor_compile, regret} of one case at `seeds` seeds (floor and regret None for a trial)."""
+    case = next((c for c in scale.CASES if c.algorithm == name), None)
+    if case is None:
+        raise SystemExit(f"no scale case named {name!r}; the names are those of `bench.scale.CASES`")
+    run, params, cfg = scale.build(case)
+    batched = {k: np.full(seeds, v) for k, v in params.items()}
+    if isinstance(run.algorithm, Trial):
+        out = run_trials(run.problem, run.algorithm, range(seeds), batched, compiled_cache={})
+        return dict(compile=out.compile_seconds, run=out.run_seconds, floor_compile=None, regret=None)
+    vmap_size = seeds if whole_batch else None
+    batch = dict(first_segment=cfg["first_segment"], compiled_cache={}, vmap_size=vmap_size)
+    out = run_batch(run.problem, run.algorithm, range(seeds), batched, **batch)
+    floor = run_batch(run.problem, uniform_random(), range(seeds), {}, **batch)
+    return dict(compile=out.compile_seconds, run=out.run_seconds, floor_compile=floor.compile_seconds,
+                regret=float(np.asarray(out.regret).sum()))
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.compiles", description=__doc__.splitlines()[0])
+    parser.add_argument("cases", help="NAME:S pairs, comma-separated, e.g. coop_kernel_ucb:10,igp_ucb:10")
+    parser.add_argument("out", help="the JSON file to write")
+    parser.add_argument("--whole-batch", action="store_true", help="all S runs in one vmap (the GPU layout)")
+    args = parser.parse_args(argv)
+    pairs = [spec.rsplit(":", 1) for spec in args.cases.split(",")]
+    if any(len(p) != 2 or not p[1].isdigit() for p in pairs):
+        raise SystemExit(f"cases must be NAME:S pairs, e.g. igp_ucb:10 (got {args.cases!r})")
+    results = {}
+    for name, seeds in pairs:
+        results[f"{name}:{seeds}"] = row = measure(name, int(seeds), args.whole_batch)
+        print(name, seeds, {k: v if not isinstance(v, float) else round(v, 2) for k, v in row.items()}, flush=True)
+    with open(args.out, "w") as f:
+        json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
