@@ -467,7 +467,7 @@ def test_candidate_slots_grow_by_demand(which):
     its agents outgrow (with buffer_capacity = 4 the same run reports the overflow error), grows them
     segment by segment and gives the same regret and communication as a run with every slot from the
     start."""
-    N, T, M = 3, 16, 100
+    N, T, M = 3, 8, 100
     prob = candidate_problem("branin", N, T, num_candidates=M)
     common = dict(lam=0.2, alpha=5.0, lengthscale=0.2, storage="candidates")
 

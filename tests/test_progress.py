@@ -13,8 +13,9 @@ class Terminal(io.StringIO):
 
 
 def shown_lines(text: str) -> list:
-    """The lines a terminal keeps of `text`: each as the last carriage return before its newline left it."""
-    return [line.rsplit("\r", 1)[-1] for line in text.split("\n")]
+    """The lines a terminal keeps of `text`: each as the last carriage return before its newline left it,
+    without the spaces a bar writes to blank out a longer line it replaces."""
+    return [line.rsplit("\r", 1)[-1].rstrip(" ") for line in text.split("\n")]
 
 
 def _two_chunks(progress, name: str, reports=(60, 60, 180, 300, 300)) -> None:
