@@ -181,8 +181,8 @@ def test_fb_halving_keeps_the_top3_tie(world):
     R = 5 rounds and spends 2/5 of the budget."""
     _, public = world
     table = np.asarray(public["omega_table"][0])
-    fhat = jnp.arange(N_ARMS, dtype=jnp.float64)  # sorted like the true means: best arm last
     with jax.enable_x64(True):
+        fhat = jnp.arange(N_ARMS, dtype=jnp.float64)  # sorted like the true means: best arm last
         kept = cope_kb.halve(jnp.asarray(table), jnp.ones(N_ARMS, bool), fhat)
         strict = cope_kb.halve(jnp.asarray(np.where(np.arange(64) == 0b111000, 6.0 + 1e-2, table)),
                                jnp.ones(N_ARMS, bool), fhat)
