@@ -16,9 +16,7 @@ import json
 
 import numpy as np
 
-from bandits_jax.algorithms.uniform import uniform_random
 from bandits_jax.core import Trial
-from bandits_jax.runner import run_batch, run_trials
 
 from . import scale
 
@@ -29,14 +27,11 @@ def measure(name: str, seeds: int, whole_batch: bool) -> dict:
     if case is None:
         raise SystemExit(f"no scale case named {name!r}; the names are those of `bench.scale.CASES`")
     run, params, cfg = scale.build(case)
-    batched = {k: np.full(seeds, v) for k, v in params.items()}
-    if isinstance(run.algorithm, Trial):
-        out = run_trials(run.problem, run.algorithm, range(seeds), batched, compiled_cache={})
-        return dict(compile=out.compile_seconds, run=out.run_seconds, floor_compile=None, regret=None)
     vmap_size = seeds if whole_batch else None
-    batch = dict(first_segment=cfg["first_segment"], compiled_cache={}, vmap_size=vmap_size)
-    out = run_batch(run.problem, run.algorithm, range(seeds), batched, **batch)
-    floor = run_batch(run.problem, uniform_random(), range(seeds), {}, **batch)
+    out = scale.batch_call(run, params, cfg, seeds, vmap_size)
+    if isinstance(run.algorithm, Trial):
+        return dict(compile=out.compile_seconds, run=out.run_seconds, floor_compile=None, regret=None)
+    floor = scale.batch_call(scale.floor_run(run), {}, cfg, seeds, vmap_size)
     return dict(compile=out.compile_seconds, run=out.run_seconds, floor_compile=floor.compile_seconds,
                 regret=float(np.asarray(out.regret).sum()))
 

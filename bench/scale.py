@@ -157,18 +157,24 @@ def numpy_rate(fn, run, params, cfg, threads) -> dict:
 
 def jax_row(run, params, cfg, seeds: int) -> dict:
     """One compiled call over `seeds` seeds: compile and run seconds, peak MB, units per second."""
-    batched = {k: np.full(seeds, v) for k, v in params.items()}
     waited = harness.turn_wait()
     with harness.PeakMemory() as mem:
-        if isinstance(run.algorithm, Trial):
-            out = run_trials(run.problem, run.algorithm, range(seeds), batched, compiled_cache={})
-        else:
-            out = run_batch(run.problem, run.algorithm, range(seeds), batched, first_segment=cfg["first_segment"],
-                            compiled_cache={})
+        out = batch_call(run, params, cfg, seeds)
     run_seconds = out.run_seconds - (harness.turn_wait() - waited)  # another process's turns are not ours
     return dict(runs=seeds, seeds=seeds, compile_seconds=out.compile_seconds, run_seconds=run_seconds,
                 peak_mb=mem.peak_delta / MB, units_per_second=seeds * units_per_seed(run) / run_seconds,
                 errors=int(np.count_nonzero(out.errors)))
+
+
+def batch_call(run, params, cfg, seeds: int, vmap_size: Optional[int] = None):
+    """The runner's result of one call over seeds 0..seeds-1 at `params` (each a float, the same for
+    every seed), compiled afresh: `run_trials` for a trial, else `run_batch` with the case's first
+    segment and `vmap_size` (None: the runner's default layout)."""
+    batched = {k: np.full(seeds, v) for k, v in params.items()}
+    if isinstance(run.algorithm, Trial):
+        return run_trials(run.problem, run.algorithm, range(seeds), batched, compiled_cache={})
+    return run_batch(run.problem, run.algorithm, range(seeds), batched, first_segment=cfg["first_segment"],
+                     compiled_cache={}, vmap_size=vmap_size)
 
 
 def step_roofline(run, ceilings: dict) -> Optional[dict]:
@@ -210,12 +216,16 @@ def environment_floor(run, cfg, floors: dict) -> Optional[dict]:
     if isinstance(run.algorithm, Trial):
         return None
     if run.problem.name not in floors:
-        rand = types.SimpleNamespace(algorithm=uniform_random(), problem=run.problem)
-        row = jax_row(rand, {}, cfg, FLOOR_SEEDS)
+        row = jax_row(floor_run(run), {}, cfg, FLOOR_SEEDS)
         floors[run.problem.name] = dict(seeds=FLOOR_SEEDS, units_per_second=row["units_per_second"])
         log(f"[scale] environment floor of {run.problem.name}: {row['units_per_second']:.4g} agent-steps/s "
             f"(Random, S = {FLOOR_SEEDS})")
     return floors[run.problem.name]
+
+
+def floor_run(run):
+    """The run's problem under uniform random arms (`Random`), the environment floor's run."""
+    return types.SimpleNamespace(algorithm=uniform_random(), problem=run.problem)
 
 
 def bench_case(case: Case, args, ceilings: dict, skip_reason, reference, floors: dict) -> dict:
