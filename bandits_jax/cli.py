@@ -18,9 +18,16 @@ from ._cpu import cpu_guard
 from .core import ConfigError
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line error: what is wrong, and where the usage is."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="bandits-jax", description="Multi-agent kernel and neural bandits in JAX.")
-    sub = p.add_subparsers(dest="command", required=True)
+    p = _Parser(prog="bandits-jax", description="Multi-agent kernel and neural bandits in JAX.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     lister = sub.add_parser("list", help="list the experiments (or the algorithms, or the problems), one per line")
     lister.add_argument("--algorithms", action="store_true", help="list the registered algorithms instead")
     lister.add_argument("--problems", action="store_true", help="list the registered problems instead")
@@ -39,6 +46,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--chunk", type=int, help="seeds per compiled call (default: estimated from memory)")
     run.add_argument("--quiet", action="store_true", help="no progress output")
     run.add_argument("--no-plot", action="store_true", help="skip the plot")
+    run.add_argument("--check", action="store_true",
+                     help="validate everything (configuration, curves, each curve's traced step, memory, folders), "
+                          "print the plan and stop: nothing is compiled or written")
     run.add_argument("--curves", type=Path, metavar="DIR",
                      help="the curve cache: finished curves of any experiment, found again by what determines "
                           "them (default: $BANDITS_JAX_CURVES, else results/curves)")
@@ -122,7 +132,8 @@ def main(argv=None) -> int:
             exp, size = _run_target(args)
             run_experiment(exp, size=size, overrides=_overrides(args), out=args.out,
                            chunk=args.chunk, quiet=args.quiet, plot=not args.no_plot,
-                           curves=False if args.no_curve_cache else args.curves, only=tuple(args.only))
+                           curves=False if args.no_curve_cache else args.curves, only=tuple(args.only),
+                           check=args.check)
             return 0
         if args.command == "report":
             from .report import report

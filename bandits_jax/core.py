@@ -78,7 +78,8 @@ class Problem(NamedTuple):
     public(instance) -> pytree               what agents may know of the instance (None: nothing).
     description: one line, shown in outputs (e.g. "synthetic stand-in for MovieLens").
     info: {name: number or string}, structural numbers of the instance family (a graph's diameter, a
-          candidate set's size), copied into metadata.json and the summary.
+          candidate set's size), copied into metadata.json and the summary. "stand_in" (a line) marks a
+          data set that stands in for the one an experiment names; plots add it to their title.
     """
 
     name: str
@@ -141,8 +142,10 @@ def report(dtype, comm_up=0.0, comm_down=0.0, rounds=0.0, errors=0, **diagnostic
 
 
 class Param(NamedTuple):
-    """A float hyper-parameter: its default and the sign it must have ("positive", "nonnegative" or
-    "" for any)."""
+    """A float hyper-parameter: its default and the range it must lie in: "positive" (> 0),
+    "nonnegative" (>= 0), "probability" (a confidence level, in the open interval (0, 1)), "trigger"
+    (a synchronisation threshold >= 0, where +inf means never) or "" (any finite number). No other
+    hyper-parameter may be infinite, and none NaN."""
 
     default: float
     sign: str = ""
@@ -198,6 +201,10 @@ class Algorithm(NamedTuple):
             (None: the default, `runner.CPU_VMAP_SIZE`). 1 suits a step whose cost is per-run LAPACK
             factorisations or conditionals that a vmap runs in lock step: batching gains nothing
             there, and a chunk's operands leave the caches. A caller's vmap_size wins.
+    one_active: the arrivals it needs, checked against the problem's `EnvSpec.one_active` before
+            anything computes (`curves.check_fit`). None: any; True: exactly one active agent a step
+            (a protocol built on the active agent alone, which reports an error where several act);
+            False: every agent at every step.
     """
 
     name: str
@@ -211,6 +218,7 @@ class Algorithm(NamedTuple):
     stream: int = 0
     tables: tuple = ()
     cpu_vmap: Optional[int] = None
+    one_active: Optional[bool] = None
 
     @property
     def defaults(self) -> dict:
@@ -300,18 +308,77 @@ def declared_param(algorithm_name: str, declared: dict, name: str) -> Param:
     return declared[name]
 
 
+SIGNS = {"positive": ("> 0", lambda v: v > 0), "nonnegative": (">= 0", lambda v: v >= 0),
+         "probability": ("in (0, 1)", lambda v: 0 < v < 1), "": ("finite", lambda v: True),
+         "trigger": (">= 0 (inf: never)", lambda v: v >= 0)}
+UNBOUNDED_SIGNS = ("trigger",)  # the signs that admit +inf
+
+
 def check_param(algorithm_name: str, declared: dict, name: str, value) -> float:
-    """`value` as a float, refused when it is not a number or has the wrong sign."""
+    """`value` as a float, refused when it is not a finite number or lies outside its declared range
+    (`Param`)."""
     sign = declared_param(algorithm_name, declared, name).sign
+    allowed, holds = SIGNS[sign]
+    number = as_real(value)
+    finite = number is not None and (math.isfinite(number) or (number == math.inf and sign in UNBOUNDED_SIGNS))
+    if not finite or not holds(number):
+        raise ConfigError(f"{algorithm_name}: hyper-parameter {name} must be a finite number"
+                          f"{' ' + allowed if sign else ''}, got {value!r}")
+    return number
+
+
+def as_real(value) -> Optional[float]:
+    """`value` as a float where it is a real number (an int, a float, a NumPy or JAX scalar), else None
+    (strings and booleans are not numbers here)."""
+    if isinstance(value, (bool, str)):
+        return None
     try:
-        value = float(value)
+        return float(value)
     except (TypeError, ValueError):
-        raise ConfigError(f"{algorithm_name}: hyper-parameter {name} must be a number, got {value!r}") from None
-    if sign == "positive" and not value > 0:
-        raise ConfigError(f"{algorithm_name}: {name} must be > 0, got {value}")
-    if sign == "nonnegative" and not value >= 0:
-        raise ConfigError(f"{algorithm_name}: {name} must be >= 0, got {value}")
-    return value
+        return None
+
+
+def checked_options(what: str, function, options: dict, skip: int = 0) -> dict:
+    """`options` of a factory, builder or wrapper `function` (less its first `skip` parameters), refused
+    (ConfigError, one line) where `function` has no parameter of that name, where a parameter without
+    a default is not given, or where a value does not have its default's type: an integer option takes
+    an integer, a float option a finite number, a flag True or False, a text option anything but a
+    number (a name, or the object it names) (an option whose default is None takes anything; the
+    function checks it). Ranges are the function's to check."""
+    params = list(inspect.signature(function).parameters.values())[skip:]
+    named = [p for p in params if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
+    if len(named) == len(params):
+        unknown = sorted(set(options) - {p.name for p in named})
+        if unknown:
+            raise ConfigError(f"{what}: unknown option(s) {', '.join(unknown)}; "
+                              f"known: {', '.join(p.name for p in named) or 'none'}")
+    missing = [p.name for p in named if p.default is p.empty and p.name not in options]
+    if missing:
+        raise ConfigError(f"{what}: option(s) {', '.join(missing)} must be given (e.g. {missing[0]}=...)")
+    for p in named:
+        if p.name in options and p.default is not p.empty:
+            check_option_type(what, p.name, options[p.name], p.default)
+    return options
+
+
+def check_option_type(what: str, name: str, value, default) -> None:
+    """Refuse (ConfigError) a static option whose value does not have the type of its default
+    (`checked_options`)."""
+    if default is None or isinstance(default, (tuple, list, dict)) or callable(default):
+        return
+    if isinstance(default, bool):
+        ok, kind = isinstance(value, bool), "True or False"
+    elif isinstance(default, int):
+        ok, kind = isinstance(value, int) and not isinstance(value, bool), "an integer"
+    elif isinstance(default, float):
+        number = as_real(value)
+        ok, kind = number is not None and math.isfinite(number), "a finite number"
+    elif isinstance(default, str):  # a name; some options also take the object it names (a graph, a kernel)
+        ok, kind = not isinstance(value, (bool, int, float)), "a string"
+    else:
+        return
+    if not ok:
+        raise ConfigError(f"{what}: option {name} must be {kind}, got {value!r}")
 
 
 def describe(function) -> str:

@@ -20,9 +20,10 @@ import dataclasses
 import json
 from typing import NamedTuple, Optional
 
+import jax
 import numpy as np
 
-from .core import Arms, ConfigError, Problem, Trial
+from .core import Arms, ConfigError, Problem, Trial, check_stream
 
 
 class Spec(NamedTuple):
@@ -82,8 +83,9 @@ class Run(NamedTuple):
 def resolve(curves, trace: bool = True) -> list:
     """[Run] of `curves`, each problem and algorithm built once per distinct spec. A pair that does not
     fit raises ConfigError naming both, before anything compiles (`check_fit`): a phase-level trial on
-    a regret problem always, an algorithm whose `init` refuses the problem's public part with `trace`
-    (the sweep passes False: it traces every start and step for the curves' identities anyway)."""
+    a regret problem or arrivals the algorithm cannot work with always, an algorithm whose start or
+    step fails to trace on the problem's shapes with `trace` (the sweep passes False: it traces every
+    start and step for the curves' identities anyway)."""
     from .algorithms import build_algorithm
 
     algorithms, runs = {}, []
@@ -127,29 +129,97 @@ def grid_names(name: str, grid) -> list:
 
 
 def check_fit(run: Run, trace: bool = True) -> None:
-    """Refuse (ConfigError) an algorithm that cannot run on its problem: a Trial needs an Arms world, a
-    regret algorithm a Problem, and, with `trace`, tracing its start (no compilation) lets `init`
-    refuse the problem's public part (e.g. a candidate-set algorithm on a problem without candidates)."""
-    import jax
-
-    from .runner import horizon_sizes, precision_scope, run_start
-
+    """Refuse (ConfigError, one line) an algorithm that cannot run on its problem, before anything
+    compiles or is written: a Trial needs an Arms world and a regret algorithm a Problem; a regret
+    algorithm that declares the arrivals it needs (`Algorithm.one_active`) needs a problem that has
+    them (`check_arrivals`); and, with `trace`, its start and one step are traced on the problem's
+    shapes (`trace_fit`), so that any failure there is a misfit rather than a traceback. The sweep
+    passes trace=False: it traces every start and step for the curves' identities anyway."""
     problem, algorithm = run.problem, run.algorithm
     trial = isinstance(algorithm, Trial)
     if trial != isinstance(problem, Arms):
         raise misfit(run, f"it needs {'a phase-level world (Arms)' if trial else 'a regret problem'}")
-    if trial or not trace:
+    if not trial:
+        check_arrivals(run)
+    if trace:
+        trace_fit(run)
+
+
+ARRIVALS = {  # a problem's arrivals (`arrivals_of`) in words
+    True: "exactly one active agent a step",
+    False: "every agent acting at every step",
+    None: "its own arrival rule, with several agents acting at some steps",
+}
+WHERE = {  # where an algorithm that needs those arrivals (`Algorithm.one_active`) finds them
+    True: "a problem that declares one arrival a step (the async-* ones, movielens, yelp and their stand-ins) or "
+          "any problem through the one_arrival wrapper (e.g. --problem cosine:num_agents=4+one_arrival)",
+    False: "a problem without arrivals (e.g. cosine, coop-linear, duets-h1)",
+}
+
+
+def arrivals_of(problem) -> Optional[bool]:
+    """A problem's arrivals in the terms of `Algorithm.one_active`: True where it declares one active
+    agent a step (`EnvSpec.one_active`), False where every agent acts at every step (no `active`),
+    None for an arrival rule of its own that may make several agents act at once."""
+    if problem.spec.one_active:
+        return True
+    return False if problem.active is None else None
+
+
+def check_arrivals(run: Run) -> None:
+    """Refuse a regret algorithm whose declared arrivals (`Algorithm.one_active`: True, one active agent a
+    step; False, every agent every step; None, any) its problem does not have (`arrivals_of`). Such a
+    pair would otherwise compute to the end and only then report error bits."""
+    need = getattr(run.algorithm, "one_active", None)
+    if need is None:
         return
-    with precision_scope("float64"):
-        start = run_start(problem, algorithm, 0, horizon_sizes(algorithm, problem.spec))
+    have = arrivals_of(run.problem)
+    if have is bool(need):
+        return
+    raise misfit(run, f"it needs {ARRIVALS[bool(need)]}, and {run.curve.problem.name} has {ARRIVALS[have]}; "
+                      f"run it on {WHERE[bool(need)]}")
+
+
+def trace_fit(run: Run, precision: str = "float64") -> None:
+    """Trace the run on its problem's real shapes without compiling or computing (`jax.eval_shape`): a
+    regret algorithm's start (the problem's draw and `init`) and one step (`select`, the rewards and
+    `update`), a Trial's whole trial. Any exception raised there, whatever its type (a ConfigError of
+    `init`, a shape error, a missing key of the public part, one of jax's own), is the ConfigError of
+    `misfit` with the first line of what went wrong; the original stays chained as its cause."""
+    from .runner import horizon_sizes, make_step, precision_scope, run_start, trial_run
+
+    problem, algorithm = run.problem, run.algorithm
+    check_stream(algorithm.name, algorithm.stream)  # a bad stream is the algorithm's error, not a misfit
+    values = {name: np.float64(value) for name, value in algorithm.defaults.items()}
+    seed = np.uint32(0)
+    with precision_scope(precision):
         try:
-            jax.eval_shape(start, np.uint32(0), {name: 0.5 for name in algorithm.params})
-        except ConfigError as err:
-            raise misfit(run, str(err)) from None
+            if isinstance(algorithm, Trial):
+                jax.eval_shape(trial_run(problem, algorithm, 0), seed, values)
+                return
+            start = run_start(problem, algorithm, 0, horizon_sizes(algorithm, problem.spec))
+            problem_key, algorithm_key, instance, state = jax.eval_shape(start, seed, values)
+            jax.eval_shape(make_step(problem, algorithm), values, state, instance, problem_key, algorithm_key,
+                           np.int32(0))
+        except Exception as err:  # noqa: BLE001 - any failure of a trace means the pair cannot run
+            raise misfit(run, failure(err)) from err
+
+
+def failure(err: BaseException) -> str:
+    """Why a traced start or step failed, on one line: a ConfigError's own message, else the exception's
+    type and the first line of its message (cut at 300 characters), with where to look instead."""
+    if isinstance(err, ConfigError):
+        return str(err)
+    lines = str(err).strip().splitlines()
+    first = lines[0].strip() if lines else ""
+    first = first if len(first) <= 300 else first[:297] + "..."
+    return (f"its start or step fails on that problem ({type(err).__name__}{': ' + first if first else ''}); "
+            f"run it on a problem of its own family (`bandits-jax list --problems`)")
 
 
 def misfit(run: Run, why: str) -> ConfigError:
     """The one-line error of an algorithm that does not fit its problem, and why."""
+    why = " ".join(str(why).split())  # one line, whatever the cause's message holds
     return ConfigError(f"{run.curve.algorithm.name} does not fit {run.curve.problem.name}: {why}")
 
 
@@ -169,7 +239,12 @@ def spec_from_dict(data: dict, what: str) -> Spec:
     unknown = set(data) - {"name", "options", "wrappers"}
     if unknown:
         raise ConfigError(f"{what} {data['name']}: unknown field(s) {', '.join(sorted(unknown))}")
-    wrappers = tuple((w["name"], {k: v for k, v in w.items() if k != "name"}) for w in data.get("wrappers", ()))
+    raw = data.get("wrappers", ())
+    if not isinstance(data.get("options", {}), dict) or not isinstance(raw, (list, tuple)) or not all(
+            isinstance(w, dict) and isinstance(w.get("name"), str) for w in raw):
+        raise ConfigError(f"{what} {data['name']}: options must be a table and wrappers a list of tables with a "
+                          f"string 'name'")
+    wrappers = tuple((w["name"], {k: v for k, v in w.items() if k != "name"}) for w in raw)
     return Spec(data["name"], dict(data.get("options", {})), wrappers)
 
 
@@ -180,12 +255,19 @@ def curve_from_dict(data: dict) -> Curve:
     unknown = set(data) - {"name", "problem", "algorithm", "grid", "stream", "tags"}
     if unknown:
         raise ConfigError(f"curve {data['name']}: unknown field(s) {', '.join(sorted(unknown))}")
-    grid = data.get("grid")
+    grid, name = data.get("grid"), data["name"]
     if grid is not None:
+        if not isinstance(grid, list) or not all(isinstance(p, dict) and isinstance(p.get("label"), str) for p in grid):
+            raise ConfigError(f"curve {name}: grid must be a list of tables, each with a string 'label', got {grid!r}")
         grid = tuple((p["label"], {k: v for k, v in p.items() if k != "label"}) for p in grid)
-    return Curve(data["name"], spec_from_dict(data.get("problem"), "problem"),
-                 spec_from_dict(data.get("algorithm"), "algorithm"), grid, int(data.get("stream", 0)),
-                 dict(data.get("tags", {})))
+    stream = data.get("stream", 0)
+    if isinstance(stream, bool) or not isinstance(stream, int):
+        raise ConfigError(f"curve {name}: stream must be an integer in [0, 2^32), got {stream!r}")
+    tags = data.get("tags", {})
+    if not isinstance(tags, dict):
+        raise ConfigError(f"curve {name}: tags must be a table, got {tags!r}")
+    return Curve(name, spec_from_dict(data.get("problem"), "problem"),
+                 spec_from_dict(data.get("algorithm"), "algorithm"), grid, stream, dict(tags))
 
 
 def spec_key(spec: Spec) -> str:

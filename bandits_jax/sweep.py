@@ -26,11 +26,15 @@ the results once every process has passed a barrier.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
 import re
 import shutil
+import warnings
+import zipfile
+import zlib
 from pathlib import Path
 from typing import Optional
 
@@ -40,7 +44,7 @@ import numpy as np
 from . import distributed
 from ._cpu import cpu_guard
 from .core import ConfigError, Trial
-from .curves import misfit, resolve
+from .curves import failure, misfit, resolve
 from .experiments.registry import RUN_KEYS, Experiment, build_curves, resolve_config
 from .experiments.catalog import get_experiment
 from .progress import SweepProgress
@@ -74,6 +78,7 @@ def run_experiment(
     plot: bool = True,
     curves=None,
     only: tuple = (),
+    check: bool = False,
 ) -> Path:
     """Run (or resume) experiment `name` (a registered name, or an `Experiment`); returns the output folder.
 
@@ -81,22 +86,30 @@ def run_experiment(
     file holds only them. Their chunks are stored as usual, so a later run without `only` reuses
     them: a long experiment can be filled in algorithm by algorithm.
     curves: the curve cache folder (None: `default_curves_dir()`; False: no cache).
+    check: validate everything a run validates (configuration, curves, every curve's traced start
+    and step, memory, the folders), print the plan, and stop: nothing is compiled or written.
     """
     exp = name if isinstance(name, Experiment) else get_experiment(name)
     name = exp.name
     config = resolve_config(exp, size, overrides or {})
     if chunk is not None and chunk < 1:
         raise ConfigError(f"--chunk must be at least 1, got {chunk}")
+    out = Path(out) if out is not None else default_out_dir(name, size)
+    cache_dir = None if curves is False else Path(curves) if curves is not None else default_curves_dir()
+    check_folder(out, "the output folder (--out)")
+    if cache_dir is not None:
+        check_folder(cache_dir, "the curve cache (--curves)")
     resolved = _selected_runs(exp, config, only)
     runs = [(r.problem, r.algorithm, r.curve.grid) for r in resolved]
     named = _named_curves(exp.name, runs)
     identities = _identities(resolved, {n: hp for n, _, hp in named}, config)  # traces every start and step
-    out = Path(out) if out is not None else default_out_dir(name, size)
     seed_bytes = check_memory(resolved, config, chunk, available_memory())
+    if check:
+        print(plan_text(exp, size, config, named, out))
+        return out
     _claim_out_dir(out, exp.name, size, config)
     seeds = list(range(config["first_seed"], config["first_seed"] + config["seeds"]))
     progress = SweepProgress(quiet)
-    cache_dir = None if curves is False else Path(curves) if curves is not None else default_curves_dir()
     for run in resolved:  # before anything is computed
         for point in run.curve.point_names():
             _claim_stream(out, point, run.algorithm.stream)
@@ -121,6 +134,26 @@ def run_experiment(
         raise ConfigError(f"{name}: runs failed (their outputs are stored in {out}, listed under 'errors' in "
                           f"metadata.json): " + " | ".join(broken))
     return out
+
+
+def check_folder(path: Path, what: str) -> None:
+    """Refuse (ConfigError) a folder path that is an existing file, or lies under one, before anything
+    is computed (the results would otherwise be lost at the end of the run)."""
+    for part in (path, *path.parents):
+        if part.exists():
+            if not part.is_dir():
+                raise ConfigError(f"{what} {path} cannot be a folder: {part} is a file; choose another path")
+            return
+
+
+def plan_text(exp, size: str, config: dict, named, out: Path) -> str:
+    """What a run would do (`run_experiment(check=True)`): the experiment, its seeds and horizon, and
+    one line per stored curve with its problem."""
+    first, count = config["first_seed"], config["seeds"]
+    lines = [f"{exp.name} ({size}): {len(named)} curve(s), seeds {first}..{first + count - 1}, "
+             f"horizon {config['horizon']}, {config['precision']}; results would go to {out}"]
+    lines += [f"  {curve}  on {problem.name}" for curve, problem, _ in named]
+    return "\n".join(lines + ["checked: nothing was compiled or written"])
 
 
 def _compute(out, resolved, seeds, config, chunk, seed_bytes, cache_dir, identities, progress) -> dict:
@@ -163,19 +196,17 @@ def _gather(name, out, resolved, seeds, cache_dir, identities) -> tuple:
 
 def _identities(resolved, hparams: dict, config: dict) -> dict:
     """{stored curve name: `runner.run_identity`}. Tracing every curve's start and step before anything
-    is computed is also the check that each algorithm fits its problem: a failure there is a
-    ConfigError naming the pair, with the first line of what went wrong."""
+    is computed or written is also the check that each algorithm fits its problem: any failure there,
+    whatever its type (jax's own errors included), is a ConfigError naming the pair, with the first line
+    of what went wrong (`curves.failure`)."""
     identities = {}
     for run in resolved:
         for point in run.curve.point_names():
             try:
                 identities[point] = run_identity(run.problem, run.algorithm, hparams[point],
                                                  base_key=config["base_key"], precision=config["precision"])
-            except ConfigError as err:
-                raise misfit(run, str(err)) from None
-            except (TypeError, ValueError, IndexError) as err:
-                first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-                raise misfit(run, f"its step fails on that problem ({type(err).__name__}: {first})") from None
+            except Exception as err:  # noqa: BLE001 - a pair whose trace fails cannot run
+                raise misfit(run, failure(err)) from err
     return identities
 
 
@@ -382,17 +413,50 @@ def _chunk_folder(out: Path, curve: str) -> Path:
 
 
 def _stored_chunks(folder: Path) -> dict:
-    """seed -> (file, row) for every seed stored in a chunk folder."""
+    """seed -> (file, row) for every seed stored in a chunk folder. A chunk file that cannot be read
+    whole (emptied or cut short by a crash of the machine, corrupted) holds no seeds: it is set aside
+    (`_set_aside`) and its seeds are computed again."""
     found = {}
     if folder.exists():
         for path in sorted(folder.glob("seeds_*.npz")):
-            try:
-                with np.load(path) as data:
-                    for row, seed in enumerate(data["seeds"].tolist()):
-                        found[int(seed)] = (path, row)
-            except (OSError, ValueError, KeyError):
-                continue  # a torn file from an interrupted write: recompute its seeds
+            for row, seed in enumerate(_chunk_seeds(path)):
+                found[int(seed)] = (path, row)
     return found
+
+
+UNREADABLE_SUFFIX = ".unreadable"  # a chunk file that cannot be read is renamed NAME.npz.unreadable
+_READ_ERRORS = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error)
+_READ_WHOLE: dict = {}  # (path, inode, size, mtime) of a chunk file read whole by this process -> its seeds
+
+
+def _chunk_seeds(path: Path) -> list:
+    """The seeds a chunk file stores, after reading every array of it once in this process (again
+    when the file changes), so that `_assemble` never meets a file that only partly loads; [] when
+    the file cannot be read (it is set aside) or is gone (another process set it aside)."""
+    try:
+        stat = path.stat()
+        key = (str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        if key not in _READ_WHOLE:
+            with np.load(path) as data:
+                arrays = {k: data[k] for k in data.files}  # a torn or corrupted array fails here
+            _READ_WHOLE[key] = arrays["seeds"].tolist()
+        return _READ_WHOLE[key]
+    except FileNotFoundError:
+        return []
+    except _READ_ERRORS as err:
+        _set_aside(path, err)
+        return []
+
+
+def _set_aside(path: Path, err: BaseException) -> None:
+    """Rename an unreadable chunk file to NAME.npz.unreadable (kept for a look, no longer read, so the
+    warning comes once), with a RuntimeWarning that names it."""
+    aside = path.with_name(path.name + UNREADABLE_SUFFIX)
+    with contextlib.suppress(OSError):  # another process may have set it aside first
+        os.replace(path, aside)
+    first = str(err).strip().splitlines()[0] if str(err).strip() else "empty"
+    warnings.warn(f"{path} cannot be read ({type(err).__name__}: {first}): its seeds are computed again, and the "
+                  f"file is kept as {aside.name} (delete it when done)", RuntimeWarning, stacklevel=2)
 
 
 def _write_chunk(folder: Path, block, outputs: dict, compile_seconds=0.0, run_seconds=0.0) -> None:
@@ -413,11 +477,11 @@ def _assemble(folder: Path, seeds) -> dict:
         per_file.setdefault(path, []).append((seed, row))
     rows = {}
     for path, items in per_file.items():
-        with np.load(path) as data:
-            keys = [k for k in data.files if k not in CHUNK_BOOKKEEPING]
+        with np.load(path) as data:  # each array read once, not once a seed
+            arrays = {k: data[k] for k in data.files if k not in CHUNK_BOOKKEEPING}
             errors = data["errors"] if "errors" in data.files else np.zeros(len(data["seeds"]), np.int64)
-            for seed, row in items:
-                rows[seed] = {**{k: data[k][row] for k in keys}, "errors": errors[row]}
+        for seed, row in items:
+            rows[seed] = {**{k: v[row] for k, v in arrays.items()}, "errors": errors[row]}
     return {k: np.stack([rows[s][k] for s in seeds]) for k in rows[seeds[0]]}
 
 

@@ -15,7 +15,7 @@ import importlib
 import inspect
 
 from .._cpu import cpu_guard
-from ..core import Algorithm, ConfigError, Trial, describe
+from ..core import Algorithm, ConfigError, Trial, checked_options, describe
 
 ALGORITHMS = {
     "uniform_random": "uniform:uniform_random",
@@ -117,23 +117,18 @@ def wrap_algorithm(algorithm, name: str, **options):
 
 
 def build_algorithm(spec):
-    """The algorithm of a `curves.Spec`: the named factory with its options, then its wrappers in order."""
+    """The algorithm of a `curves.Spec`: the named factory with its options, then its wrappers in order.
+    A wrapper named twice is refused (ConfigError) before anything is built: the registered wrappers
+    do not compose with themselves (a second capped_history would cap the cap, a second on_candidates
+    would keep the candidates twice), so the spec must name each once."""
+    repeated = sorted({name for name, _ in spec.wrappers if [n for n, _ in spec.wrappers].count(name) > 1})
+    if repeated:
+        raise ConfigError(f"algorithm {spec.name}: wrapper {', '.join(repeated)} is given more than once; "
+                          f"give each wrapper once, with the options it should have")
     algorithm = make_algorithm(spec.name, **spec.options)
     for name, options in spec.wrappers:
         algorithm = wrap_algorithm(algorithm, name, **options)
     return algorithm
-
-
-def checked_options(what: str, function, options: dict, skip: int = 0) -> dict:
-    """`options`, refused (ConfigError) where `function` (less its first `skip` parameters) has no
-    parameter of that name."""
-    params = list(inspect.signature(function).parameters.values())[skip:]
-    if not any(p.kind is p.VAR_KEYWORD for p in params):
-        known = [p.name for p in params]
-        unknown = sorted(set(options) - set(known))
-        if unknown:
-            raise ConfigError(f"{what}: unknown option(s) {', '.join(unknown)}; known: {', '.join(known) or 'none'}")
-    return options
 
 
 def _load(target):

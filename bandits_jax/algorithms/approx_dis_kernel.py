@@ -40,7 +40,7 @@ from bandits_jax.kernels.linalg import pad_last, pad_ridge_inverse, pad_rows, sh
 from ..core import Algorithm, ConfigError, EnvSpec, Sizes, Sizing, flat_uniform, float_dtype, report
 from . import candidate_approx, candidate_kernel
 from .base import (ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, active_index, argmax_or_uniform, argmax_random_ties,
-                   batch_cond, check_capacity, check_static, kernel_params, multi_active_error, one_hot_action,
+                   batch_cond, check_capacity, check_static, check_tolerance, kernel_params, multi_active_error, one_hot_action,
                    resolve_kernel, signed_params)
 from .dis_protocol import (DICT_MESSAGE, ERR_DICT, ERR_HISTORY, ERR_SLOTS, HISTORY_MESSAGE, LOCK_STEP_VMAP,
                            SLOTS_MESSAGE, async_rows, duets_rows)
@@ -386,7 +386,8 @@ def approx_dis_kernel_ucb(
     <= eig_tol k(x,x) is not added).
     """
     kern = resolve_kernel(NAME, kernel)
-    config = ApproxDisKernelConfig(kern, check_capacity(NAME, "dict_capacity", dict_capacity), eig_tol,
+    config = ApproxDisKernelConfig(kern, check_capacity(NAME, "dict_capacity", dict_capacity),
+                                   check_tolerance(NAME, "eig_tol", eig_tol),
                                    trigger_count=check_static(NAME, "trigger_count", trigger_count, TRIGGER_COUNTS))
     given = dict(lam=lam, alpha=alpha, q=q, threshold=threshold, lengthscale=lengthscale, **kw)
     sizing = Sizing(async_rows, partial(resize, config), demand, dict_capacity, ERR_DICT)
@@ -394,7 +395,7 @@ def approx_dis_kernel_ucb(
                      partial(async_update, config), sizing,
                      {ERR_DICT: DICT_MESSAGE, ERR_HISTORY: HISTORY_MESSAGE, ERR_MULTI_ACTIVE: MULTI_ACTIVE_MESSAGE},
                      f"Approx-DisKernelUCB ({kern.name} kernel), Nyström dictionary re-sampled at every "
-                     "synchronisation of all clients", cpu_vmap=LOCK_STEP_VMAP)
+                     "synchronisation of all clients", cpu_vmap=LOCK_STEP_VMAP, one_active=True)
 
 
 def approx_dis_kernel_ucb_duets(
@@ -426,7 +427,8 @@ def approx_dis_kernel_ucb_duets(
     kern = resolve_kernel(NAME, kernel)
     if isinstance(forced_sync, bool) or not isinstance(forced_sync, int) or forced_sync < -1:
         raise ConfigError(f"{NAME}: forced_sync must be a step index >= 0, or -1 for none; got {forced_sync!r}")
-    config = ApproxDisKernelConfig(kern, check_capacity(NAME, "dict_capacity", dict_capacity), eig_tol,
+    config = ApproxDisKernelConfig(kern, check_capacity(NAME, "dict_capacity", dict_capacity),
+                                   check_tolerance(NAME, "eig_tol", eig_tol),
                                    forced_sync=forced_sync,
                                    buffer_capacity=check_capacity(NAME, "buffer_capacity", buffer_capacity))
     params = signed_params(NAME, SIGNS, dict(lam=lam, alpha=alpha, q=q, threshold=threshold, lengthscale=lengthscale,

@@ -37,7 +37,7 @@ from bandits_jax.kernels.functions import Kernel
 from bandits_jax.kernels.linalg import pad_last, pad_ridge_inverse, pad_rows, sherman_morrison
 
 from ..core import Algorithm, EnvSpec, Sizes, Sizing, flat_uniform, float_dtype, report
-from .base import (ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, active_index, argmax_random_ties, check_capacity,
+from .base import (ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, active_index, argmax_random_ties, check_capacity, check_tolerance,
                    kernel_params, multi_active_error, one_hot_action, resolve_kernel, signed_params)
 
 NAME = "Async-KernelUCB"
@@ -288,10 +288,12 @@ def async_kernel_ucb(
     whose Schur complement is <= eig_tol k(x,x) is a duplicate)."""
     kern = resolve_kernel(NAME, kernel)
     config = AsyncKernelConfig(kern, check_capacity(NAME, "dict_capacity", dict_capacity),
-                               check_capacity(NAME, "buffer_capacity", buffer_capacity), eig_tol)
+                               check_capacity(NAME, "buffer_capacity", buffer_capacity),
+                               check_tolerance(NAME, "eig_tol", eig_tol))
     given = dict(lam=lam, alpha=alpha, q=q, threshold=threshold, lengthscale=lengthscale, **kw)
     sizing = Sizing(partial(rows, config), partial(resize, config), demand,
                     max(dict_capacity, buffer_capacity), ERR_DICT | ERR_BUFFER)
     return Algorithm(NAME, signed_params(NAME, SIGNS, given), partial(init, config), partial(select, config),
                      partial(update, config), sizing, dict(ERRORS),
-                     f"Async-KernelUCB ({kern.name} kernel), Nyström dictionary, one active client per step")
+                     f"Async-KernelUCB ({kern.name} kernel), Nyström dictionary, one active client per step",
+                     one_active=True)

@@ -315,6 +315,13 @@ def check_capacity(name: str, option: str, value) -> int:
     return value
 
 
+def check_tolerance(name: str, option: str, value) -> float:
+    """Refuse a relative tolerance (a near-duplicate cut, an eigenvalue floor) outside [0, 1)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        raise ConfigError(f"{name}: {option} must be a number in [0, 1) (e.g. 1e-10), got {value!r}")
+    return float(value)
+
+
 def check_max_history(name: str, max_history) -> Optional[int]:
     """None, or a positive integer (ConfigError otherwise)."""
     return None if max_history is None else check_capacity(name, "max_history", max_history)
@@ -322,7 +329,7 @@ def check_max_history(name: str, max_history) -> Optional[int]:
 
 def signed_params(name: str, signs: dict, given: dict) -> dict:
     """{name: Param} of a factory's float hyper-parameters: `signs` {name: "positive" | "nonnegative" |
-    ""} declares them and `given` (the factory's keyword values) sets each default, so a default is
+    "probability" | ""} (`core.Param`) declares them and `given` (the factory's keyword values) sets each default, so a default is
     written once, in the factory's signature. Unknown names and wrong signs raise ConfigError."""
     missing = sorted(set(signs) - set(given))
     if missing:

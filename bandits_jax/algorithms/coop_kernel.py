@@ -43,7 +43,7 @@ ERR_RING = 1 << 1
 RING_MESSAGE = "a delay exceeded the ring of prefix sums; raise ring_rounds (or leave it None)"
 GRAPH_KEYS = ("dist", "delay", "within", "clique", "central", "cent")
 SIGNS = {"lam": "positive", "eta": "nonnegative", "lengthscale": "positive", "sigma_z": "positive",
-         "B": "nonnegative", "R": "nonnegative", "S": "nonnegative", "delta": "positive"}
+         "B": "nonnegative", "R": "nonnegative", "S": "nonnegative", "delta": "probability"}
 
 
 class Pieces(NamedTuple):

@@ -33,7 +33,7 @@ from ..core import ConfigError, Outcome, Trial
 from ..kernels import design
 from .base import check_capacity, signed_params
 
-FC_SIGNS = {"delta": "positive", "xi": "positive", "eps": "positive"}
+FC_SIGNS = {"delta": "probability", "xi": "positive", "eps": "positive"}
 FB_SIGNS = {"budget": "positive", "xi": "positive"}
 FC_OUTCOMES = {
     "correct": Outcome("rate", "every agent named its best arm"),

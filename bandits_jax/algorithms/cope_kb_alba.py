@@ -31,7 +31,7 @@ from ..kernels import design
 from .base import check_capacity, signed_params
 from .cope_kb import FC_OUTCOMES, outputs, world
 
-SIGNS = {"delta": "positive", "xi": "positive"}
+SIGNS = {"delta": "probability", "xi": "positive"}
 MAX_STEPS = 1  # error bit: some agent still held two arms after max_steps steps
 RANK_TOL = 1e-10
 

@@ -50,7 +50,8 @@ DISTINCT_MESSAGE = "more distinct contexts than distinct_capacity; raise distinc
 TRIGGER_COUNTS = ("elapsed", "client")
 DIS_STORAGES = ("rows", "candidates")
 UCB_SIGNS = {"lam": "positive", "alpha": "nonnegative", "lengthscale": "positive"}
-DIS_SIGNS = {"lam": "positive", "alpha": "nonnegative", "threshold": "nonnegative", "lengthscale": "positive"}
+# threshold inf: never synchronise (the DUETS paper's N-KernelUCB runs DisKernelUCB so)
+DIS_SIGNS = {"lam": "positive", "alpha": "nonnegative", "threshold": "trigger", "lengthscale": "positive"}
 
 
 # ============================================================================ DisKernelUCB
@@ -203,7 +204,7 @@ def dis_kernel_ucb(
         Sizing(async_rows, partial(dis_resize, config)),
         {ERR_CAPACITY: CAPACITY_MESSAGE, ERR_BUFFER: BUFFER_MESSAGE, ERR_MULTI_ACTIVE: MULTI_ACTIVE_MESSAGE},
         f"DisKernelUCB ({config.kernel.name} kernel), exact, event-triggered sync of all clients' raw data",
-        cpu_vmap=LOCK_STEP_VMAP,
+        cpu_vmap=LOCK_STEP_VMAP, one_active=True,
     )
 
 
@@ -488,7 +489,7 @@ def one_kernel_ucb(kernel: Union[str, Kernel] = "rbf", lam=1.0, alpha=1.0, lengt
                      partial(one_select, model, learner), partial(one_update, model, learner), sizing,
                      {ERR_CAPACITY: DISTINCT_MESSAGE if storage == "distinct" else CAPACITY_MESSAGE,
                       ERR_MULTI_ACTIVE: MULTI_ACTIVE_MESSAGE},
-                     f"OneKernelUCB ({kern.name} kernel), one exact model on all clients' data")
+                     f"OneKernelUCB ({kern.name} kernel), one exact model on all clients' data", one_active=True)
 
 
 # ============================================================================ NKernelUCB

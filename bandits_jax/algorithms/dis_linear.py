@@ -201,7 +201,8 @@ def fed_lin_ucb(lam=1.0, alpha=1.0, alpha_c=1e-2, **kw) -> Algorithm:
     name = "FedLinUCB"
     return Algorithm(name, signed_params(name, FED_SIGNS, dict(lam=lam, alpha=alpha, alpha_c=alpha_c, **kw)),
                      fed_lin_init, fed_lin_select, fed_lin_update, errors=ERRORS,
-                     description="FedLinUCB, asynchronous det-ratio-triggered upload/download of the active client")
+                     description="FedLinUCB, asynchronous det-ratio-triggered upload/download of the active client",
+                     one_active=True)
 
 
 # ============================================================================ helpers

@@ -36,7 +36,7 @@ from jax import lax
 from ..core import Algorithm, ConfigError, EnvSpec, Sizes, Table, flat_uniform, float_dtype, report
 from ..kernels import krr, nystrom
 from ..kernels.functions import Kernel
-from .base import capacity_ladder, kernel_params, resolve_kernel, signed_params, sized_switch
+from .base import capacity_ladder, check_tolerance, kernel_params, resolve_kernel, signed_params, sized_switch
 
 NAME = "DUETS"
 COIN, SERVER = 1, 2
@@ -340,7 +340,7 @@ def duets(horizon: int, first_epoch: int = 2, kernel: Union[str, Kernel] = "rbf"
     """
     check_epochs(NAME, horizon, first_epoch)
     kern = resolve_kernel(NAME, kernel)
-    config = DuetsConfig(kern, epoch_schedule(horizon, first_epoch), eig_tol)
+    config = DuetsConfig(kern, epoch_schedule(horizon, first_epoch), check_tolerance(NAME, "eig_tol", eig_tol))
     given = dict(beta=beta, p0=p0, lam=lam, lengthscale=lengthscale)
     return Algorithm(NAME, signed_params(NAME, SIGNS, given), partial(init, config), partial(select, config),
                      partial(update, config), None, {},

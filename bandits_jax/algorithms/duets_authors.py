@@ -29,9 +29,9 @@ from typing import Union
 
 import jax.numpy as jnp
 
-from ..core import Algorithm, ConfigError, Table, report
+from ..core import Algorithm, Table, report
 from ..kernels.functions import Kernel
-from .base import kernel_params, resolve_kernel, signed_params
+from .base import check_tolerance, kernel_params, resolve_kernel, signed_params
 from .duets import (DuetsConfig, check_epochs, end_of_epoch, epoch_points, epoch_schedule, init, keep_uniforms,
                     kept_slots, nystrom_posterior, record_queries, select, trimmed)
 
@@ -103,10 +103,8 @@ def duets_authors(horizon: int, first_epoch: int = 2, kernel: Union[str, Kernel]
     relative to the largest (the code's pinv drops those below 1e-15).
     """
     check_epochs(NAME, horizon, first_epoch)
-    if isinstance(eig_tol, bool) or not isinstance(eig_tol, (int, float)) or not 0 <= eig_tol < 1:
-        raise ConfigError(f"{NAME}: eig_tol must be a number in [0, 1) (e.g. 1e-10), got {eig_tol!r}")
     kern = resolve_kernel(NAME, kernel)
-    config = DuetsConfig(kern, epoch_schedule(horizon, first_epoch, ceil_next), eig_tol, NAME, "duets_authors")
+    config = DuetsConfig(kern, epoch_schedule(horizon, first_epoch, ceil_next), check_tolerance(NAME, "eig_tol", eig_tol), NAME, "duets_authors")
     given = dict(beta=beta, p_log=p_log, lam=lam, lengthscale=lengthscale)
     return Algorithm(NAME, signed_params(NAME, SIGNS, given), partial(init, config), partial(select, config),
                      partial(update, config), None, {},

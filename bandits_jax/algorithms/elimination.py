@@ -29,7 +29,7 @@ OUTCOMES = {
     "samples": Outcome("mean", "arm pulls, all agents together"),
     "rounds": Outcome("mean", "pulling rounds until the last agent stopped"),
 }
-SIGNS = {"delta": "positive", "sigma": "positive"}  # successive elimination
+SIGNS = {"delta": "probability", "sigma": "positive"}  # successive elimination
 MAX_ROUNDS = 1  # error bit: some agent still had two arms after max_rounds
 
 

@@ -253,4 +253,5 @@ def fed_glb_ucb(lam=1.0, alpha=1.0, c_mu=0.2, threshold=1.0, *, max_iters: int =
     given = dict(lam=lam, alpha=alpha, c_mu=c_mu, threshold=threshold, **kw)
     return Algorithm(NAME, signed_params(NAME, SIGNS, given), partial(init, config), partial(select, config),
                      partial(update, config), Sizing(rows, resize), dict(ERRORS),
-                     "FedGLB-UCB (sigmoid link), local online Newton steps, distributed accelerated gradient at syncs")
+                     "FedGLB-UCB (sigmoid link), local online Newton steps, distributed accelerated gradient at syncs",
+                     one_active=True)

@@ -42,16 +42,30 @@ def adhoc_experiment(problem: str, algorithms: list) -> Experiment:
     names = [text for text, _ in specs]
     if len(set(names)) != len(names):
         raise ConfigError(f"--algorithm given twice: {', '.join(sorted({n for n in names if names.count(n) > 1}))}")
+    given = _given_horizon([pspec] + [spec for _, spec in specs])
 
     def build(config):
+        if given is not None and config["horizon"] != given:
+            raise ConfigError(f"the specs set horizon={given} and --horizon is {config['horizon']}: give the number "
+                              f"of steps once")
         return [_with_horizon(Curve(text, pspec, spec, tags={"method": spec.name, **spec.options}), config)
                 for text, spec in specs]
 
     digest = hashlib.sha1(repr((problem, algorithms)).encode()).hexdigest()[:8]
     return Experiment(f"adhoc/{pspec.name}-{digest}", f"{', '.join(names)} on {problem}", {},
-                      {ADHOC_SIZE: {}}, build, agents="mean",
+                      {ADHOC_SIZE: {} if given is None else {"horizon": given}}, build, agents="mean",
                       notes="An ad-hoc run (`bandits-jax run --problem ... --algorithm ...`): regret is the mean "
                             "over agents, mean +- standard error over seeds.")
+
+
+def _given_horizon(specs) -> object:
+    """The `horizon=` option that command-line specs give (None: none does), the run's number of steps
+    unless --horizon says otherwise; ConfigError where two specs give different ones."""
+    values = {repr(s.options["horizon"]): s.options["horizon"] for s in specs if "horizon" in s.options}
+    if len(values) > 1:
+        raise ConfigError(f"the specs give different horizons ({', '.join(values)}); give the number of steps once, "
+                          f"with --horizon")
+    return next(iter(values.values()), None)
 
 
 def experiment_toml(exp: Experiment, size: str, overrides: dict) -> str:
@@ -84,10 +98,29 @@ def toml_experiment(path) -> tuple:
     def build(cfg):
         return [_with_horizon(c, cfg) for c in curves]
 
+    _check_head(path, head)
     exp = Experiment(head.get("name", Path(path).stem), head.get("description", ""), defaults, {size: common},
-                     build, agents=head.get("agents", "mean"), se_ddof=int(head.get("se_ddof", 0)),
+                     build, agents=head.get("agents", "mean"), se_ddof=head.get("se_ddof", 0),
                      band=head.get("band", "se"), notes=head.get("notes", ""), x=head.get("x", ""))
     return exp, size
+
+
+HEAD_CHOICES = {"agents": ("mean", "sum"), "band": ("se", "std")}
+HEAD_TEXTS = ("name", "size", "description", "notes", "x")
+
+
+def _check_head(path, head: dict) -> None:
+    """Refuse (ConfigError naming the file and field) an [experiment] table with a field of the wrong
+    type or value: se_ddof a non-negative integer, agents and band one of their choices, the rest text."""
+    for key, choices in HEAD_CHOICES.items():
+        if head.get(key, choices[0]) not in choices:
+            raise ConfigError(f"{path}: [experiment] {key} must be one of {', '.join(choices)}, got {head[key]!r}")
+    ddof = head.get("se_ddof", 0)
+    if isinstance(ddof, bool) or not isinstance(ddof, int) or ddof < 0:
+        raise ConfigError(f"{path}: [experiment] se_ddof must be an integer >= 0, got {ddof!r}")
+    for key in HEAD_TEXTS:
+        if not isinstance(head.get(key, ""), str):
+            raise ConfigError(f"{path}: [experiment] {key} must be a string, got {head[key]!r}")
 
 
 def _with_horizon(curve: Curve, config: dict) -> Curve:

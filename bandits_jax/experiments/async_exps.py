@@ -29,7 +29,7 @@ import jax.numpy as jnp
 
 from ..core import ConfigError
 from ..curves import Curve, Spec, problem_of
-from .registry import Experiment, parse_list, register
+from .registry import AT_LEAST_ONE, NONNEGATIVE, POSITIVE, Experiment, parse_list, register
 
 ALGORITHMS = ("Async-KernelUCB", "Approx-DisKernelUCB", "OneKernelUCB", "NKernelUCB", "FedGLB-UCB", "DisLinUCB",
               "FedLinUCB", "Random")
@@ -64,6 +64,13 @@ SYNTH = {**COMMON, "dim": 20, "noise_std": 0.1}
 UCI = {**COMMON, "data_dir": "", "kmeans_n_init": 10, "one_storage": "distinct"}
 STANDIN = {**COMMON, "standin_total_users": 2500, "standin_total_items": 12000, "standin_num_ratings": 600000,
            "standin_num_users": 2000, "standin_num_items": 10000}
+# what every numeric key allows (registry.Bound): gamma is the RBF kernel's exp(-gamma ||x - x'||^2)
+BOUNDS = {"num_agents": AT_LEAST_ONE, "num_arms": AT_LEAST_ONE, "gamma": POSITIVE, "alpha": NONNEGATIVE,
+          "lam": POSITIVE, "q": NONNEGATIVE, "glb_c_mu": POSITIVE, "async_dict_capacity": AT_LEAST_ONE,
+          "async_buffer_capacity": AT_LEAST_ONE, "approx_dict_capacity": AT_LEAST_ONE,
+          "nkernel_capacity": AT_LEAST_ONE, "dim": AT_LEAST_ONE, "noise_std": NONNEGATIVE,
+          "kmeans_n_init": AT_LEAST_ONE, "standin_total_users": AT_LEAST_ONE, "standin_total_items": AT_LEAST_ONE,
+          "standin_num_ratings": AT_LEAST_ONE, "standin_num_users": AT_LEAST_ONE, "standin_num_items": AT_LEAST_ONE}
 
 PAPER = {"horizon": 10000, "seeds": 10, "first_segment": 256}
 SMOKE = {"horizon": 40, "seeds": 2, "first_segment": 64, "num_agents": 4, "async_dict_capacity": 48,
@@ -197,11 +204,11 @@ def grid_points(config, algorithm: Spec) -> Optional[tuple]:
     lengthscale 1 / sqrt(2 gamma)) and 3 (alpha only) for the linear and GLB methods; the random
     policy has no hyper-parameter and runs once.
     """
-    if not config["grid"] or "alpha" not in algorithm.options:
-        return None
-    values = parse_list(config, "grid_values", float, allow_empty=True)
+    values = parse_list(config, "grid_values", float, allow_empty=True)  # checked whether the grid is on or off
     if not values or min(values) <= 0:
         raise ConfigError(f"grid_values must be positive numbers, got {config['grid_values']!r}")
+    if not config["grid"] or "alpha" not in algorithm.options:
+        return None
     if "lengthscale" not in algorithm.options:
         return tuple((f"alpha={a:g}", {"alpha": a}) for a in values)
     return tuple((f"gamma={g:g}, alpha={a:g}", {"lengthscale": 1.0 / math.sqrt(2.0 * g), "alpha": a})
@@ -272,6 +279,7 @@ for _name, _problem, _defaults, _maker, _smoke, _description, _note in ENVIRONME
         se_ddof=0,
         notes=_note + NOTES,
         x="D",
+        bounds=BOUNDS,
     ))
 
 __all__ = ["ALGORITHMS", "algorithms", "thresholds"]

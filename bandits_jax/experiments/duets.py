@@ -28,7 +28,7 @@ from __future__ import annotations
 from ..core import ConfigError
 from ..curves import Curve, Spec
 from ..problems.candidates import FUNCTIONS
-from .registry import Experiment, parse_list, register
+from .registry import AT_LEAST_ONE, NONNEGATIVE, POSITIVE, Bound, Experiment, parse_list, register
 
 DEFAULTS = {
     "num_agents": 10, "noise_std": 0.2, "num_candidates": 2000, "candidate_seed": 0, "lam": 0.2,
@@ -36,6 +36,12 @@ DEFAULTS = {
     "approx_dict_capacity": 1024, "approx_storage": "rows", "dis_slots": 64, "beta": 1.0, "grid": True,
     "beta_grid": "0.2,0.5,1,2,5",
 }
+# what every numeric key allows (registry.Bound); forced_sync -1: no forced synchronisation
+BOUNDS = {"num_agents": AT_LEAST_ONE, "noise_std": NONNEGATIVE, "num_candidates": AT_LEAST_ONE,
+          "candidate_seed": NONNEGATIVE, "lam": POSITIVE, "first_epoch": AT_LEAST_ONE, "p0": POSITIVE,
+          "p_log": NONNEGATIVE, "dis_D": NONNEGATIVE, "approx_D": NONNEGATIVE, "q_bar": NONNEGATIVE,
+          "forced_sync": Bound(-1), "approx_dict_capacity": AT_LEAST_ONE, "dis_slots": AT_LEAST_ONE,
+          "beta": NONNEGATIVE}
 PAPER = {"horizon": 50, "seeds": 5, "first_segment": 8}
 LARGE = {"horizon": 2000, "seeds": 100, "num_agents": 100, "first_segment": 128, "approx_storage": "candidates"}
 SMOKE = {"horizon": 14, "seeds": 2, "num_agents": 3, "num_candidates": 100, "first_segment": 16,
@@ -125,4 +131,5 @@ for _function, _description in _DESCRIPTIONS.items():
         se_ddof=0,
         band="std",
         notes=NOTES,
+        bounds=BOUNDS,
     ))

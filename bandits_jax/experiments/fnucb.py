@@ -29,7 +29,7 @@ import math
 
 from ..core import ConfigError
 from ..curves import Curve, Spec
-from .registry import Experiment, parse_list, register
+from .registry import AT_LEAST_ONE, NONNEGATIVE, POSITIVE, Experiment, parse_list, register
 
 MODES = ("authors", "paper")
 SYNTHETIC = ("cosine", "square")
@@ -65,6 +65,15 @@ COMMON = {
 }
 SYNTH_DEFAULTS = {**COMMON, "num_arms": 4, "dim": 10, "noise_std": 0.01, "lam": 0.1, "nu_tkn": 0.1, "nu_tk": 0.1}
 REAL_DEFAULTS = {**COMMON, "data_dir": "", "shuffle": "", "lam": 10.0, "nu_tkn": 0.1, "nu_tk": 0.01}
+
+# what every numeric key allows (registry.Bound), checked before anything is built
+BOUNDS = {"width": AT_LEAST_ONE, "train_steps": NONNEGATIVE, "train_until": NONNEGATIVE, "lr": NONNEGATIVE,
+          "alpha_warmup": NONNEGATIVE, "alpha_ramp": NONNEGATIVE, "nu_code": NONNEGATIVE, "num_arms": AT_LEAST_ONE,
+          "dim": AT_LEAST_ONE, "noise_std": NONNEGATIVE, "lam": POSITIVE, "nu_tkn": NONNEGATIVE,
+          "nu_tk": NONNEGATIVE, "num_agents": AT_LEAST_ONE, "lam_synthetic": POSITIVE, "nu_tk_synthetic": NONNEGATIVE,
+          "lam_real": POSITIVE, "nu_tk_real": NONNEGATIVE, "lin_lam": POSITIVE, "lin_max_history": AT_LEAST_ONE,
+          "lengthscale": POSITIVE, "kernel_max_history": AT_LEAST_ONE, "kernel_lam": POSITIVE,
+          "kernel_beta": NONNEGATIVE}
 
 PAPER = {"horizon": 5000, "seeds": 3, "first_segment": 256}
 PAPER_SYNTHETIC = {"seeds": 10}  # module docstring: the spread over initial networks is large
@@ -274,7 +283,7 @@ def _register(name, description, defaults, build, notes, smoke, paper=None, x=""
     register(Experiment(
         name=name, description=description, defaults=defaults,
         sizes={"smoke": {**SMOKE, **smoke}, "paper": {**PAPER, **(paper or {})}},
-        build=build, agents="mean", se_ddof=0, notes=_notes(notes), x=x,
+        build=build, agents="mean", se_ddof=0, notes=_notes(notes), x=x, bounds=BOUNDS,
     ))
 
 

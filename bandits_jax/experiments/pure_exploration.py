@@ -10,7 +10,7 @@ kind: it shows what the sweep does with outputs that are not regret curves.
 from __future__ import annotations
 
 from ..curves import Curve, Spec
-from .registry import Experiment, parse_list, register
+from .registry import AT_LEAST_ONE, NONNEGATIVE, POSITIVE, Experiment, parse_list, register
 
 DEFAULTS = {
     "num_agents": 1,
@@ -21,6 +21,8 @@ DEFAULTS = {
     "budget": 2000,
     "max_rounds": 100_000,
 }
+BOUNDS = {"num_agents": AT_LEAST_ONE, "num_arms": AT_LEAST_ONE, "gap": NONNEGATIVE, "noise_std": POSITIVE,
+          "budget": AT_LEAST_ONE, "max_rounds": AT_LEAST_ONE}
 
 
 def build(config):
@@ -41,4 +43,5 @@ register(Experiment(
     build=build,
     notes="Phase-level trials: one trial per seed; `horizon` and `first_segment` are not used. Successive "
           "elimination is told the noise level (sigma = noise_std).",
+    bounds=BOUNDS,
 ))

@@ -14,7 +14,7 @@ agents, mean +- standard error over seeds.
 from __future__ import annotations
 
 from ..curves import Curve, Spec
-from .fnucb import SYNTH_DEFAULTS, _fn_family, _neural, problem_spec
+from .fnucb import BOUNDS, SYNTH_DEFAULTS, _fn_family, _neural, problem_spec
 from .registry import Experiment, parse_list, register
 
 DEFAULTS = {
@@ -47,4 +47,5 @@ register(Experiment(
     build=build,
     agents="mean",
     se_ddof=0,
+    bounds=BOUNDS,
 ))

@@ -16,13 +16,47 @@ KEY=VALUE` onto any key.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+import math
+from typing import Callable, NamedTuple, Optional
 
 from ..core import ConfigError
 from ..curves import Curve, grid_names, resolve  # noqa: F401  (grid_names: re-exported)
 
+class Bound(NamedTuple):
+    """The values a numeric configuration key allows: at least `low` (above it when `open_low`) and at
+    most `high` (below it when `open_high`); None: no limit on that side. Every value is finite."""
+
+    low: Optional[float] = None
+    high: Optional[float] = None
+    open_low: bool = False
+    open_high: bool = False
+
+    def allows(self, value) -> bool:
+        above = self.low is None or (value > self.low if self.open_low else value >= self.low)
+        below = self.high is None or (value < self.high if self.open_high else value <= self.high)
+        return math.isfinite(value) and above and below
+
+    def __str__(self) -> str:
+        if self.low is not None and self.high is not None:
+            return f"in {'(' if self.open_low else '['}{self.low:g}, {self.high:g}{')' if self.open_high else ']'}"
+        if self.low is not None:
+            return f"{'>' if self.open_low else '>='} {self.low:g}"
+        if self.high is not None:
+            return f"{'<' if self.open_high else '<='} {self.high:g}"
+        return "finite"
+
+
+POSITIVE = Bound(0, open_low=True)
+NONNEGATIVE = Bound(0)
+AT_LEAST_ONE = Bound(1)
+CONFIDENCE = Bound(0, 1, open_low=True, open_high=True)  # a confidence level delta
+ANY = Bound()
+
 COMMON_DEFAULTS = {"seeds": 8, "first_seed": 0, "horizon": 1000, "precision": "float64", "base_key": 0,
                    "first_segment": 128, "vmap_size": 0}
+PRECISIONS = ("float64", "float32")
+COMMON_BOUNDS = {"seeds": AT_LEAST_ONE, "first_seed": NONNEGATIVE, "horizon": AT_LEAST_ONE, "base_key": NONNEGATIVE,
+                 "first_segment": AT_LEAST_ONE, "vmap_size": NONNEGATIVE}
 # keys that may change between resumed runs (one_storage: how exact OneKernelUCB stores its model, the same
 # numbers to rounding)
 RUN_KEYS = ("seeds", "first_seed", "precision", "one_storage", "vmap_size")
@@ -45,6 +79,8 @@ class Experiment:
     derived: curves computed from others, never run: ((method, source method, outcome, factor), ...),
              the source's outcome (and interval) times factor (e.g. IndRAGE/V); shown in the plot and
              the summary beside the run curves.
+    bounds:  {key: Bound} of the numeric keys of `defaults` (the package's experiments declare them
+             all); `resolve_config` refuses a value outside its bound before anything is built.
     """
 
     name: str
@@ -59,6 +95,7 @@ class Experiment:
     x: str = ""
     panels: tuple = ()
     derived: tuple = ()
+    bounds: dict = dataclasses.field(default_factory=dict)
 
 
 _REGISTRY: dict = {}
@@ -95,19 +132,54 @@ def resolve_config(exp: Experiment, size: str, overrides: dict) -> dict:
     """Defaults, then the size's overrides, then the user's; each user value parsed to the default's type."""
     if size not in exp.sizes:
         raise ConfigError(f"{exp.name} has no size {size!r}; choose one of {', '.join(exp.sizes)}")
-    config = {**COMMON_DEFAULTS, **exp.defaults, **exp.sizes[size]}
+    defaults = {**COMMON_DEFAULTS, **exp.defaults}
+    config = {**defaults, **exp.sizes[size]}
     for key, raw in overrides.items():
         if key not in config:
             raise ConfigError(f"{exp.name}: unknown key {key!r}; settable keys: {', '.join(sorted(config))}")
         config[key] = parse_value(key, raw, config[key])
-    for key in ("seeds", "horizon", "first_segment"):
-        if config[key] < 1:
-            raise ConfigError(f"{key} must be at least 1, got {config[key]}")
-    if config["vmap_size"] < 0:
-        raise ConfigError(f"vmap_size must be >= 0 (0: the backend's default), got {config['vmap_size']}")
-    if config["first_seed"] < 0:
-        raise ConfigError(f"first_seed must be >= 0, got {config['first_seed']}")
+    bounds = {**COMMON_BOUNDS, **exp.bounds}
+    for key, value in config.items():
+        check_value(key, value, defaults[key], bounds.get(key, ANY))
+    if config["precision"] not in PRECISIONS:
+        raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, got {config['precision']!r}")
     return config
+
+
+def check_value(key: str, value, default, bound: Bound) -> None:
+    """Refuse (ConfigError, one line naming the key and what it allows) a configuration value whose
+    type is not its default's (an integer key takes an integer, a float key a number, a flag true or
+    false, a text key a string) or, for a number, that is not finite or lies outside `bound`."""
+    if default is None:
+        return
+    kind = _kind(default)
+    if _kind(value) != kind and not (kind == "a number" and _kind(value) == "an integer"):
+        raise ConfigError(f"{key} must be {kind}{_range(bound, kind)}, got {value!r}")
+    if kind in ("a number", "an integer") and not bound.allows(value):
+        raise ConfigError(f"{key} must be {kind}{_range(bound, kind)}, got {value!r}")
+
+
+def _kind(value) -> str:
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    return "a string" if isinstance(value, str) else type(value).__name__
+
+
+def _range(bound: Bound, kind: str) -> str:
+    if kind not in ("a number", "an integer"):
+        return ""
+    return " (finite)" if bound == ANY else f" {bound}"
+
+
+def unbounded_keys(exp: Experiment) -> list:
+    """The numeric keys of `exp` without a declared Bound (they are still checked for type and
+    finiteness; every experiment of the package declares them all, a user's may not)."""
+    numeric = [k for k, v in exp.defaults.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    return sorted(k for k in numeric if k not in COMMON_BOUNDS and k not in exp.bounds)
 
 
 def parse_list(config: dict, key: str, kind=float, minimum=None, allow_empty: bool = False) -> list:
@@ -142,7 +214,7 @@ def parse_value(key: str, raw, default):
         if kind is int:
             return int(raw)
         if kind is float:
-            return float(raw)
+            return float(raw)  # "nan" and "inf" parse; check_value refuses them
         if default is None:
             return None if raw.lower() == "none" else raw
         return kind(raw)

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 from bandits_jax.kernels import ntk
 
 from .._cpu import cpu_guard
-from ..core import ConfigError, Problem, describe
+from ..core import ConfigError, Problem, checked_options, describe
 from . import arms, async_env, coop, cope, datasets, graphs, ratings, synthetic
 from . import candidates
 from .classification import classification_bandit
@@ -140,17 +140,15 @@ def build_problem(spec):
     for name, options in spec.wrappers:
         if name not in WRAPPERS:
             raise ConfigError(f"unknown problem wrapper {name!r}; known: {', '.join(WRAPPERS)}")
-        problem = WRAPPERS[name](problem, **options)
+        problem = WRAPPERS[name](problem, **checked_options(f"problem wrapper {name}", WRAPPERS[name], options, skip=1))
     return problem
 
 
 def make_problem(name: str, **kwargs):
     """Build problem `name` (one of PROBLEMS) with keyword options; unknown ones raise ConfigError.
     A `core.Problem`, or a `core.Arms` world for the phase-level problems."""
-    allowed = problem_options(name)
-    unknown = sorted(set(kwargs) - set(allowed))
-    if unknown:
-        raise ConfigError(f"problem {name}: unknown option(s) {', '.join(unknown)}; known: {', '.join(allowed)}")
+    problem_options(name)  # an unknown name raises
+    checked_options(f"problem {name}", BUILDERS[name], kwargs)
     cpu_guard()  # a builder may build arrays
     return BUILDERS[name](**kwargs)
 

@@ -86,6 +86,8 @@ def candidate_set(name: str, num_candidates: int = 2000, seed: int = 0):
         raise ConfigError(f"unknown candidate function {name!r}; known: {', '.join(FUNCTIONS)}")
     if int(num_candidates) < 1:
         raise ConfigError(f"{name}: num_candidates must be at least 1, got {num_candidates}")
+    if int(seed) < 0:
+        raise ConfigError(f"{name}: the candidate set's seed must be an integer >= 0, got {seed}")
     dim, domain, fn, _ = FUNCTIONS[name]
     rng = np.random.default_rng([int(seed), list(FUNCTIONS).index(name)])
     if domain == "sphere":

@@ -336,7 +336,7 @@ def _load(name: str, path=None, data_dir=None, download: bool = True, parse=None
         return _read(file, source.parse)
     dirs = []
     if data_dir is not None:
-        dirs.append(Path(data_dir).expanduser())
+        dirs.append(given_folder(data_dir, f"{name} data"))
     if os.environ.get(DATA_DIR_ENV):
         dirs.append(Path(os.environ[DATA_DIR_ENV]).expanduser())
     cache = cache_dir()
@@ -375,6 +375,16 @@ def _load(name: str, path=None, data_dir=None, download: bool = True, parse=None
 
 
 # ----------------------------------------------------------------------------------- public loaders
+def given_folder(data_dir, what: str) -> Path:
+    """`data_dir` as a Path, refused (DataNotFoundError) where it is not an existing folder: a folder
+    the user names is never silently passed over for the next place in the look-up order."""
+    folder = Path(data_dir).expanduser()
+    if not folder.is_dir():
+        raise DataNotFoundError(f"{what}: data_dir {folder} is not an existing folder; give the folder that holds "
+                                f"the files, or leave data_dir empty to use ${DATA_DIR_ENV} and the cache")
+    return folder
+
+
 def load_magic(path=None, data_dir=None, *, download: bool = True) -> Dataset:
     """MAGIC Gamma Telescope: (features float64 [19020, 10], labels int64 [19020]; g -> 0, h -> 1).
 

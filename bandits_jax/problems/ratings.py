@@ -41,7 +41,7 @@ import numpy as np
 from .. import core
 from ..core import ConfigError, EnvSpec, Problem, float_dtype
 from .async_env import arrival_rule, _arrival_label
-from .datasets import DATA_DIR_ENV, DataNotFoundError
+from .datasets import DATA_DIR_ENV, DataNotFoundError, given_folder
 
 
 RATING_FILES = {
@@ -111,7 +111,8 @@ def load_ratings(dataset: str, path=None, data_dir=None):
         if not file.is_file():
             raise DataNotFoundError(f"{dataset} ratings file {file} does not exist; {where}")
     else:
-        dirs = [Path(d).expanduser() for d in (data_dir, os.environ.get(DATA_DIR_ENV)) if d]
+        given = [given_folder(data_dir, f"{dataset} ratings")] if data_dir else []
+        dirs = given + [Path(d).expanduser() for d in (os.environ.get(DATA_DIR_ENV),) if d]
         candidates = [d / sub / n for d in dirs for sub in ("", dataset) for n in names]
         file = next((c for c in candidates if c.is_file()), None)
         if file is None:
@@ -283,10 +284,20 @@ def ratings_problem(dataset: str, num_agents: int = 100, horizon: int = 10000, *
                     num_users: int = 2000, num_items: int = 10000, rank: int = 10, num_arms: int = 20,
                     arrivals="uniform") -> Problem:
     """MovieLens or Yelp from a user-supplied ratings file (see load_ratings)."""
+    check_counts(dataset, num_agents=num_agents, horizon=horizon, num_users=num_users, num_items=num_items,
+                 rank=rank, num_arms=num_arms)
+    arrival_rule(dataset, num_agents, arrivals)  # an unknown rule fails before the file is read
     users, items, ratings = load_ratings(dataset, path=path, data_dir=data_dir)
     feats = rating_features(users, items, ratings, num_users=num_users, num_items=num_items, rank=rank,
                             num_arms=num_arms, name=dataset)
     return ratings_bandit(feats, num_agents, horizon, num_arms=num_arms, name=dataset, arrivals=arrivals)
+
+
+def check_counts(name: str, **counts) -> None:
+    """Refuse (ConfigError naming the option) any of `counts` that is not a positive integer."""
+    for field, value in counts.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ConfigError(f"{name}: {field} must be a positive integer, got {value!r}")
 
 
 def standin_problem(dataset: str, num_agents: int = 100, horizon: int = 10000, *, seed=None,
@@ -296,11 +307,7 @@ def standin_problem(dataset: str, num_agents: int = 100, horizon: int = 10000, *
     """The synthetic stand-in for `dataset` (same construction on synthetic_ratings triplets)."""
     name = f"{dataset}-standin"
     seed = STANDIN_SEEDS[dataset] if seed is None else seed
-    for field, value in (("total_users", total_users), ("total_items", total_items), ("num_ratings", num_ratings)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ConfigError(f"{name}: {field} must be a positive integer, got {value!r}")
-    if not isinstance(rank, int) or isinstance(rank, bool) or rank < 1:
-        raise ConfigError(f"{name}: rank must be a positive integer, got {rank!r}")
+    check_counts(name, total_users=total_users, total_items=total_items, num_ratings=num_ratings, rank=rank)
     label = {"movielens": "MovieLens", "yelp": "Yelp"}[dataset]
     users, items, ratings = synthetic_ratings(seed, total_users=total_users, total_items=total_items,
                                               num_ratings=num_ratings, rank=rank)
