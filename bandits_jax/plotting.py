@@ -175,7 +175,7 @@ def draw_regret(ax, res, algorithms, color):
     agents = res.metadata.get("agents", "mean")
     ax.set_xlabel("iteration t")
     ax.set_ylabel("cumulative regret" + (" (mean over agents)" if agents == "mean" else " (sum over agents)"))
-    ax.set_title(res.metadata.get("experiment", ""))
+    ax.set_title(plot_title(res.metadata), fontsize=10)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
 
@@ -204,7 +204,7 @@ def draw_outcomes(res):
         fig, axes = plt.subplots(1, len(panels), figsize=(5.0 * len(panels) + 1.0, 4.4), squeeze=False)
         for ax, panel in zip(axes[0], panels):
             draw_outcome_panel(ax, res, *panel)
-        fig.suptitle(res.metadata.get("experiment", ""))
+        fig.suptitle(plot_title(res.metadata))
         fig.tight_layout()
         return fig
     outcomes = res.metadata["outcomes"]
@@ -222,7 +222,7 @@ def draw_outcomes(res):
         ax.set_ylabel(f"{name} ({'proportion' if declared['kind'] == 'rate' else 'mean'}, 95% interval)")
         ax.set_title(declared["description"], fontsize=9)
         ax.grid(alpha=0.3)
-    fig.suptitle(res.metadata.get("experiment", ""))
+    fig.suptitle(plot_title(res.metadata))
     fig.tight_layout()
     return fig
 
@@ -300,3 +300,10 @@ def draw_outcome_panel(ax, res, outcome: str, how: str, yscale: str):
                  fontsize=8)
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
+
+
+def plot_title(metadata: dict) -> str:
+    """The experiment's name, and on a second line each stand-in data set its problems use
+    (`Problem.info["stand_in"]`), so that a figure never passes a stand-in off as the real data."""
+    stand_ins = sorted({info["stand_in"] for info in metadata.get("problem_info", {}).values() if "stand_in" in info})
+    return "\n".join([metadata.get("experiment", "")] + [f"stand-in: {s}" for s in stand_ins])

@@ -14,8 +14,11 @@ Algorithm order is kept in metadata.json ("algorithms").
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import secrets
+import threading
 from pathlib import Path
 from typing import NamedTuple
 
@@ -191,7 +194,7 @@ def _outcome_table(results: Results) -> list:
 def summary_markdown(results: Results) -> str:
     md = results.metadata
     if "outcomes" in md:
-        return _summary_lines(md, _outcome_table(results))
+        return _summary_lines(results, _outcome_table(results))
     agents = md.get("agents", "mean")
     what = "mean over agents" if agents == "mean" else "sum over agents"
     horizon = next(iter(results.arrays.values()))["regret"].shape[1] if results.arrays else 0
@@ -221,7 +224,7 @@ def summary_markdown(results: Results) -> str:
             lines.append(f"| {base} | {label} | {final[best]['final_regret_mean']:.3f} +- {spread:.3f} | "
                          f"{len(md['grids'][base])} |")
     lines += _declared_tables(results)
-    return _summary_lines(md, lines)
+    return _summary_lines(results, lines)
 
 
 def round_rows(results: Results, curve: str, columns) -> list:
@@ -254,33 +257,64 @@ def _info_lines(md: dict) -> list:
     return lines
 
 
-def _summary_lines(md: dict, body: list) -> str:
+def _error_lines(results: Results) -> list:
+    """Markdown lines: each curve with failed runs (metadata "errors", {curve: the sweep's message}),
+    with the count of its runs that carry error bits ("2 of 20 runs failed"), so a curve that failed in
+    a few seeds only is as visible as one that failed in all."""
+    recorded = results.metadata.get("errors") or {}
+    if not recorded:
+        return []
+    lines = ["", "Runs with errors (their numbers are not to be trusted):", ""]
+    for curve, message in recorded.items():
+        errors = results.arrays.get(curve, {}).get("errors")
+        count = "" if errors is None else f"{np.count_nonzero(errors)} of {len(errors)} runs failed; "
+        lines.append(f"- {curve}: {count}{message}")
+    return lines
+
+
+def _summary_lines(results: Results, body: list) -> str:
     """The summary: title, description, the float precision the runs used (configuration `precision`,
     where the metadata records it), `body`, then the runs with errors and the notes."""
+    md = results.metadata
     lines = [f"# {md.get('experiment', 'results')} ({md.get('size', '')})", "", md.get("description", ""), ""]
     precision = md.get("config", {}).get("precision")
     if precision:
         lines += [f"Precision: {precision}.", ""]
-    lines += body + _info_lines(md)
-    if md.get("errors"):
-        lines += ["", "Runs with errors (their numbers are not to be trusted):", ""]
-        lines += [f"- {curve}: {message}" for curve, message in md["errors"].items()]
+    lines += body + _info_lines(md) + _error_lines(results)
     if md.get("notes"):
         lines += ["", md["notes"]]
     return "\n".join(lines) + "\n"
 
 
 def atomic_savez(path: Path, arrays: dict) -> None:
-    """np.savez to a temporary name then rename, so an interrupted write never leaves a torn file."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
+    """np.savez into `path` through `replacing`: a reader never sees a torn file, and writers of the
+    same path at the same time (several processes of a sweep) never collide."""
+    with replacing(path) as fh:
         np.savez(fh, **arrays)
-    os.replace(tmp, path)
 
 
 def atomic_write_text(path: Path, text: str) -> None:
+    """Write `text` (UTF-8) into `path` through `replacing`, as `atomic_savez` does."""
+    with replacing(path) as fh:
+        fh.write(text.encode("utf-8"))
+
+
+@contextlib.contextmanager
+def replacing(path: Path):
+    """A binary file to write, under a temporary name of this writer's own beside `path`
+    (PATH.<pid>.<thread>.<random>.tmp, created exclusively, so two writers never share one); when the
+    block ends it is flushed to disk and renamed over `path` in one step (the last writer wins, whole),
+    and when the block fails it is removed. Flushing first means a crash of the machine leaves the
+    old file or the new one, not an empty file under the new name."""
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.{secrets.token_hex(4)}.tmp")
+    try:
+        with open(tmp, "xb") as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise

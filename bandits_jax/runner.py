@@ -22,19 +22,22 @@ rows, and a segment whose demand-sized buffers overflow runs again from its star
 since a segment consumes its state) with twice the rows.
 
 Errors: a report's error bits are ORed over time per run; when every run of the batch carries
-one, the runner stops with a ConfigError naming them. `run_trials` runs phase-level trials
-(`core.Trial`) in one vmapped call. `precision="float64"` runs inside a scoped `jax.enable_x64(True)`.
+one, the runner stops with a ConfigError naming them; a batch that runs to its end with error bits
+in some runs warns (`FailedRunsWarning`, one line: how many runs, which seeds, the messages).
+`run_trials` runs phase-level trials (`core.Trial`) in one vmapped call. `precision="float64"` runs
+inside a scoped `jax.enable_x64(True)`, `precision="float32"` inside `jax.enable_x64(False)`,
+whatever the environment says.
 
 Walk-through: docs/design.md.
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import re
 import functools
 import time
+import warnings
 from typing import Callable, NamedTuple, Optional, Sequence
 
 import jax
@@ -59,6 +62,11 @@ ERR_NAN_STATE = 1 << 29
 NAN_STATE_MESSAGE = ("the algorithm's state held NaN at the end of a capacity segment (a diverged training or "
                      "factor); the run's decisions from then on are not to be trusted")
 OUTPUT_KEYS = ("regret",) + COMM_KEYS
+SEEDS_NAMED = 10  # a failed-runs warning names at most this many seeds
+
+
+class FailedRunsWarning(UserWarning):
+    """Some runs of a batch that ran to its end carry error bits (`warn_failed_runs`)."""
 
 
 class RunOutput(NamedTuple):
@@ -84,11 +92,12 @@ class RunOutput(NamedTuple):
 
 
 def precision_scope(precision: str):
-    """A context in which JAX computes in the requested float precision."""
-    if precision == "float64":
-        return jax.enable_x64(True)
-    if precision == "float32":
-        return contextlib.nullcontext()
+    """A context in which JAX computes in the requested float precision, whatever the session's own
+    setting: float64 switches 64-bit types on, float32 switches them off (so JAX_ENABLE_X64=1 in the
+    environment, or an enclosing `jax.enable_x64(True)`, never turns a run labelled float32 into a
+    float64 one). Both restore the session's setting on exit."""
+    if precision in ("float64", "float32"):
+        return jax.enable_x64(precision == "float64")
     raise ConfigError(f"precision must be 'float64' or 'float32', got {precision!r}")
 
 
@@ -255,7 +264,8 @@ def run_batch(
             hyper-parameter point per run; names and signs as the algorithm declares them).
     progress: called on the host with the global step reached, every `progress_every` steps.
     stop_on_error: raise ConfigError at the end of a segment after which every run carries an
-            error bit (see the module docstring); False runs to the end.
+            error bit (see the module docstring); False runs to the end. A batch that ends with
+            error bits in any run warns (`warn_failed_runs`).
     vmap_size: at most this many runs of a device under one vmap; a larger batch is cut into
             equal chunks that run one after another in the same compiled call (module docstring).
             None: the algorithm's `cpu_vmap`, else CPU_VMAP_SIZE, on a CPU backend; the whole batch
@@ -270,9 +280,11 @@ def run_batch(
         raise ConfigError(f"vmap_size must be at least 1 (None: the backend's default), got {vmap_size}")
     batched = batched_params(algorithm, params, len(seeds))
     with precision_scope(precision):
-        return _run_batch(problem, algorithm, seeds, batched, base_key, first_segment, progress,
-                          progress_every, compiled_cache if compiled_cache is not None else {}, stop_on_error,
-                          vmap_size)
+        out = _run_batch(problem, algorithm, seeds, batched, base_key, first_segment, progress,
+                         progress_every, compiled_cache if compiled_cache is not None else {}, stop_on_error,
+                         vmap_size)
+    warn_failed_runs(algorithm, seeds, out.errors)
+    return out
 
 
 def chunk_layout(batch: int, devices: int, vmap_size: Optional[int], cpu_vmap: Optional[int] = None) -> tuple:
@@ -317,6 +329,19 @@ def describe_errors(algorithm: Algorithm, bits: int) -> str:
     if unknown:
         parts.append(f"error bits {unknown:#x}")
     return f"{algorithm.name}: " + "; ".join(parts)
+
+
+def warn_failed_runs(algorithm, seeds: Sequence[int], errors: np.ndarray) -> None:
+    """Warn (FailedRunsWarning, one line) when any of the runs `seeds` [B] carries error bits
+    (`errors` [B]): the count of such runs, their seeds (the first SEEDS_NAMED) and the messages of
+    the bits (`describe_errors`). Nothing when every run is clean."""
+    bad = [s for s, e in zip(seeds, np.asarray(errors).tolist()) if e]
+    if not bad:
+        return
+    named = ", ".join(map(str, bad[:SEEDS_NAMED])) + (", ..." if len(bad) > SEEDS_NAMED else "")
+    warnings.warn(f"{len(bad)} of {len(seeds)} runs of this batch carry error bits (seeds {named}); their numbers "
+                  f"are not to be trusted: {describe_errors(algorithm, int(np.bitwise_or.reduce(errors)))}",
+                  FailedRunsWarning, stacklevel=3)
 
 
 def _run_batch(problem, algorithm, seeds, params, base_key, first_segment, progress, every, cache, stop_on_error,
@@ -612,7 +637,7 @@ def run_trials(arms: Arms, trial: Trial, seeds: Sequence[int], params: Optional[
     Seed s draws its instance with `arms.init` from its problem key and runs `trial.run` with its
     algorithm key: the key scheme of `run_batch`, so a seed's numbers do not depend on the batch.
     params: as for `run_batch` (None, or {name: scalar or [B]}), so a grid is one vmap. The batch
-    axis is sharded over every device.
+    axis is sharded over every device. Trials with error bits warn (`warn_failed_runs`).
     """
     cpu_guard()
     seeds = [int(s) for s in seeds]
@@ -637,6 +662,7 @@ def run_trials(arms: Arms, trial: Trial, seeds: Sequence[int], params: Optional[
         t_end = time.perf_counter()
     out = {k: np.asarray(v)[: len(seeds)] for k, v in out.items()}
     errors = out.pop("errors").astype(np.int32)
+    warn_failed_runs(trial, seeds, errors)
     return TrialOutput(out, errors, t_r - t_c, t_end - t_r)
 
 

@@ -7,12 +7,16 @@ import pytest
 from helpers import REAL_DIR, needs_data
 
 from bandits_jax.cli import main
+from bandits_jax.core import ConfigError
+from bandits_jax.problems.datasets import DataNotFoundError
 from bandits_jax.experiments import coop as coop_exps
 from bandits_jax.experiments.catalog import get_experiment
 from bandits_jax.experiments.registry import build_curves, build_runs, resolve_config
 from bandits_jax.sweep import run_experiment
 
 PANELS = [f"coop/{k}-{n}" for k in ("linear", "rbf") for n in ("er", "facebook", "twitch", "skitter")]
+# the graph option each panel's world gets by default: the stand-in files are asked for by name
+PANEL_GRAPHS = {"er": "er", "facebook": "facebook", "twitch": "twitch-engb", "skitter": "skitter-oregon"}
 
 
 @pytest.mark.parametrize("name", PANELS)
@@ -26,7 +30,7 @@ def test_panels_are_six_methods_on_one_world(name, size):
     assert [c.name for c in curves] == list(want) == [c.tags["method"] for c in curves]
     assert all(c.problem == curves[0].problem for c in curves)  # common random numbers: one world
     world = curves[0].problem
-    assert world.name == f"coop-{kernel}" and world.options["graph"] == network
+    assert world.name == f"coop-{kernel}" and world.options["graph"] == PANEL_GRAPHS[network]
     assert world.options["num_agents"] == {"small": 50, "paper": 200}[size]
     assert config["horizon"] == {"small": 200, "paper": 500}[size]
     assert config["seeds"] == {"small": 20, "paper": 100}[size]
@@ -50,9 +54,18 @@ def test_v_sweep_tags_and_worlds():
     assert {p.info["gamma"] for p, _, _ in runs} == {1}
 
 
+def test_v_sweep_refuses_num_agents_it_would_ignore():
+    """The sweep's V comes from agent_counts alone: num_agents is no key of it, so an override is refused
+    (one line listing the keys, agent_counts among them) instead of being ignored."""
+    exp = get_experiment("coop/v-sweep")
+    assert "num_agents" not in resolve_config(exp, "small", {})
+    with pytest.raises(ConfigError, match=r"^coop/v-sweep: unknown key 'num_agents'; settable keys: .*agent_counts"):
+        resolve_config(exp, "smoke", {"num_agents": "50"})
+
+
 def test_bad_gamma_is_refused():
     exp = get_experiment("coop/linear-er")
-    with pytest.raises(Exception, match="gamma must be >= 1"):
+    with pytest.raises(ConfigError, match="gamma must be an integer >= 0"):  # 0: the spec's default gamma
         build_runs(exp, resolve_config(exp, "smoke", {"gamma": "-1"}))
 
 
@@ -90,7 +103,7 @@ def graph_files(tmp_path):
     ("bad.txt", "line 3: malformed edge 'x y z'"),
     ("split.txt", "disconnected (9 nodes); its largest connected component has 3 nodes, fewer than V = 8"),
     ("small.txt", "its largest connected component has 5 nodes, fewer than V = 8"),
-    ("facebook", "none of facebook_combined.txt found"),
+    ("facebook", "facebook_combined.txt not found"),
 ])
 def test_bad_graph_input_exits_2_with_one_line_and_writes_nothing(graph_files, monkeypatch, capsys, graph,
                                                                    message):
@@ -104,10 +117,23 @@ def test_bad_graph_input_exits_2_with_one_line_and_writes_nothing(graph_files, m
     assert not out.exists()
 
 
-@needs_data("graphs/oregon1_010331.txt")
-def test_real_graph_panels_name_their_file():
-    exp = get_experiment("coop/linear-skitter")
+@needs_data("graphs/oregon1_010331.txt", "graphs/musae_ENGB_edges.csv")
+@pytest.mark.parametrize("panel, text", [
+    ("coop/linear-skitter", "SNAP Oregon-1 AS graph (oregon1_010331.txt), a real graph standing in for "
+                            "SNAP as-Skitter"),
+    ("coop/rbf-twitch", "SNAP musae-Twitch ENGB (musae_ENGB_edges.csv), a real graph standing in for "
+                        "SNAP musae-Twitch DE"),
+])
+def test_real_graph_panels_name_their_file(panel, text):
+    """The default skitter and twitch panels run on the stand-in files they ask for by name, and say so in
+    the world's description and graph_source; the spec's own file, where it is absent, is refused."""
+    exp = get_experiment(panel)
     runs = build_runs(exp, resolve_config(exp, "small", {"data_dir": str(REAL_DIR)}))
-    info = runs[0][0].info
-    assert "oregon1_010331.txt, a real graph standing in for as-Skitter" in info["graph_source"]
-    assert info["network_source"] == "real" and info["nodes"] == 50
+    problem = runs[0][0]
+    assert text in problem.info["graph_source"] and text in problem.description
+    assert problem.info["network_source"] == "real" and problem.info["nodes"] == 50
+    real = {"coop/linear-skitter": ("skitter", "as-skitter.txt"), "coop/rbf-twitch": ("twitch", "musae_DE_edges.csv")}
+    name, file = real[panel]
+    if not (REAL_DIR / "graphs" / file).is_file():
+        with pytest.raises(DataNotFoundError, match=f"{file} not found"):
+            build_runs(exp, resolve_config(exp, "small", {"data_dir": str(REAL_DIR), "graph": name}))

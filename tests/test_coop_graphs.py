@@ -16,8 +16,8 @@ from bandits_jax.problems.datasets import DATA_DIR_ENV, DataNotFoundError
 
 from helpers import REAL_DIR, needs_data
 
-FILES = {"facebook": ("facebook_combined.txt", 4039, 88234), "twitch": ("musae_ENGB_edges.csv", 7126, 35324),
-         "skitter": ("oregon1_010331.txt", 10670, 22002)}
+FILES = {"facebook": ("facebook_combined.txt", 4039, 88234), "twitch-engb": ("musae_ENGB_edges.csv", 7126, 35324),
+         "skitter-oregon": ("oregon1_010331.txt", 10670, 22002)}
 GRAPH_DIR = REAL_DIR / "graphs"
 
 
@@ -65,7 +65,43 @@ def test_path_distances_and_delays_in_both_modes():
     np.testing.assert_array_equal(hop["central"], [True, False, False])
     np.testing.assert_array_equal(hop["cent"], [0, 0, 0])
     np.testing.assert_array_equal(hop["cent_delay"], [0, 1, 2])
-    np.testing.assert_array_equal(plus["cent_delay"], [0, 1, 2])  # cent_delay = max(1, dist) in both modes
+    np.testing.assert_array_equal(plus["cent_delay"], [0, 2, 3])  # the mimic lag is the message delay
+
+
+def test_cent_delay_is_the_delay_to_the_central_agent_in_both_modes():
+    """Path 0-1-2-3, gamma 1: centrals 1 and 3 (weights 3, 3, then 2 for node 3 once 0 and 2 are
+    covered), cent = [1, 1, 1, 3]; the mimic lag of a peripheral agent is its message delay from
+    cent(p): max(1, d) under "hop", one round more under "hop_plus_one" (spec §3.4: the Dist mimic lag
+    uses the messages' delay mode)."""
+    G = nx.path_graph(4)
+    hop = graphs.graph_arrays(G, 1, "hop")
+    plus = graphs.graph_arrays(G, 1, "hop_plus_one")
+    for a in (hop, plus):
+        np.testing.assert_array_equal(a["central"], [False, True, False, True])
+        np.testing.assert_array_equal(a["cent"], [1, 1, 1, 3])
+    np.testing.assert_array_equal(hop["cent_delay"], [1, 0, 1, 0])
+    np.testing.assert_array_equal(plus["cent_delay"], [2, 0, 2, 0])
+    for a in (hop, plus):
+        peripheral = ~a["central"]
+        np.testing.assert_array_equal(a["cent_delay"][peripheral],
+                                      a["delay"][np.flatnonzero(peripheral), a["cent"][peripheral]])
+
+
+def test_unreachable_pairs_are_never_neighbours_whatever_gamma():
+    """Two components {0, 1} and {2, 3}: at gamma >= V (the distance given to unreachable pairs) no
+    pair across the components is within TTL, in G_gamma, in one clique or a central agent's."""
+    G = nx.Graph([(0, 1), (2, 3)])
+    block = np.kron(np.eye(2, dtype=bool), np.ones((2, 2), bool))
+    for gamma in (1, 4, 9):
+        a = graphs.graph_arrays(G, gamma)
+        np.testing.assert_array_equal(a["dist"], [[0, 1, 4, 4], [1, 0, 4, 4], [4, 4, 0, 1], [4, 4, 1, 0]])
+        np.testing.assert_array_equal(a["within"], block)
+        np.testing.assert_array_equal(graphs.power_adjacency(a["dist"], gamma), block & ~np.eye(4, dtype=bool))
+        np.testing.assert_array_equal(a["clique_id"], [0, 0, 1, 1])
+        np.testing.assert_array_equal(a["clique"], block)
+        np.testing.assert_array_equal(a["central"], [True, False, True, False])
+        np.testing.assert_array_equal(a["cent"], [0, 0, 2, 2])
+        np.testing.assert_array_equal(a["cent_delay"], [0, 1, 0, 1])
 
 
 def test_path_gamma_one_and_cover_number():
@@ -144,11 +180,48 @@ def test_real_graph_problems_say_their_source(monkeypatch):
     monkeypatch.setenv(DATA_DIR_ENV, str(REAL_DIR))
     facebook = make_problem("coop-linear", num_agents=50, graph="facebook")
     assert "facebook_combined.txt" in facebook.info["graph_source"] and facebook.info["network_source"] == "real"
-    skitter = make_problem("coop-rbf", num_agents=50, graph="skitter")
-    assert "standing in for as-Skitter" in skitter.info["graph_source"]
-    assert "standing in for as-Skitter" in skitter.description
+    skitter = make_problem("coop-rbf", num_agents=50, graph="skitter-oregon")
+    assert "(oregon1_010331.txt), a real graph standing in for SNAP as-Skitter" in skitter.info["graph_source"]
+    assert "standing in for SNAP as-Skitter" in skitter.description
+    if not (REAL_DIR / "graphs" / "as-skitter.txt").is_file():  # the real name never reads the stand-in's file
+        with pytest.raises(DataNotFoundError, match="as-skitter.txt not found"):
+            make_problem("coop-rbf", num_agents=50, graph="skitter")
     by_path = make_problem("coop-linear", num_agents=50, graph=str(GRAPH_DIR / "facebook_combined.txt"))
     assert by_path.info["edges"] == facebook.info["edges"]  # same file, same seed: the same subsample
+
+
+# ----------------------------------------------------------------------------------- stand-ins
+@pytest.fixture
+def standin_files(tmp_path, monkeypatch):
+    """A data folder holding only the stand-in files (a 5-cycle each): Oregon-1 for as-Skitter and
+    Twitch ENGB for Twitch DE."""
+    monkeypatch.delenv(DATA_DIR_ENV, raising=False)
+    (tmp_path / "oregon1_010331.txt").write_text("0\t1\n1\t2\n2\t3\n3\t4\n4\t0\n")
+    (tmp_path / "musae_ENGB_edges.csv").write_text("id_1,id_2\n0,1\n1,2\n2,3\n3,4\n4,0\n")
+    return tmp_path
+
+
+@pytest.mark.parametrize("name, wanted, standin", [("skitter", "as-skitter.txt", "skitter-oregon"),
+                                                   ("twitch", "musae_DE_edges.csv", "twitch-engb")])
+def test_a_missing_snap_file_is_refused_even_where_a_standin_file_lies(standin_files, name, wanted, standin):
+    """The real name never falls back to another file: a one-line DataNotFoundError names the file looked
+    for and the stand-in to ask for; the stand-in name finds its file."""
+    with pytest.raises(DataNotFoundError, match=rf"graph {name!r}: {wanted} not found .*use a stand-in: "
+                                                rf"{standin} .*or {name}-standin") as refused:
+        make_problem("coop-linear", num_agents=4, graph=name, data_dir=str(standin_files))
+    assert "\n" not in str(refused.value)
+    file = graphs.find_graph_file(standin, standin_files)
+    assert file.parent == standin_files and file.name != wanted
+
+
+@pytest.mark.parametrize("standin, file, replaced", [
+    ("skitter-oregon", "oregon1_010331.txt", "SNAP as-Skitter"),
+    ("twitch-engb", "musae_ENGB_edges.csv", "SNAP musae-Twitch DE")])
+def test_a_standin_asked_for_is_named_in_the_description(standin_files, standin, file, replaced):
+    problem = make_problem("coop-linear", num_agents=4, graph=standin, data_dir=str(standin_files))
+    for text in (problem.description, problem.info["graph_source"]):
+        assert f"({file}), a real graph standing in for {replaced}" in text
+    assert problem.info["network_source"] == "real"
 
 
 # ----------------------------------------------------------------------------------- errors
@@ -176,7 +249,7 @@ def test_error_messages(tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match="disconnected"):
         make_problem("coop-linear", num_agents=4, graph=nx.disjoint_union(nx.path_graph(2), nx.path_graph(2)))
     monkeypatch.delenv(DATA_DIR_ENV, raising=False)
-    with pytest.raises(DataNotFoundError, match="facebook_combined.txt found .*facebook-standin"):
+    with pytest.raises(DataNotFoundError, match="facebook_combined.txt not found .*facebook-standin"):
         make_problem("coop-linear", num_agents=10, graph="facebook", data_dir=tmp_path)
     with pytest.raises(ConfigError, match="neither a known name"):
         make_problem("coop-linear", num_agents=10, graph="fb")

@@ -218,6 +218,51 @@ def test_world_info_holds_the_theory_numbers(world):
     assert 24 / 1.6 ** 2 < info["rho_star"] < 24 / 0.4 ** 2
 
 
+@pytest.fixture
+def quick_world(monkeypatch):
+    """make_problem("cope-kb", ...) that rebuilds its tables on every call from a small Gaussian-width
+    sample (cached for this test only), without the theory numbers: the test reads how the tables depend
+    on xi, not their accuracy, and nothing computed this way lands in the module's caches."""
+    monkeypatch.setattr(cope, "GAMMA_DRAWS", 256)
+    monkeypatch.setattr(cope, "GAMMA_STEPS", 4)
+    monkeypatch.setattr(cope, "gamma_table", functools.lru_cache(maxsize=None)(cope.gamma_table.__wrapped__))
+    monkeypatch.setattr(cope, "structure", cope.structure.__wrapped__)
+    monkeypatch.setattr(cope, "theory", lambda case, gap, xi: {})
+
+    def build(xi):
+        arms = make_problem("cope-kb", case="rank1", gap=0.4, xi=xi)
+        with jax.enable_x64(True):
+            return {k: np.asarray(v) for k, v in arms.public(arms.init(jax.random.PRNGKey(0))).items()}
+
+    return build
+
+
+def test_world_tables_follow_the_worlds_xi(quick_world):
+    """The omega and Gaussian-width halving tables are solved at the world's xi: two values of xi give
+    two tables (omega(xi, S) grows as xi shrinks), while the features and the Gram matrix stay put."""
+    small, large = quick_world(1e-2), quick_world(1.0)
+    for key in ("gram", "features", "agent_of"):
+        np.testing.assert_array_equal(small[key], large[key], err_msg=key)
+    full = 2 ** N_ARMS - 1
+    assert small["omega_all"] > large["omega_all"] * 1.5
+    for key in ("omega_table", "omega_local", "gamma_table"):
+        assert small[key][0, full] > large[key][0, full] * 1.5, key
+        np.testing.assert_array_equal(small[key][:, :3], large[key][:, :3])  # subsets of < 2 arms: 0 in both
+
+
+@pytest.mark.parametrize("name", ["cope/fc-rank2", "cope/fb-rank5"])
+def test_experiment_passes_its_xi_to_the_world_and_to_every_algorithm(name):
+    """One configuration value drives both the world's tables (problem option xi) and the algorithms'
+    regulariser: the default 1e-10 and an override alike."""
+    from bandits_jax.experiments.catalog import get_experiment
+    from bandits_jax.experiments.registry import build_curves, resolve_config
+
+    exp = get_experiment(name)
+    for overrides, xi in (({}, 1e-10), ({"xi": "1e-6"}, 1e-6)):
+        curves = build_curves(exp, resolve_config(exp, "smoke", overrides))
+        assert curves and all(c.problem.options["xi"] == xi == c.algorithm.options["xi"] for c in curves)
+
+
 def test_float32_is_refused_before_compiling():
     arms = make_problem("cope-kb", case="rank1", gap=0.4)
     with pytest.raises(ConfigError, match="float64"):

@@ -89,7 +89,7 @@ def test_hyperparameter_grid_and_unknown_names():
     assert not np.array_equal(grid.regret[0], grid.regret[2])
     with pytest.raises(ConfigError, match="unknown hyper-parameter epsilon"):
         run_batch(prob, alg, [0], {"epsilon": 0.1})
-    with pytest.raises(ConfigError, match="eps must be >= 0"):  # every grid value is checked
+    with pytest.raises(ConfigError, match="eps must be a finite number >= 0"):  # every grid value is checked
         run_batch(prob, alg, [0, 0], {"eps": [0.1, -1.0]})
     with pytest.raises(ConfigError, match=r"shape \(3,\), expected \(2,\)"):
         run_batch(prob, alg, [0, 0], {"eps": [0.1, 0.2, 0.3]})
@@ -129,12 +129,37 @@ def test_a_batch_whose_every_run_is_broken_stops_after_the_segment():
     with pytest.raises(ConfigError, match=r"every run .*by step 32 of 100.*HistoryGreedy: the buffer holds eps"):
         run([20.0, 25.0])
     # one sound run (a grid point, say) keeps the batch going; the broken one is reported
-    out = run([1e6, 20.0])
+    with pytest.warns(runner.FailedRunsWarning, match="1 of 2 runs"):
+        out = run([1e6, 20.0])
     np.testing.assert_array_equal(out.errors, [0, 2])
     assert np.isfinite(out.comm_up).all()
     # stop_on_error=False runs to the end, and a break in the last segment is never an early stop
-    np.testing.assert_array_equal(run([20.0, 25.0], stop_on_error=False).errors, [2, 2])
-    np.testing.assert_array_equal(run([70.0, 80.0]).errors, [2, 2])
+    with pytest.warns(runner.FailedRunsWarning, match="2 of 2 runs"):
+        np.testing.assert_array_equal(run([20.0, 25.0], stop_on_error=False).errors, [2, 2])
+        np.testing.assert_array_equal(run([70.0, 80.0]).errors, [2, 2])
+
+
+def test_a_batch_with_some_broken_runs_warns_with_their_count_and_messages():
+    """A batch that runs to its end with error bits in some runs says so in one warning line: how many
+    runs of the batch, which seeds, and the algorithm's messages for the bits; a clean batch is silent."""
+    import warnings
+
+    prob, alg, cache = toy_problem(horizon=100), breaks_at_eps(), {}
+
+    def run(seeds, eps, **kw):
+        return run_batch(prob, alg, seeds, {"eps": np.array(eps)}, first_segment=16, compiled_cache=cache, **kw)
+
+    with pytest.warns(UserWarning, match=r"^1 of 3 runs of this batch carry error bits \(seeds 5\).*"
+                                         r"HistoryGreedy: the buffer holds eps points; raise eps$") as seen:
+        out = run([4, 5, 6], [1e6, 20.0, 1e6])
+    np.testing.assert_array_equal(out.errors, [0, 2, 0])
+    assert len(seen) == 1 and issubclass(seen[0].category, runner.FailedRunsWarning)
+    assert "\n" not in str(seen[0].message)
+    with pytest.warns(runner.FailedRunsWarning, match=r"^2 of 2 runs"):  # broken in the last segment: no stop
+        run([4, 5], [70.0, 80.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run([4, 5, 6], [1e6, 1e6, 1e6])
 
 
 def test_a_segment_updates_its_state_in_place_unless_it_resizes_it():
@@ -184,6 +209,40 @@ def test_precision_scope_does_not_leak():
     assert out32.regret.dtype == np.float32
     with pytest.raises(ConfigError):
         run_batch(toy_problem(horizon=10), uniform_random(), [0], precision="float16")
+
+
+_FLOAT32_SCRIPT = """
+import json, sys
+sys.path.insert(0, {tests!r})
+import jax, jax.numpy as jnp
+from toy import toy_problem, history_greedy
+from bandits_jax import runner
+
+alg = history_greedy()
+
+def update(params, state, step, actions, rewards, aux, key):  # reports the dtype its state holds
+    new, rep = alg.update(params, state, step, actions, rewards, aux, key)
+    return new, rep._replace(diagnostics={{**rep.diagnostics, "state_sum": jnp.sum(new["X"]) + jnp.sum(new["y"])}})
+
+out = runner.run_batch(toy_problem(horizon=6), alg._replace(update=update), [0, 1], precision="float32")
+print(json.dumps({{"x64_outside": bool(jax.config.jax_enable_x64), "regret": str(out.regret.dtype),
+                  "comm_up": str(out.comm_up.dtype), "state_sum": str(out.diagnostics["state_sum"].dtype)}}))
+"""
+
+
+def test_float32_computes_in_float32_under_an_x64_environment(tmp_path):
+    """JAX_ENABLE_X64=1 in the environment does not turn a precision="float32" run into float64: the
+    outputs and the state a step leaves (reported as a diagnostic) are float32."""
+    script = tmp_path / "float32.py"
+    script.write_text(_FLOAT32_SCRIPT.format(tests=str(Path(__file__).parent)))
+    env = dict(os.environ, JAX_ENABLE_X64="1", JAX_PLATFORMS="cpu")
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, cwd=REPO,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    import json
+
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert seen == {"x64_outside": True, "regret": "float32", "comm_up": "float32", "state_sum": "float32"}
 
 
 def test_cumulative_regret_conventions():
@@ -432,9 +491,11 @@ def test_a_state_that_turns_nan_sets_the_runners_error_bit():
     """A run whose state holds NaN at a segment's end carries ERR_NAN_STATE, named by describe_errors;
     the other runs carry nothing."""
     prob, alg = toy_problem(horizon=40), _diverges_for_odd_seeds()
-    out = run_batch(prob, alg, range(8), first_segment=16, stop_on_error=False)
+    with pytest.warns(runner.FailedRunsWarning, match="held NaN"):
+        out = run_batch(prob, alg, range(8), first_segment=16, stop_on_error=False)
     odd = (out.errors & runner.ERR_NAN_STATE) != 0
     assert 0 < odd.sum() < 8 and np.all(out.errors[~odd] == 0)
     assert "held NaN" in runner.describe_errors(alg, runner.ERR_NAN_STATE)
-    alone = run_batch(prob, alg, [int(s) for s in np.flatnonzero(odd)])  # a seed's bit does not depend on the batch
+    with pytest.warns(runner.FailedRunsWarning, match="held NaN"):  # a seed's bit does not depend on the batch
+        alone = run_batch(prob, alg, [int(s) for s in np.flatnonzero(odd)])
     assert np.all(alone.errors == runner.ERR_NAN_STATE)

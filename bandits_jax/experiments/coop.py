@@ -2,9 +2,12 @@
 
 `coop/<kernel>-<network>`, kernel linear (setup 1, problems.coop `coop-linear`) or rbf (setup 2,
 `coop-rbf`), network er (Erdos-Renyi G(V, 0.7)), facebook, twitch or skitter (SNAP edge lists from
-the data directory, random-walk subsample of V nodes; skitter falls back to the Oregon-1 AS graph,
-and every summary names the file; `--set data_dir=DIR` or $BANDITS_JAX_DATA_DIR says where they are;
-`--set graph=facebook-standin` or a path runs on another graph).
+the data directory, random-walk subsample of V nodes). The twitch and skitter panels ask by name for
+the files that stand in for the spec's graphs (PANEL_GRAPHS: graph twitch-engb, the England Twitch
+graph in place of DE; skitter-oregon, the Oregon-1 AS graph in place of as-Skitter), so the world's
+description and every summary say so; `--set graph=twitch` or `graph=skitter` reads the spec's own
+file and refuses to run without it. `--set data_dir=DIR` or $BANDITS_JAX_DATA_DIR says where the
+files are; `--set graph=facebook-standin` or a path runs on another graph.
 Six methods per panel, every one a registered name, common random numbers across methods:
     linear  Ind-LinUCB, OFUL, Naive-LinUCB, Coop-KernelUCB, Dist-KernelUCB, Eager-KernelUCB
     rbf     Ind-KernelUCB, IGP-UCB, Naive-IGP-UCB, Coop-KernelUCB, Dist-KernelUCB, Eager-KernelUCB
@@ -12,7 +15,8 @@ Sizes: smoke (V = 8, T = 12, dual storage), small (V = 50, T = 200, 20 trials), 
 T = 500, 100 trials). Both kernels use the feature storage beyond smoke (spec §8.3: identity
 features for linear K_x, `landmarks` Nystrom points for RBF, K_hat_z from its top `r_max`
 eigenpairs). `coop/v-sweep`: setup 1 on Erdos-Renyi at V in `agent_counts` (tag V, the x-axis),
-for the claim that cooperative per-agent regret falls with V while independent regret does not.
+for the claim that cooperative per-agent regret falls with V while independent regret does not; it
+has no `num_agents` key (one it would ignore), so `--set num_agents=...` is refused.
 Regret: per-agent cumulative pseudo-regret (the mean over agents), +- standard error over trials.
 Walk-through: docs/experiments/coop.md.
 """
@@ -20,16 +24,24 @@ from __future__ import annotations
 
 from ..core import ConfigError
 from ..curves import Curve, Spec
-from .registry import Experiment, parse_list, register
+from .registry import AT_LEAST_ONE, CONFIDENCE, NONNEGATIVE, POSITIVE, Bound, Experiment, parse_list, register
 
-NETWORKS = {"er": "Erdos-Renyi G(V, 0.7)", "facebook": "SNAP ego-Facebook", "twitch": "SNAP musae-Twitch",
-            "skitter": "SNAP as-Skitter (Oregon-1 AS graph where as-skitter.txt is absent)"}
+NETWORKS = {"er": "Erdos-Renyi G(V, 0.7)", "facebook": "SNAP ego-Facebook",
+            "twitch": "SNAP musae-Twitch (the ENGB graph standing in for DE; graph=twitch reads musae_DE_edges.csv)",
+            "skitter": "SNAP as-Skitter (the Oregon-1 AS graph standing in; graph=skitter reads as-skitter.txt)"}
+# the graph option of each panel (problems.graphs.SNAP_GRAPHS): stand-in files are asked for by name
+PANEL_GRAPHS = {"er": "er", "facebook": "facebook", "twitch": "twitch-engb", "skitter": "skitter-oregon"}
 LINEAR = ("Ind-LinUCB", "OFUL", "Naive-LinUCB", "Coop-KernelUCB", "Dist-KernelUCB", "Eager-KernelUCB")
 RBF = ("Ind-KernelUCB", "IGP-UCB", "Naive-IGP-UCB", "Coop-KernelUCB", "Dist-KernelUCB", "Eager-KernelUCB")
 DEFAULTS = {"num_agents": 200, "num_arms": 8, "dim": 10, "noise_std": 0.1, "graph": "er", "p": 0.7, "gamma": 0,
             "graph_seed": 0, "delay_mode": "hop", "lam": 1.0, "eta": 1.0, "sigma_z": 1.0, "lengthscale": 1.0,
             "B": 1.0, "S": 1.0, "delta": 0.05, "storage": "feature", "r_max": 16, "landmarks": 64,
             "ring_rounds": 16, "data_dir": ""}
+# what every numeric key allows (registry.Bound): p is the Erdos-Renyi edge probability
+BOUNDS = {"num_agents": AT_LEAST_ONE, "num_arms": AT_LEAST_ONE, "dim": AT_LEAST_ONE, "noise_std": NONNEGATIVE,
+          "p": Bound(0, 1, open_low=True), "gamma": NONNEGATIVE, "graph_seed": NONNEGATIVE, "lam": POSITIVE,
+          "eta": POSITIVE, "sigma_z": POSITIVE, "lengthscale": POSITIVE, "B": NONNEGATIVE, "S": NONNEGATIVE,
+          "delta": CONFIDENCE, "r_max": AT_LEAST_ONE, "landmarks": AT_LEAST_ONE, "ring_rounds": AT_LEAST_ONE}
 SIZES = {"smoke": {"num_agents": 8, "horizon": 12, "seeds": 2, "storage": "dual", "landmarks": 8, "r_max": 9},
          "small": {"num_agents": 50, "horizon": 200, "seeds": 20, "landmarks": 32, "r_max": 8},
          "paper": {"num_agents": 200, "horizon": 500, "seeds": 100}}
@@ -103,6 +115,11 @@ def sweep_build(config):
     return curves
 
 
+def _without_num_agents(config: dict) -> dict:
+    """`config` less num_agents: the V sweep takes its V from agent_counts only."""
+    return {k: v for k, v in config.items() if k != "num_agents"}
+
+
 for _kernel, _setup in (("linear", "setup 1: linear K_x, K_z a clustering of the agents"),
                         ("rbf", "setup 2: RBF K_x and RBF K_z")):
     for _net, _what in NETWORKS.items():
@@ -110,13 +127,14 @@ for _kernel, _setup in (("linear", "setup 1: linear K_x, K_z a clustering of the
             name=f"coop/{_kernel}-{_net}",
             description=f"Coop-KernelUCB Figure 1, {_setup}, on {_what}: per-agent regret of the cooperative "
                         "variants against Naive Cooperation and independent baselines",
-            defaults={**DEFAULTS, "graph": _net}, sizes={k: dict(v) for k, v in SIZES.items()},
-            build=panel_build(_kernel), notes=NOTES))
+            defaults={**DEFAULTS, "graph": PANEL_GRAPHS[_net]}, sizes={k: dict(v) for k, v in SIZES.items()},
+            build=panel_build(_kernel), notes=NOTES, bounds=BOUNDS))
 register(Experiment(
     name="coop/v-sweep",
     description="Coop-KernelUCB setup 1 on Erdos-Renyi G(V, 0.7) for V in 25, 50, 100, 200: per-agent final "
                 "regret against V (not in the paper; its claim 4)",
-    defaults={**DEFAULTS, "agent_counts": "25,50,100,200"},
-    sizes={"smoke": {**SIZES["smoke"], "agent_counts": "4,8"}, "small": {"horizon": 200, "seeds": 20, "r_max": 8},
+    defaults={**_without_num_agents(DEFAULTS), "agent_counts": "25,50,100,200"},
+    sizes={"smoke": {**_without_num_agents(SIZES["smoke"]), "agent_counts": "4,8"},
+           "small": {"horizon": 200, "seeds": 20, "r_max": 8},
            "paper": {"horizon": 500, "seeds": 100}},
-    build=sweep_build, notes=NOTES, x="V"))
+    build=sweep_build, notes=NOTES, x="V", bounds=BOUNDS))

@@ -10,13 +10,15 @@ The `cope-kb` world (problems.cope): V = 5 agents, 6 two-hot arms each, task sim
     2e5, 3e5} per agent, one traced grid (tag budget) per method, 100 runs; CoKernelFB,
     CoKernelFB-IndAlloc, IndPeaceFB (Gaussian width, the headline) and IndPeaceFB-omega,
     IndUniformFB (ridge) and IndUniformFB-means.
-Defaults of spec cope-kb §9: xi = 1e-10, eps = 0.1, FW designs of 2000 iterations. All methods of a
-run share its seed's noise (common random numbers). Walk-through: docs/experiments/cope.md.
+Defaults of spec cope-kb §9: xi = 1e-10, eps = 0.1, FW designs of 2000 iterations. One `xi` drives
+both the algorithms' regulariser and the world's omega/gamma halving tables (problem option xi), so
+`--set xi=...` changes both. All methods of a run share its seed's noise (common random numbers).
+Walk-through: docs/experiments/cope.md.
 """
 from __future__ import annotations
 
 from ..curves import Curve, Spec
-from .registry import Experiment, parse_list, register
+from .registry import CONFIDENCE, POSITIVE, Experiment, parse_list, register
 
 FC_METHODS = (("CoKernelFC", "cokernel_fc"), ("CoKernel-IndAlloc", "cokernel_ind_alloc"), ("IndRAGE", "ind_rage"),
               ("IndRAGE-code", "ind_rage_code"), ("IndALBA", "ind_alba"), ("IndPolyALBA", "ind_poly_alba"))
@@ -27,6 +29,7 @@ FC_DEFAULTS = {"deltas": "0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8", "delta": 0.005, "xi"
                "methods": ",".join(m for m, _ in FC_METHODS)}
 FB_DEFAULTS = {"gap": 0.02, "budgets": "7000,10000,20000,50000,100000,200000,300000", "xi": 1e-10,
                "methods": ",".join(m for m, _ in FB_METHODS)}
+BOUNDS = {"delta": CONFIDENCE, "xi": POSITIVE, "eps": POSITIVE, "gap": POSITIVE}  # registry.Bound
 NOTES = ("Spec cope-kb defaults: xi = 1e-10, eps = 0.1, Frank-Wolfe designs (2000 iterations), Pukelsheim "
          "rounding, the omega/gamma halving tables of the world (spec §6.5 cache). IndALBA and IndPolyALBA are "
          "reconstructions (ALBA's loop with the public ALBA code's constants; PolyALBA's fixed basis design).")
@@ -37,7 +40,7 @@ def fc_build(case):
         methods = chosen(config, FC_METHODS)
         curves = []
         for gap in parse_list(config, "deltas", float, minimum=1e-6):
-            arms = Spec("cope-kb", {"case": case, "gap": gap})
+            arms = Spec("cope-kb", {"case": case, "gap": gap, "xi": config["xi"]})
             for label, name in methods:
                 options = {"delta": config["delta"], "xi": config["xi"]}
                 if name not in ("ind_alba", "ind_poly_alba"):
@@ -51,7 +54,7 @@ def fc_build(case):
 
 def fb_build(case):
     def build(config):
-        arms = Spec("cope-kb", {"case": case, "gap": config["gap"]})
+        arms = Spec("cope-kb", {"case": case, "gap": config["gap"], "xi": config["xi"]})
         grid = tuple((f"T={b:g}", {"budget": b}) for b in parse_list(config, "budgets", float, minimum=1.0))
         return [Curve(label, arms, Spec(name, {"xi": config["xi"]}), grid, tags={"method": label})
                 for label, name in chosen(config, FB_METHODS)]
@@ -82,7 +85,7 @@ for _case, _what in FIGURE.items():
         build=fc_build(_case), notes=NOTES + " At Delta = 0.5 the gap 0.5 equals the first threshold and ridge "
         "shrinkage keeps it: rank-1 CoKernelFC then takes 1 or 2 rounds (spec pitfall 13).",
         x="Delta", panels=(("samples", "mean", "log"), ("correct", "rate", "linear")),
-        derived=(("IndRAGE/V", "IndRAGE", "samples", 0.2),)))
+        derived=(("IndRAGE/V", "IndRAGE", "samples", 0.2),), bounds=BOUNDS))
     register(Experiment(
         name=f"cope/fb-{_case}",
         description=f"CoPE-KB Figure 3{_what[:3]}: fixed-budget error probability against the per-agent budget T, "
@@ -90,4 +93,4 @@ for _case, _what in FIGURE.items():
         defaults=dict(FB_DEFAULTS), sizes={"paper": {"seeds": 100}, "smoke": {"seeds": 4, "budgets": "7000,30000"}},
         build=fb_build(_case), notes=NOTES + " Delta_min = 0.02 (the paper does not state it). Budget not spent "
         "by the halving is not redistributed (budget_used).",
-        x="budget", panels=(("correct", "error", "log"), ("budget_used", "mean", "linear"))))
+        x="budget", panels=(("correct", "error", "log"), ("budget_used", "mean", "linear")), bounds=BOUNDS))

@@ -71,7 +71,8 @@ def coop_world(setup: str, num_agents: int, num_arms: int, dim: int, horizon: in
     clusters = int(cluster.max()) + 1
     draw = _linear_world(spec, cluster) if setup == "linear" else _rbf_world(spec, cluster, rho, sigma_x, sigma_z)
     init, contexts, mean_reward = draw
-    info = {"setup": setup, "graph_source": source, "network_source": kind, "graph_seed": graph_seed,
+    stand_in = {"stand_in": source} if kind == "substitute" or "standing in" in source else {}
+    info = {"setup": setup, "graph_source": source, "network_source": kind, **stand_in, "graph_seed": graph_seed,
             **graphs.graph_info(G, gamma, horizon), "delay_mode": delay_mode, "clusters": clusters,
             "cluster_sizes": ",".join(str(n) for n in np.bincount(cluster)), "noise_std": float(noise_std)}
     problem = Problem(name=name, spec=spec, init=init, contexts=contexts, mean_reward=mean_reward,
@@ -87,7 +88,11 @@ def coop_world(setup: str, num_agents: int, num_arms: int, dim: int, horizon: in
 
 
 def network(graph, V: int, p: float, seed: int, data_dir=None):
-    """(G labelled 0..V-1, its source in words, "synthetic" | "real" | "substitute") of the graph option."""
+    """(G labelled 0..V-1, its source in words, "synthetic" | "real" | "substitute") of the graph option.
+    A data_dir given is checked whatever the graph (a folder that does not exist is refused, never
+    passed over)."""
+    if data_dir:
+        graphs.given_folder(data_dir, f"graph {graph!r}")
     if isinstance(graph, nx.Graph):
         if graph.number_of_nodes() == 0 or not nx.is_connected(graph):
             raise ConfigError("the graph given is disconnected; pass a connected graph (or one component of it)")
@@ -103,9 +108,7 @@ def network(graph, V: int, p: float, seed: int, data_dir=None):
     if graph in graphs.SNAP_GRAPHS:
         file = graphs.find_graph_file(graph, data_dir)
         _, what, replaced = graphs.SNAP_GRAPHS[graph]
-        source = f"{what} ({file.name})"
-        if replaced and replaced.lower() not in file.name.lower():
-            source = f"{file.name}, a real graph standing in for {replaced}"
+        source = f"{what} ({file.name})" + (f", a real graph standing in for {replaced}" if replaced else "")
         source += f", random-walk subsample of {V} nodes"
         return graphs.subsample(graphs.load_edge_list(file), V, seed), source, "real"
     known = ["er", *graphs.SNAP_GRAPHS, *graphs.STANDINS]

@@ -1,6 +1,10 @@
 """Agent networks for cooperative bandits: sources, subsampling and the arrays algorithms read.
 
 Sources (spec coop-kernelucb §5.2), every graph relabelled 0..V-1:
+  find_graph_file(name)        the SNAP file of a name (SNAP_GRAPHS): facebook, twitch (the DE graph
+                               the spec names), skitter, or a real graph asked for by name in place of
+                               one of them (twitch-engb, skitter-oregon); a missing file is refused,
+                               never replaced by another one.
   erdos_renyi(V, p, seed)      G(V, p), redrawn with seed+1, seed+2, ... until connected [P/D].
   load_edge_list(path)         a SNAP edge list: `u v` (space), `u<TAB>v` or `u,v` (CSV, one header
                                line allowed); '#' lines and blank lines skipped, self-loops dropped.
@@ -10,12 +14,15 @@ Sources (spec coop-kernelucb §5.2), every graph relabelled 0..V-1:
                                induced (connected), labelled by increasing original id [D].
   standin(name, V, seed)       the networkx substitutes of §5.2 (connected, exactly V nodes) [D].
 Graph arrays (`graph_arrays`, host-side NumPy; §1.3, §3.0): hop distances by BFS (pairs in
-different components get V), G_gamma: 1 <= dist <= gamma, N_gamma(v) = {u: dist <= gamma} with v;
-delay = max(1, dist) ("hop"), plus 1 for u != v ("hop_plus_one"); a greedy clique cover of
+different components get V, and are never neighbours whatever gamma), G_gamma: 1 <= dist <= gamma,
+N_gamma(v) = {u: dist <= gamma} with v, both among reachable pairs only; delay = max(1, dist)
+("hop"), plus 1 for u != v ("hop_plus_one"); a greedy clique cover of
 G_gamma (seed: the most G_gamma-neighbours among the uncovered, then repeatedly the candidate with
 the most neighbours among the candidates; ties: lowest id) and a greedy maximal weighted
 independent set (weights |N_gamma(v)|, visited by decreasing weight, ties lowest id; cent(p) = the
-central G_gamma-neighbour of largest G_gamma degree, ties smaller distance, then lowest id).
+central G_gamma-neighbour of largest G_gamma degree, ties smaller distance, then lowest id) and
+cent_delay(p) = delay[p, cent(p)], the round lag of Dist's mimicking in the same delay mode as the
+messages (spec §3.4; 0 for a central agent).
 gamma defaults to max(1, floor(diameter / 2)) (§7 #5). `graph_info` gives the §5.7 numbers.
 """
 from __future__ import annotations
@@ -28,16 +35,19 @@ import networkx as nx
 import numpy as np
 
 from ..core import ConfigError
-from .datasets import DATA_DIR_ENV, DataNotFoundError
+from .datasets import DATA_DIR_ENV, DataNotFoundError, given_folder
 
 DELAY_MODES = ("hop", "hop_plus_one")
 RESTART = 0.15
 STALL_STEPS_PER_NODE = 100
-# name -> (file names tried in order (glob patterns allowed), what the file is, what it stands in for)
+# name -> (file names tried in order (glob patterns allowed), what the file is, the data set it stands in
+# for or None). A name reads its own file or nothing: a stand-in file is read only under its own name.
 SNAP_GRAPHS = {
     "facebook": (("facebook_combined.txt",), "SNAP ego-Facebook", None),
-    "twitch": (("musae_DE_edges.csv", "musae_*_edges.csv"), "SNAP musae-Twitch", None),
-    "skitter": (("as-skitter.txt", "oregon1_*.txt"), "SNAP as-Skitter", "as-Skitter"),
+    "twitch": (("musae_DE_edges.csv",), "SNAP musae-Twitch DE", None),
+    "skitter": (("as-skitter.txt",), "SNAP as-Skitter", None),
+    "twitch-engb": (("musae_ENGB_edges.csv",), "SNAP musae-Twitch ENGB", "SNAP musae-Twitch DE"),
+    "skitter-oregon": (("oregon1_*.txt",), "SNAP Oregon-1 AS graph", "SNAP as-Skitter"),
 }
 STANDINS = {
     "facebook-standin": "relaxed caveman graph (caves of about 20, rewiring 0.1), stand-in for ego-Facebook",
@@ -85,18 +95,30 @@ def _standin_draw(name: str, V: int, seed: int) -> nx.Graph:
 
 def find_graph_file(name: str, data_dir=None) -> Path:
     """The file of SNAP graph `name` (SNAP_GRAPHS) in data_dir= or $BANDITS_JAX_DATA_DIR (or their
-    `graphs` sub-folder); DataNotFoundError says where to put it."""
+    `graphs` sub-folder). Never another graph's file: where it is missing, a one-line DataNotFoundError
+    names the file looked for, where to put it and the stand-ins to ask for instead (`standin_choices`)."""
     patterns = SNAP_GRAPHS[name][0]
-    dirs = [Path(d).expanduser() for d in (data_dir, os.environ.get(DATA_DIR_ENV)) if d]
+    given = [given_folder(data_dir, f"graph {name!r}")] if data_dir else []
+    dirs = given + [Path(d).expanduser() for d in (os.environ.get(DATA_DIR_ENV),) if d]
     for folder in [d / sub for d in dirs for sub in ("", "graphs")]:
         for pattern in patterns:
             found = sorted(folder.glob(pattern)) if folder.is_dir() else []
             if found:
                 return found[0]
     searched = ", ".join(str(d) for d in dirs) or "no directory given"
-    raise DataNotFoundError(f"graph {name!r}: none of {', '.join(patterns)} found (searched: {searched}); download "
+    raise DataNotFoundError(f"graph {name!r}: {' or '.join(patterns)} not found (searched: {searched}); download "
                             f"it from https://snap.stanford.edu/data/ and put it in data_dir= or ${DATA_DIR_ENV}, "
-                            f"pass its path as the graph, or use the stand-in {name}-standin")
+                            f"pass its path as the graph, or use a stand-in: {standin_choices(name)}")
+
+
+def standin_choices(name: str) -> str:
+    """The stand-ins of SNAP graph `name` in words: another real graph's file registered for it (e.g.
+    skitter-oregon for skitter), then the synthetic <base>-standin."""
+    what = SNAP_GRAPHS[name][1]
+    files = [f"{other} ({SNAP_GRAPHS[other][0][0]}, a real graph)" for other, (_, _, replaced) in SNAP_GRAPHS.items()
+             if replaced == what]
+    base = name.split("-")[0]
+    return " or ".join(files + [f"{base}-standin (a synthetic one)"])
 
 
 def load_edge_list(path) -> nx.Graph:
@@ -165,7 +187,9 @@ def default_gamma(G: nx.Graph) -> int:
 # ----------------------------------------------------------------------------------- arrays
 def graph_arrays(G: nx.Graph, gamma: int, delay_mode: str = "hop") -> dict:
     """{dist, delay, within, clique, clique_id, central, cent, cent_delay} of G (nodes 0..V-1) for TTL
-    gamma: [V, V] int32 / bool and [V] bool / int32 NumPy arrays (module docstring; contract keys)."""
+    gamma: dist, delay [V, V] int32; within, clique [V, V] bool; clique_id, cent, cent_delay [V] int32;
+    central [V] bool (module docstring; contract keys). Unreachable pairs are never within TTL, and
+    cent_delay is the message delay from cent(p), so Dist's mimic lag follows `delay_mode`."""
     if delay_mode not in DELAY_MODES:
         raise ConfigError(f"delay_mode must be one of {', '.join(DELAY_MODES)}, got {delay_mode!r}")
     dist = distances(G)
@@ -177,8 +201,8 @@ def graph_arrays(G: nx.Graph, gamma: int, delay_mode: str = "hop") -> dict:
         delay = delay + (1 - np.eye(V, dtype=np.int32))
     block = clique_cover(adjacency)
     central, cent = central_agents(adjacency, dist)
-    cent_delay = np.where(central, 0, np.maximum(1, dist[np.arange(V), cent]))
-    return {"dist": dist, "delay": delay.astype(np.int32), "within": dist <= gamma,
+    cent_delay = np.where(central, 0, delay[np.arange(V), cent])
+    return {"dist": dist, "delay": delay.astype(np.int32), "within": reachable(dist) & (dist <= gamma),
             "clique": block[:, None] == block[None, :], "clique_id": block, "central": central,
             "cent": cent, "cent_delay": cent_delay.astype(np.int32)}
 
@@ -194,9 +218,15 @@ def distances(G: nx.Graph) -> np.ndarray:
     return dist
 
 
+def reachable(dist: np.ndarray) -> np.ndarray:
+    """[V, V] bool: the pairs joined by a path (`distances` gives the others V, which a gamma >= V
+    would otherwise take for a distance within TTL)."""
+    return dist < len(dist)
+
+
 def power_adjacency(dist: np.ndarray, gamma: int) -> np.ndarray:
-    """[V, V] bool adjacency of G_gamma: 1 <= dist <= gamma."""
-    return (dist >= 1) & (dist <= gamma)
+    """[V, V] bool adjacency of G_gamma: 1 <= dist <= gamma, between reachable pairs only."""
+    return reachable(dist) & (dist >= 1) & (dist <= gamma)
 
 
 def clique_cover(adjacency: np.ndarray) -> np.ndarray:

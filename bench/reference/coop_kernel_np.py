@@ -55,7 +55,7 @@ def graph_arrays_np(graph, gamma, delay_mode="hop"):
     for block in greedy_clique_cover(power):
         clique[np.ix_(block, block)] = True
     central, cent = greedy_central(power, dist)
-    cent_delay = np.where(central, 0, np.maximum(1, dist[np.arange(V), cent]))
+    cent_delay = np.where(central, 0, delay[np.arange(V), cent])  # Dist's mimic lag: the messages' delay
     return {"dist": dist.astype(np.int32), "delay": delay.astype(np.int32), "within": within,
             "clique": clique, "central": central, "cent": cent.astype(np.int32),
             "cent_delay": cent_delay.astype(np.int32)}
