@@ -33,12 +33,32 @@ def data_dir_default():
         del os.environ[DATA_DIR_ENV]
 
 
+# Every skip for want of the shared data says this; under CI=true such a skip is a failure (conftest.py)
+NO_SHARED_DATA = "not found in the shared data folder"
+
+
 def needs_data(*names: str):
     """Skip a test when any of the data files `names` is not in the shared data folder."""
     missing = [name for name in names if not (REAL_DIR / name).is_file()]
-    return pytest.mark.skipif(bool(missing),
-                              reason=f"{', '.join(missing)} not found in the shared data folder (../shared/data "
-                                     f"next to the repository) or in ${DATA_DIR_ENV}")
+    return pytest.mark.skipif(bool(missing), reason=no_data_reason(", ".join(missing)))
+
+
+def skip_without_data(what: str):
+    """Skip the running test: `what` is missing from the shared data folder."""
+    pytest.skip(no_data_reason(what))
+
+
+def no_data_reason(what: str) -> str:
+    return f"{what} {NO_SHARED_DATA} (../shared/data next to the repository) or in ${DATA_DIR_ENV}"
+
+
+def data_skip_failure(report, env) -> str:
+    """The failure message of a test report that skipped for want of the shared data where `env` has
+    CI=true (CI always has the data, so such a skip hides a broken path); '' for any other report."""
+    if env.get("CI") != "true" or not report.skipped:
+        return ""
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    return f"CI=true but the shared data are missing: {reason}" if NO_SHARED_DATA in reason else ""
 
 
 def async_arrays(N, K, d, T, seed):

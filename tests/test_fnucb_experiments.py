@@ -18,12 +18,11 @@ from bandits_jax.experiments.registry import build_runs, resolve_config
 from bandits_jax.experiments.catalog import experiments, get_experiment
 from bandits_jax.results import load_results
 from bandits_jax.runner import horizon_sizes, precision_scope, run_identity, run_start
-from helpers import REAL_DIR
+from helpers import REAL_DIR, skip_without_data
 
 DATA_DIR = REAL_DIR
 DATA_FILES = ("shuttle.trn", "shuttle.tst", "magic.dat")
 HAVE_DATA = all((DATA_DIR / f).exists() for f in DATA_FILES)
-NO_DATA = f"offline data not found in {DATA_DIR} ({', '.join(DATA_FILES)})"
 
 NAMES = ["fnucb/fig1a", "fnucb/fig1b", "fnucb/fig1c", "fnucb/fig1d", "fnucb/fig2a", "fnucb/fig2b",
          "fnucb/fig2c", "fnucb/fig2d", "fnucb/fig3", "fnucb/fig4", "fnucb/fig6"]
@@ -60,7 +59,7 @@ def _overrides(name):
     if "data_dir" not in get_experiment(name).defaults:
         return {}
     if not HAVE_DATA:
-        pytest.skip(NO_DATA)
+        skip_without_data(', '.join(DATA_FILES))
     return {"data_dir": str(DATA_DIR)}
 
 

@@ -29,7 +29,7 @@ from bandits_jax.core import ConfigError, EnvSpec, Sizes
 from bandits_jax.experiments.registry import build_runs, resolve_config
 from bandits_jax.experiments.catalog import get_experiment
 from bandits_jax.runner import replay
-from helpers import REAL_DIR
+from helpers import REAL_DIR, skip_without_data
 
 REPLAY_DIR = REAL_DIR / "fnucb_authors_replay"
 RECORDED_REGRET = {1: 64.723, 2: 21.367}  # the data README's pseudo-regret of the authors' choices
@@ -38,8 +38,7 @@ RECORDED_REGRET = {1: 64.723, 2: 21.367}  # the data README's pseudo-regret of t
 def recorded(num_agents):
     path = REPLAY_DIR / f"cosine_N{num_agents}.npz"
     if not path.is_file():
-        pytest.skip(f"{path.name} not found in {REPLAY_DIR} (the shared data folder ../shared/data next to the "
-                    f"repository, or $BANDITS_JAX_DATA_DIR)")
+        skip_without_data(f"fnucb_authors_replay/{path.name}")
     with np.load(path) as data:
         return {k: data[k] for k in data.files}
 

@@ -16,7 +16,7 @@ from bandits_jax.experiments.registry import build_runs, grid_names, resolve_con
 from bandits_jax.experiments.catalog import experiments
 from bandits_jax.problems.datasets import DataNotFoundError
 from bandits_jax.runner import COMM_KEYS, run_batch
-from helpers import data_dir_default
+from helpers import data_dir_default, skip_without_data
 
 GOLDEN = Path(__file__).parent / "golden" / "smoke_outputs.npz"
 # phase-level experiments came after the change and have no regret curves; tests/test_elimination.py
@@ -50,7 +50,7 @@ def smoke_outputs(name: str) -> dict:
     try:
         runs = build_runs(exp, config)
     except DataNotFoundError as err:
-        pytest.skip(f"{name}: {err}")
+        skip_without_data(f"{name}: {err};")
     out, cache = {}, {}
     for problem, alg, grid in runs:
         curves = [alg.name] if grid is None else grid_names(alg.name, grid)
