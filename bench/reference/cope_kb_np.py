@@ -120,10 +120,15 @@ def ind_rage_code(features, means, noise, delta=0.005, xi=1e-10, eps=0.1, max_ro
     Phase k: delta_k = (delta / V) / k^2; same design solver; N_k = max(ceil(8 (2^(k-1))^2 rho_k
     (1 + eps) log(2 n^2 / delta_k)), 2 |supp| / eps); ROUND; OLS with pinv on phase k's samples
     (in the agent's own coordinates); drop z when (z' - z)^T theta >= 2^-k for an alive z'.
+    The design is solved on the Gram matrix of the agent's given features (the world's block K_v),
+    not on X X^T of the own coordinates: the two are equal, but the SVD leaves ~1e-15 in X X^T that
+    xi = 1e-10 amplifies to ~1e-6 in G, which decides exact ties of the Frank-Wolfe step (here
+    phi_5 - phi_4 = phi_1 - phi_0, so arms {0, 1} and {4, 5} serve the pair (4, 5) equally well)
+    differently from one BLAS kernel to another.
     """
     V, n = _check_features(features, means)
-    agents = [_rage_code_agent(own_coordinates(features[v]), delta / V, xi, eps, max_rounds)
-              for v in range(V)]
+    agents = [_rage_code_agent(own_coordinates(features[v]), features[v] @ features[v].T, delta / V, xi, eps,
+                               max_rounds) for v in range(V)]
     return run_lockstep(agents, means, noise)
 
 
@@ -292,10 +297,11 @@ def _fc_agent(local, V, delta, xi, eps, max_rounds):
     return {"answer": int(answers(fhat, alive, n)[0]), "samples": total}
 
 
-def _rage_code_agent(X, delta_agent, xi, eps, max_rounds):
-    """One copy of the RAGE code's loop (var=False) on arm features X [n, d_v]."""
+def _rage_code_agent(X, local, delta_agent, xi, eps, max_rounds):
+    """One copy of the RAGE code's loop (var=False) on arm features X [n, d_v], designs on their Gram
+    matrix `local` [n, n] (see `ind_rage_code`)."""
     n = len(X)
-    local, own = X @ X.T, np.ones(n, bool)
+    own = np.ones(n, bool)
     alive, total = np.ones(n, bool), 0
     for k in range(1, max_rounds + 1):
         lam, rho = fw_design(local, xi, all_pairs(np.flatnonzero(alive)), own)
