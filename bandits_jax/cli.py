@@ -108,8 +108,9 @@ def main(argv=None) -> int:
         return _bench(argv[1:])
     args = _parser().parse_args(argv)
     try:
-        if args.command == "run":  # the multi-process runtime starts before the guard creates the clients
-            distributed.initialize(args.coordinator, args.num_processes, args.process_id)
+        if args.command == "run" and distributed.requested(args.coordinator, args.num_processes, args.process_id):
+            distributed.check_before_joining(lambda: _check_run(args))  # bad input stops this process alone
+            distributed.initialize(args.coordinator, args.num_processes, args.process_id)  # before the guard
         cpu_guard()  # before anything computes (bandits_jax/_cpu.py)
         if args.command == "list":
             _list(args)
@@ -130,10 +131,11 @@ def main(argv=None) -> int:
             from .sweep import run_experiment
 
             exp, size = _run_target(args)
-            run_experiment(exp, size=size, overrides=_overrides(args), out=args.out,
-                           chunk=args.chunk, quiet=args.quiet, plot=not args.no_plot,
-                           curves=False if args.no_curve_cache else args.curves, only=tuple(args.only),
-                           check=args.check)
+            with distributed.leave_together():  # several processes leave at once, naming any that stopped
+                run_experiment(exp, size=size, overrides=_overrides(args), out=args.out,
+                               chunk=args.chunk, quiet=args.quiet, plot=not args.no_plot,
+                               curves=False if args.no_curve_cache else args.curves, only=tuple(args.only),
+                               check=args.check)
             return 0
         if args.command == "report":
             from .report import report
@@ -158,7 +160,26 @@ def main(argv=None) -> int:
     except FileNotFoundError as err:
         print(f"bandits-jax: error: {err}", file=sys.stderr)
         return 2
+    except distributed.Stopped as err:  # another process of the sweep stopped, or never joined
+        print(f"bandits-jax: error: {err}", file=sys.stderr)
+        return distributed.EXIT_STOPPED
     return 1
+
+
+def _check_run(args) -> None:
+    """What `run` refuses before it computes, short of tracing the curves: the target, the
+    configuration, --chunk, the curves built and resolved through the registries, --only. Each
+    process of a multi-process run checks it before joining the others."""
+    from .experiments.catalog import get_experiment
+    from .experiments.registry import Experiment, resolve_config
+    from .sweep import _selected_runs
+
+    exp, size = _run_target(args)
+    exp = exp if isinstance(exp, Experiment) else get_experiment(exp)
+    config = resolve_config(exp, size, _overrides(args))
+    if args.chunk is not None and args.chunk < 1:
+        raise ConfigError(f"--chunk must be at least 1, got {args.chunk}")
+    _selected_runs(exp, config, tuple(args.only))
 
 
 def _list(args) -> None:

@@ -6,7 +6,8 @@ compiles). Each finished chunk is written at once to
 `OUT/chunks/<algorithm>/seeds_<first>-<last>.npz`; running the same command again with the
 same output folder loads what is stored and computes only the missing seeds, so killing a
 run loses at most the chunk in flight (a curve whose key stream, `Algorithm.stream`, is not the
-one its stored seeds were drawn on is refused). The assembled results, metadata, summary and plot are
+one its stored seeds were drawn on is refused; a chunk file that cannot be read whole is set aside
+with a warning and its seeds are computed again, `_stored_chunks`). The assembled results, metadata, summary and plot are
 written at the end. Besides the regret and communication, each chunk keeps every run's error bits
 and the per-step diagnostics its algorithm reports. A curve whose runs carry error bits is stored (so
 nothing is recomputed on resume) and then reported: a grid point is marked in the summary and never

@@ -1,10 +1,12 @@
-"""One sweep as several processes (bandits_jax/distributed.py): the shares, the argument checks, and two
-processes on localhost against one, bit for bit, with a resume after a lost share."""
+"""One sweep as several processes (bandits_jax/distributed.py): the shares, the argument checks, two
+processes on localhost against one, bit for bit, with a resume after a lost share, and how processes
+stop together when one of them has bad input (before joining or after)."""
 import json
 import os
 import socket
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -35,6 +37,8 @@ def test_shares_cover_the_seeds_once_in_order(monkeypatch):
     (["--coordinator", "localhost", "--num-processes", "2", "--process-id", "0"], "HOST:PORT"),
     (["--coordinator", "localhost:1234", "--num-processes", "0", "--process-id", "0"], "at least 1"),
     (["--coordinator", "localhost:1234", "--num-processes", "2", "--process-id", "2"], "in 0..1"),
+    (["--coordinator", "127.0.0.1:99999", "--num-processes", "2", "--process-id", "0"], "1..65535"),
+    (["--coordinator", "127.0.0.1:0", "--num-processes", "2", "--process-id", "1"], "1..65535"),
 ])
 def test_bad_process_flags_exit_2_before_anything_starts(flags, message, tmp_path, capsys):
     assert main(SWEEP + ["--out", str(tmp_path / "out")] + flags) == 2
@@ -55,16 +59,82 @@ def test_auto_start_under_slurm_or_on_a_tpu_slice_only_with_several_hosts():
         distributed.initialize(num_processes=2)
 
 
+def test_join_timeout_from_the_environment():
+    assert distributed.join_timeout({}) == distributed.JOIN_TIMEOUT_S == 60
+    assert distributed.join_timeout({distributed.JOIN_TIMEOUT_ENV: " 7 "}) == 7
+    for bad in ("0", "-3", "1.5", "soon"):
+        with pytest.raises(ConfigError, match="whole number"):
+            distributed.join_timeout({distributed.JOIN_TIMEOUT_ENV: bad})
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("localhost", 0))
         return s.getsockname()[1]
 
 
-def _cli(args, log):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+def _cli(args, log, **env):
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}, **env}
     return subprocess.Popen([sys.executable, "-m", "bandits_jax.cli"] + args, stdout=log, stderr=subprocess.STDOUT,
                             env=env)
+
+
+TINY = ["run", "--problem", "linear:horizon=20", "--algorithm", "uniform_random", "--seeds", "4", "--quiet",
+        "--no-plot", "--no-curve-cache"]
+JOIN_S = 5  # the join timeout these tests set
+
+
+def _pair(tmp_path, name, extra, port):
+    """Start processes 0 and 1 of a sweep of TINY, with `extra` flags for each ({id: [...]}); returns
+    [(process, its log file, start time)]."""
+    started = []
+    for i in (0, 1):
+        log = tmp_path / f"{name}-{i}.txt"
+        with open(log, "w") as fh:
+            flags = ["--out", str(tmp_path / name), "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2",
+                     "--process-id", str(i)]
+            started.append((_cli(TINY + flags + extra.get(i, []), fh, **{distributed.JOIN_TIMEOUT_ENV: str(JOIN_S)}),
+                            log, time.monotonic()))
+    return started
+
+
+def _ended(started) -> list:
+    """[(exit status, seconds it ran, its output)] of each started process (their end is polled)."""
+    ends = {}
+    while len(ends) < len(started):
+        for k, (proc, log, t0) in enumerate(started):
+            if k not in ends and proc.poll() is not None:
+                ends[k] = (proc.returncode, time.monotonic() - t0, log.read_text())
+        time.sleep(0.05)
+    return [ends[k] for k in range(len(started))]
+
+
+def _one_line(output: str) -> bool:
+    return output.count("\n") == 1 and output.startswith("bandits-jax: error: ") and "Traceback" not in output
+
+
+@pytest.mark.parametrize("bad", [1, 0])
+def test_a_bad_flag_on_one_process_stops_it_alone_and_the_other_at_the_join_timeout(bad, tmp_path):
+    started = _pair(tmp_path, "out", {bad: ["--set", "no_such_key=1"]}, _free_port())
+    ends = _ended(started)
+    status, seconds, output = ends[bad]
+    assert status == 2 and _one_line(output) and "unknown key 'no_such_key'" in output, output
+    assert seconds < 20
+    status, seconds, output = ends[1 - bad]
+    assert status == 1 and _one_line(output) and "not every process of the sweep joined" in output, output
+    assert seconds < JOIN_S + 25  # its own check, then the join timeout
+    assert not (tmp_path / "out" / "chunks").exists()
+
+
+def test_a_process_stopped_after_joining_names_itself_to_the_others(tmp_path):
+    """Process 1 refuses its --chunk only once it has joined (memory is checked on its devices): process 0
+    stores its share, stops at the barrier with one line naming process 1, and both leave at once."""
+    started = _pair(tmp_path, "out", {1: ["--chunk", str(10 ** 15)]}, _free_port())
+    (status0, seconds0, output0), (status1, seconds1, output1) = _ended(started)
+    assert status1 == 2 and _one_line(output1) and "--chunk" in output1, output1
+    assert status0 == 1 and _one_line(output0) and "process 1 of the sweep stopped" in output0, output0
+    assert abs(seconds0 - seconds1) < 10
+    assert sorted(p.name for p in (tmp_path / "out" / "chunks" / "uniform_random").glob("*.npz")) == ["seeds_0-1.npz"]
 
 
 def test_two_processes_equal_one_bit_for_bit_and_resume(tmp_path):
@@ -94,3 +164,25 @@ def test_two_processes_equal_one_bit_for_bit_and_resume(tmp_path):
     b = np.load(two / "results.npz")
     for key in a.files:
         np.testing.assert_array_equal(b[key], a[key], err_msg=key)
+
+
+LATE = """
+import sys, time
+from bandits_jax import distributed
+distributed.initialize(sys.argv[1], 2, int(sys.argv[2]))
+with distributed.leave_together():
+    time.sleep(float(sys.argv[3]))
+    distributed.barrier("bandits_jax sweep: chunks stored")
+"""
+
+
+@pytest.mark.slow
+def test_a_barrier_waits_for_a_share_that_ends_much_later(tmp_path):
+    """jax's collective barrier on the CPU gives up after 30 s; the sweep's waits for the slowest share."""
+    port = _free_port()
+    with open(tmp_path / "log.txt", "w") as log:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+        procs = [subprocess.Popen([sys.executable, "-c", LATE, f"127.0.0.1:{port}", str(i), str(40 * i)], stdout=log,
+                                  stderr=subprocess.STDOUT, env=env) for i in (0, 1)]
+        codes = [p.wait(timeout=300) for p in procs]
+    assert codes == [0, 0], (tmp_path / "log.txt").read_text()[-2000:]
