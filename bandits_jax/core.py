@@ -338,13 +338,15 @@ def as_real(value) -> Optional[float]:
         return None
 
 
-def checked_options(what: str, function, options: dict, skip: int = 0) -> dict:
+def checked_options(what: str, function, options: dict, skip: int = 0, finite: bool = True) -> dict:
     """`options` of a factory, builder or wrapper `function` (less its first `skip` parameters), refused
     (ConfigError, one line) where `function` has no parameter of that name, where a parameter without
     a default is not given, or where a value does not have its default's type: an integer option takes
     an integer, a float option a finite number, a flag True or False, a text option anything but a
     number (a name, or the object it names) (an option whose default is None takes anything; the
-    function checks it). Ranges are the function's to check."""
+    function checks it). Ranges are the function's to check. finite=False lets a float option be
+    +-inf (an algorithm's float options are its hyper-parameters, whose declared signs say where inf
+    means something: `Param`)."""
     params = list(inspect.signature(function).parameters.values())[skip:]
     named = [p for p in params if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
     if len(named) == len(params):
@@ -357,11 +359,11 @@ def checked_options(what: str, function, options: dict, skip: int = 0) -> dict:
         raise ConfigError(f"{what}: option(s) {', '.join(missing)} must be given (e.g. {missing[0]}=...)")
     for p in named:
         if p.name in options and p.default is not p.empty:
-            check_option_type(what, p.name, options[p.name], p.default)
+            check_option_type(what, p.name, options[p.name], p.default, finite)
     return options
 
 
-def check_option_type(what: str, name: str, value, default) -> None:
+def check_option_type(what: str, name: str, value, default, finite: bool = True) -> None:
     """Refuse (ConfigError) a static option whose value does not have the type of its default
     (`checked_options`)."""
     if default is None or isinstance(default, (tuple, list, dict)) or callable(default):
@@ -372,7 +374,8 @@ def check_option_type(what: str, name: str, value, default) -> None:
         ok, kind = isinstance(value, int) and not isinstance(value, bool), "an integer"
     elif isinstance(default, float):
         number = as_real(value)
-        ok, kind = number is not None and math.isfinite(number), "a finite number"
+        ok = number is not None and (math.isfinite(number) or (not finite and not math.isnan(number)))
+        kind = "a finite number" if finite else "a number"
     elif isinstance(default, str):  # a name; some options also take the object it names (a graph, a kernel)
         ok, kind = not isinstance(value, (bool, int, float)), "a string"
     else:

@@ -278,7 +278,8 @@ def test_look_up_order(tmp_path, monkeypatch):
     monkeypatch.setenv(datasets.DATA_DIR_ENV, str(env_dir))
     assert load_magic(data_dir=arg_dir)[1].tolist() == [0]  # data_dir beats the variable
     assert load_magic()[1].tolist() == [1]  # then the variable
-    assert load_magic(data_dir=tmp_path / "missing")[1].tolist() == [1]  # an empty data_dir falls through
+    with pytest.raises(datasets.DataNotFoundError, match="is not an existing folder"):
+        load_magic(data_dir=tmp_path / "missing")  # a folder named is never passed over
     monkeypatch.delenv(datasets.DATA_DIR_ENV)
     magic_file(tmp_path / "cache", "g")
     assert load_magic()[1].tolist() == [0]  # then the cache

@@ -87,7 +87,7 @@ def test_max_rounds_sets_the_error_bit_and_bad_options_fail_before_compiling():
     assert out.errors.tolist() == [1, 1] and out.outcomes["rounds"].tolist() == [3, 3]
     with pytest.raises(ConfigError, match="budget 5 is below the 8 arms"):
         run_trials(arms, make_algorithm("uniform_allocation", budget=5), [0])
-    with pytest.raises(ConfigError, match="delta must be > 0"):
+    with pytest.raises(ConfigError, match=r"delta must be a finite number in \(0, 1\)"):
         make_algorithm("successive_elimination", delta=0.0)
     with pytest.raises(ConfigError, match="unknown hyper-parameter gamma"):
         run_trials(arms, make_algorithm("successive_elimination"), [0], {"gamma": 1.0})

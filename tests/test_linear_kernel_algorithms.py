@@ -265,15 +265,15 @@ def test_float32_mode_keeps_float32_state():
 
 
 def test_config_errors_before_compiling():
-    with pytest.raises(ConfigError, match="lam must be > 0"):
+    with pytest.raises(ConfigError, match="lam must be a finite number > 0"):
         lalg.linucb(lam=-1.0)
-    with pytest.raises(ConfigError, match="lam must be > 0"):
+    with pytest.raises(ConfigError, match="lam must be a finite number > 0"):
         kalg.kernel_ucb(lam=-0.1)
-    with pytest.raises(ConfigError, match="nu must be >= 0"):
+    with pytest.raises(ConfigError, match="nu must be a finite number >= 0"):
         lalg.lints(nu=-1.0)
-    with pytest.raises(ConfigError, match="beta must be >= 0"):
+    with pytest.raises(ConfigError, match="beta must be a finite number >= 0"):
         kalg.kernel_ucb(beta=-1.0)
-    with pytest.raises(ConfigError, match="lengthscale must be > 0"):
+    with pytest.raises(ConfigError, match="lengthscale must be a finite number > 0"):
         kalg.kernel_ts(lengthscale=0.0)
     with pytest.raises(ConfigError, match="unknown hyper-parameter.*gamma"):
         lalg.linucb(gamma=1.0)

@@ -121,7 +121,7 @@ def test_diagnostics_and_errors_are_stored_and_broken_curves_are_reported(tmp_pa
     assert res.metadata["errors"] == {"HistoryGreedy [eps=10]": "seeds 0, 1: HistoryGreedy: the buffer holds eps "
                                                                 "points; raise eps"}
     summary = (out / "summary.md").read_text()
-    assert "| HistoryGreedy | eps=1e6 |" in summary and "- HistoryGreedy [eps=10]: seeds 0, 1" in summary
+    assert "| HistoryGreedy | eps=1e6 |" in summary and "- HistoryGreedy [eps=10]: 2 of 2 runs failed; seeds 0, 1" in summary
     # a broken plain curve ends the run with its message, after everything is stored
     with pytest.raises(ConfigError, match=r"runs failed .*seeds 0, 1: HistoryGreedy: the buffer holds eps"):
         sweep.run_experiment("test/toy-broken", "smoke", overrides={"plain": "true"}, out=tmp_path / "p",
@@ -249,7 +249,7 @@ def test_out_dir_of_another_configuration_is_refused(tmp_path):
     (["run", "test/toy", "--set", "eps=abc"], "eps must be of type float"),
     (["run", "test/toy", "--set", "eps=-1"], "eps must be >= 0"),
     (["run", "test/toy", "--set", "eps"], "KEY=VALUE"),
-    (["run", "test/toy", "--seeds", "0"], "seeds must be at least 1"),
+    (["run", "test/toy", "--seeds", "0"], "seeds must be an integer >= 1"),
     (["run", "test/toy", "--size", "huge"], "no size 'huge'"),
     (["run", "test/toy", "--chunk", "0"], "--chunk must be at least 1"),
     (["run", "quickstart", "--set", "kernel_lam=-1"], "lam"),

@@ -105,7 +105,7 @@ def make_algorithm(name: str, **options) -> Algorithm | Trial:
     defaults; the rest are static options); unknown options raise ConfigError."""
     factory = algorithm_factory(name)
     cpu_guard()  # a factory may build arrays
-    return factory(**checked_options(f"algorithm {name}", factory, options))
+    return factory(**checked_options(f"algorithm {name}", factory, options, finite=False))  # Params: check_param
 
 
 def wrap_algorithm(algorithm, name: str, **options):
