@@ -13,6 +13,8 @@ from bandits_jax.runner import algorithm_step_keys, describe_errors, replay
 from bench.reference import approx_glb_np as ref_np
 from helpers import assert_one_active_matches, async_arrays, drive_with_and_without_resize
 
+pytestmark = pytest.mark.numerics  # checked against an independent computation (pyproject.toml)
+
 HP = dict(lam=1.0, alpha=1.0, q=1.0, lengthscale=0.7)
 
 

@@ -14,6 +14,8 @@ from bench.reference.async_kernel_np import async_kernel_ucb_np, exact_kernel_uc
 from bench.reference.kernel_np import kernel_matrix
 from helpers import async_arrays, drive_with_and_without_resize, tie_and_rls_draws
 
+pytestmark = pytest.mark.numerics  # checked against an independent computation (pyproject.toml)
+
 _env = async_arrays
 SEED = 7
 KEY = jax.random.PRNGKey(SEED)

@@ -15,6 +15,8 @@ from bench.reference.async_kernel_eigenbasis_np import (Eigenbasis, async_kernel
                                                         gaussian_kernel)
 from helpers import async_arrays, tie_and_rls_draws
 
+pytestmark = pytest.mark.numerics  # checked against an independent computation (pyproject.toml)
+
 SEED = 7
 KEY = jax.random.PRNGKey(SEED)
 N, K, D, T = 4, 5, 3, 80  # one shape for every case: one compilation

@@ -14,6 +14,8 @@ from bandits_jax.problems.coop import coop_arrays
 from bandits_jax.problems.graphs import graph_arrays
 from bench.reference import coop_kernel_np as ref
 
+pytestmark = pytest.mark.numerics  # checked against an independent computation (pyproject.toml)
+
 T, V, K, D = 12, 6, 4, 3
 KEY = jax.random.PRNGKey(3)
 GRAPHS = {

@@ -7,6 +7,8 @@ import pytest
 from bench.reference import coop_kernel_np as ref
 from bench.reference.kernel_np import kernel_matrix
 
+pytestmark = pytest.mark.numerics  # checked against an independent computation (pyproject.toml)
+
 T_SMALL, V_SMALL, K_ARMS, D = 30, 8, 8, 10
 R_NOISE = 0.1
 

@@ -23,6 +23,8 @@ from bandits_jax.problems import cope, make_problem
 from bandits_jax.runner import run_trials
 from bench.reference import cope_kb_np as ref
 
+pytestmark = pytest.mark.numerics  # checked against an independent computation (pyproject.toml)
+
 SEEDS = (0, 1)
 CASE = "rank2"
 V, N_ARMS = 5, 6

@@ -9,6 +9,8 @@ import pytest
 from bench.reference import cope_kb_np as cope
 from bench.reference import design_np as design
 
+pytestmark = pytest.mark.numerics  # checked against an independent computation (pyproject.toml)
+
 V, N_ARMS = 5, 6
 CASES = {"rank1": 1, "rank2": 2, "rank5": 5}
 XI = 1e-10

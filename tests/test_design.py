@@ -13,6 +13,8 @@ import pytest
 
 from bandits_jax.kernels import design as dz
 
+pytestmark = pytest.mark.numerics  # checked against an independent computation (pyproject.toml)
+
 XI = 1e-10
 M = 30
 B4 = np.array([[1.0 if i in c else 0.0 for i in range(4)] for c in itertools.combinations(range(4), 2)])

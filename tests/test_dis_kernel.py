@@ -15,6 +15,8 @@ from bandits_jax.problems import make_problem
 from bench.reference import dis_kernel_np as ref_np
 from helpers import assert_one_active_matches, async_arrays, drive_with_and_without_resize
 
+pytestmark = pytest.mark.numerics  # checked against an independent computation (pyproject.toml)
+
 HP_KERNEL = dict(lam=1.0, alpha=1.0, lengthscale=0.7)
 
 

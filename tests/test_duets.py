@@ -15,6 +15,8 @@ from bandits_jax.problems.candidates import FUNCTIONS, candidate_problem, candid
 
 from bench.reference import duets_np as ref
 
+pytestmark = pytest.mark.numerics  # checked against an independent computation (pyproject.toml)
+
 
 @pytest.fixture
 def fresh_traces():

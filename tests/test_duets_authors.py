@@ -15,6 +15,8 @@ from bandits_jax.problems.candidates import FUNCTIONS, candidate_problem
 
 from bench.reference import duets_authors_np as ref
 
+pytestmark = pytest.mark.numerics  # checked against an independent computation (pyproject.toml)
+
 
 _JITTED = {}
 

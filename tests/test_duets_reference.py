@@ -4,6 +4,8 @@ import pytest
 
 from bench.reference import duets_np as R
 
+pytestmark = pytest.mark.numerics  # checked against an independent computation (pyproject.toml)
+
 HP = dict(lam=0.2, noise_std=0.2)
 
 

@@ -11,6 +11,8 @@ from bandits_jax.problems import make_problem
 from bandits_jax.runner import run_trials
 from bench.reference import elimination_np
 
+pytestmark = pytest.mark.numerics  # checked against an independent computation (pyproject.toml)
+
 
 def _reference(arms, trial_name, seed, **options):
     """The NumPy reference on seed `seed`, fed the rewards the JAX trial drew (same keys)."""

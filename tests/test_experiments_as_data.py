@@ -17,16 +17,11 @@ from bandits_jax.problems import BUILDERS, problem_descriptions, register_proble
 from bandits_jax.results import load_results
 
 sys.path.insert(0, str(Path(__file__).parent))
-from toy import history_greedy, toy_problem  # noqa: E402
-
-
-def toy_greedy_n(eps: float = 0.5):
-    """HistoryGreedy (tests/toy.py) for the tag tests."""
-    return history_greedy().with_defaults(eps=eps)
+from toy import greedy_with_eps, toy_problem  # noqa: E402
 
 
 register_problem("test-toy-n", toy_problem)
-register_algorithm("test_greedy_n", toy_greedy_n)
+register_algorithm("test_greedy_n", greedy_with_eps)
 
 
 def _by_n_build(config):

@@ -22,6 +22,8 @@ from bench.reference import fn_ucb_np, neural_np
 from bandits_jax.kernels.linalg import chol_update
 from bandits_jax.kernels.ntk import init_mlp, mlp_apply
 
+pytestmark = pytest.mark.numerics  # checked against an independent computation (pyproject.toml)
+
 N, K, D_IN, M, T = 2, 3, 4, 6, 40
 HP = dict(lam=0.5, nu_tkn=1.0, nu_tk=1.0, lr=0.05)
 TOL = dict(rtol=1e-9, atol=1e-11)

@@ -18,6 +18,8 @@ from bandits_jax.problems.datasets import DataNotFoundError
 from bandits_jax.runner import COMM_KEYS, run_batch
 from helpers import data_dir_default, skip_without_data
 
+pytestmark = pytest.mark.numerics  # checked against an independent computation (pyproject.toml)
+
 GOLDEN = Path(__file__).parent / "golden" / "smoke_outputs.npz"
 # phase-level experiments came after the change and have no regret curves; tests/test_elimination.py
 # checks them against their NumPy reference

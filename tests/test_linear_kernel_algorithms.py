@@ -19,6 +19,8 @@ from bandits_jax.kernels.functions import get_kernel
 from bench.reference import kernel_np, linear_np
 from helpers import agent_slice, per_agent_normal_draws
 
+pytestmark = pytest.mark.numerics  # checked against an independent computation (pyproject.toml)
+
 N, K, D, T = 3, 4, 5, 40
 TOL = dict(rtol=1e-8, atol=1e-8)
 

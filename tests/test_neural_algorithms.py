@@ -21,6 +21,8 @@ from bandits_jax.core import ConfigError, EnvSpec, Sizes, Step
 from bench.reference import neural_np
 from helpers import agent_slice, assert_one_active_matches, default_params, per_agent_normal_draws
 
+pytestmark = pytest.mark.numerics  # checked against an independent computation (pyproject.toml)
+
 N, K, T = 2, 4, 25
 TOL = dict(rtol=1e-7, atol=1e-9)
 

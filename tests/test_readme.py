@@ -26,3 +26,13 @@ def test_relative_links_resolve():
             if "://" not in target and not (page.parent / target).exists():
                 missing.append(f"{page.relative_to(ROOT)} -> {target}")
     assert not missing, missing
+
+
+def test_every_reference_comparison_is_a_numerics_test():
+    """A test file that compares against the NumPy reference loops is marked numerics, so that CI runs
+    it with XLA's default settings (.ci/run) rather than the fast suite's."""
+    tests = Path(__file__).parent
+    unmarked = [p.name for p in sorted(tests.glob("test_*.py"))
+                if re.search(r"^from bench(\.reference| import reference)", p.read_text(), re.M)
+                and "pytestmark = pytest.mark.numerics" not in p.read_text()]
+    assert not unmarked

@@ -17,16 +17,11 @@ from bandits_jax.problems import register_problem
 from bandits_jax.results import atomic_savez, atomic_write_text
 
 sys.path.insert(0, str(Path(__file__).parent))
-from toy import history_greedy, toy_problem  # noqa: E402
-
-
-def resume_greedy(eps: float = 0.5):
-    """HistoryGreedy (tests/toy.py) with its eps."""
-    return history_greedy().with_defaults(eps=eps)
+from toy import greedy_with_eps, toy_problem  # noqa: E402
 
 
 register_problem("test-resume-toy", toy_problem)
-register_algorithm("test_resume_greedy", resume_greedy)
+register_algorithm("test_resume_greedy", greedy_with_eps)
 
 
 def _build(config):

@@ -120,3 +120,8 @@ def growing_dictionary(limit: int = 1024) -> Algorithm:
                     demand_limit=limit, overflow=ERR_FULL)
     return Algorithm("GrowingDictionary", {"keep": Param(1.0, "nonnegative")}, init, select, update, sizing,
                      {ERR_FULL: "the dictionary outgrew its limit; raise limit"}, "test algorithm")
+
+
+def greedy_with_eps(eps: float = 0.5) -> Algorithm:
+    """HistoryGreedy with its eps as the factory's option (a registered toy of the sweep tests)."""
+    return history_greedy().with_defaults(eps=eps)
