@@ -167,19 +167,15 @@ def main(argv=None) -> int:
 
 
 def _check_run(args) -> None:
-    """What `run` refuses before it computes, short of tracing the curves: the target, the
-    configuration, --chunk, the curves built and resolved through the registries, --only. Each
-    process of a multi-process run checks it before joining the others."""
+    """What `run` refuses before it computes, short of tracing the curves (`sweep.validated_runs`),
+    the target included. Each process of a multi-process run checks it before joining the others."""
     from .experiments.catalog import get_experiment
-    from .experiments.registry import Experiment, resolve_config
-    from .sweep import _selected_runs
+    from .experiments.registry import Experiment
+    from .sweep import validated_runs
 
     exp, size = _run_target(args)
     exp = exp if isinstance(exp, Experiment) else get_experiment(exp)
-    config = resolve_config(exp, size, _overrides(args))
-    if args.chunk is not None and args.chunk < 1:
-        raise ConfigError(f"--chunk must be at least 1, got {args.chunk}")
-    _selected_runs(exp, config, tuple(args.only))
+    validated_runs(exp, size, _overrides(args), args.chunk, tuple(args.only))
 
 
 def _list(args) -> None:

@@ -384,6 +384,19 @@ def check_option_type(what: str, name: str, value, default, finite: bool = True)
         raise ConfigError(f"{what}: option {name} must be {kind}, got {value!r}")
 
 
+def repeated(names) -> list:
+    """The names that occur more than once in `names`, sorted (for a one-line refusal)."""
+    names = list(names)
+    return sorted({n for n in names if names.count(n) > 1})
+
+
+def first_line(err: BaseException) -> str:
+    """The first line of an exception's message, stripped ('' where it has none): what a one-line
+    error quotes of its cause."""
+    text = str(err).strip()
+    return text.splitlines()[0].strip() if text else ""
+
+
 def describe(function) -> str:
     """The docstring's first lines up to the first that ends a sentence, on one line ('' where there is
     no docstring): a registered name's description."""
@@ -425,6 +438,7 @@ def float_dtype():
     return jnp.result_type(float)
 
 
+PRECISIONS = ("float64", "float32")  # the float precisions a run may compute in (`runner.precision_scope`)
 STREAMS = 2 ** 32  # streams are folded into a key as uint32
 
 

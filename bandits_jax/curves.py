@@ -23,7 +23,7 @@ from typing import NamedTuple, Optional
 import jax
 import numpy as np
 
-from .core import Arms, ConfigError, Problem, Trial, check_stream
+from .core import Arms, ConfigError, Problem, Trial, check_stream, first_line, repeated
 
 
 class Spec(NamedTuple):
@@ -90,7 +90,7 @@ def resolve(curves, trace: bool = True) -> list:
 
     algorithms, runs = {}, []
     names = [n for c in curves for n in c.point_names()]
-    duplicated = sorted({n for n in names if names.count(n) > 1})
+    duplicated = repeated(names)
     if duplicated:
         raise ConfigError(f"curve names must be unique; repeated: {', '.join(duplicated)}")
     for curve in curves:
@@ -210,8 +210,7 @@ def failure(err: BaseException) -> str:
     type and the first line of its message (cut at 300 characters), with where to look instead."""
     if isinstance(err, ConfigError):
         return str(err)
-    lines = str(err).strip().splitlines()
-    first = lines[0].strip() if lines else ""
+    first = first_line(err)
     first = first if len(first) <= 300 else first[:297] + "..."
     return (f"its start or step fails on that problem ({type(err).__name__}{': ' + first if first else ''}); "
             f"run it on a problem of its own family (`bandits-jax list --problems`)")

@@ -42,7 +42,7 @@ import traceback
 from typing import Callable, Optional, Sequence
 
 from ._cpu import cpu_guard
-from .core import ConfigError
+from .core import ConfigError, first_line
 
 AUTO_ENV = "BANDITS_JAX_DISTRIBUTED"
 JOIN_TIMEOUT_ENV = "BANDITS_JAX_JOIN_TIMEOUT"
@@ -308,5 +308,4 @@ def _runtime(call):
 
 
 def _first_line(err: BaseException) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__
+    return first_line(err) or type(err).__name__

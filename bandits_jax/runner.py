@@ -47,8 +47,8 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from ._cpu import cpu_guard
-from .core import (Algorithm, Arms, ConfigError, EnvSpec, Problem, Sizes, Step, Trial, check_param, check_stream,
-                   declared_param)
+from .core import (PRECISIONS, Algorithm, Arms, ConfigError, EnvSpec, Problem, Sizes, Step, Trial, check_param,
+                   check_stream, declared_param)
 
 COMM_KEYS = ("comm_up", "comm_down", "rounds")
 # Runs under one vmap on a CPU: a larger vmap makes every step touch the state of all its runs, which
@@ -96,9 +96,9 @@ def precision_scope(precision: str):
     setting: float64 switches 64-bit types on, float32 switches them off (so JAX_ENABLE_X64=1 in the
     environment, or an enclosing `jax.enable_x64(True)`, never turns a run labelled float32 into a
     float64 one). Both restore the session's setting on exit."""
-    if precision in ("float64", "float32"):
+    if precision in PRECISIONS:
         return jax.enable_x64(precision == "float64")
-    raise ConfigError(f"precision must be 'float64' or 'float32', got {precision!r}")
+    raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
 
 
 # ----------------------------------------------------------------------------------- keys

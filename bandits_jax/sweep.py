@@ -7,8 +7,8 @@ compiles). Each finished chunk is written at once to
 same output folder loads what is stored and computes only the missing seeds, so killing a
 run loses at most the chunk in flight (a curve whose key stream, `Algorithm.stream`, is not the
 one its stored seeds were drawn on is refused; a chunk file that cannot be read whole is set aside
-with a warning and its seeds are computed again, `_stored_chunks`). The assembled results, metadata, summary and plot are
-written at the end. Besides the regret and communication, each chunk keeps every run's error bits
+with a warning and its seeds are computed again, `_stored_chunks`). The assembled results,
+metadata, summary and plot are written at the end. Besides the regret and communication, each chunk keeps every run's error bits
 and the per-step diagnostics its algorithm reports. A curve whose runs carry error bits is stored (so
 nothing is recomputed on resume) and then reported: a grid point is marked in the summary and never
 chosen; any other curve makes the run end with a ConfigError that names the algorithm's messages.
@@ -44,7 +44,7 @@ import numpy as np
 
 from . import distributed
 from ._cpu import cpu_guard
-from .core import ConfigError, Trial
+from .core import ConfigError, Trial, first_line
 from .curves import failure, misfit, resolve
 from .experiments.registry import RUN_KEYS, Experiment, build_curves, resolve_config
 from .experiments.catalog import get_experiment
@@ -92,15 +92,12 @@ def run_experiment(
     """
     exp = name if isinstance(name, Experiment) else get_experiment(name)
     name = exp.name
-    config = resolve_config(exp, size, overrides or {})
-    if chunk is not None and chunk < 1:
-        raise ConfigError(f"--chunk must be at least 1, got {chunk}")
+    config, resolved = validated_runs(exp, size, overrides, chunk, only)
     out = Path(out) if out is not None else default_out_dir(name, size)
     cache_dir = None if curves is False else Path(curves) if curves is not None else default_curves_dir()
     check_folder(out, "the output folder (--out)")
     if cache_dir is not None:
         check_folder(cache_dir, "the curve cache (--curves)")
-    resolved = _selected_runs(exp, config, only)
     runs = [(r.problem, r.algorithm, r.curve.grid) for r in resolved]
     named = _named_curves(exp.name, runs)
     identities = _identities(resolved, {n: hp for n, _, hp in named}, config)  # traces every start and step
@@ -135,6 +132,17 @@ def run_experiment(
         raise ConfigError(f"{name}: runs failed (their outputs are stored in {out}, listed under 'errors' in "
                           f"metadata.json): " + " | ".join(broken))
     return out
+
+
+def validated_runs(exp: Experiment, size: str, overrides: Optional[dict], chunk: Optional[int], only: tuple) -> tuple:
+    """(configuration, [curves.Run]) of a run, after every check short of tracing the curves: the
+    configuration, --chunk, the curves built and resolved through the registries, --only. What each
+    process of a multi-process run checks before joining the others (`cli`), and where
+    `run_experiment` starts."""
+    config = resolve_config(exp, size, overrides or {})
+    if chunk is not None and chunk < 1:
+        raise ConfigError(f"--chunk must be at least 1, got {chunk}")
+    return config, _selected_runs(exp, config, only)
 
 
 def check_folder(path: Path, what: str) -> None:
@@ -455,7 +463,7 @@ def _set_aside(path: Path, err: BaseException) -> None:
     aside = path.with_name(path.name + UNREADABLE_SUFFIX)
     with contextlib.suppress(OSError):  # another process may have set it aside first
         os.replace(path, aside)
-    first = str(err).strip().splitlines()[0] if str(err).strip() else "empty"
+    first = first_line(err) or "empty"
     warnings.warn(f"{path} cannot be read ({type(err).__name__}: {first}): its seeds are computed again, and the "
                   f"file is kept as {aside.name} (delete it when done)", RuntimeWarning, stacklevel=2)
 

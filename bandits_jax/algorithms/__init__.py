@@ -15,7 +15,7 @@ import importlib
 import inspect
 
 from .._cpu import cpu_guard
-from ..core import Algorithm, ConfigError, Trial, checked_options, describe
+from ..core import Algorithm, ConfigError, Trial, checked_options, describe, repeated
 
 ALGORITHMS = {
     "uniform_random": "uniform:uniform_random",
@@ -121,9 +121,9 @@ def build_algorithm(spec):
     A wrapper named twice is refused (ConfigError) before anything is built: the registered wrappers
     do not compose with themselves (a second capped_history would cap the cap, a second on_candidates
     would keep the candidates twice), so the spec must name each once."""
-    repeated = sorted({name for name, _ in spec.wrappers if [n for n, _ in spec.wrappers].count(name) > 1})
-    if repeated:
-        raise ConfigError(f"algorithm {spec.name}: wrapper {', '.join(repeated)} is given more than once; "
+    twice = repeated(name for name, _ in spec.wrappers)
+    if twice:
+        raise ConfigError(f"algorithm {spec.name}: wrapper {', '.join(twice)} is given more than once; "
                           f"give each wrapper once, with the options it should have")
     algorithm = make_algorithm(spec.name, **spec.options)
     for name, options in spec.wrappers:

@@ -329,8 +329,9 @@ def check_max_history(name: str, max_history) -> Optional[int]:
 
 def signed_params(name: str, signs: dict, given: dict) -> dict:
     """{name: Param} of a factory's float hyper-parameters: `signs` {name: "positive" | "nonnegative" |
-    "probability" | ""} (`core.Param`) declares them and `given` (the factory's keyword values) sets each default, so a default is
-    written once, in the factory's signature. Unknown names and wrong signs raise ConfigError."""
+    "probability" | "trigger" | ""} (`core.Param`) declares them and `given` (the factory's keyword
+    values) sets each default, so a default is written once, in the factory's signature. Unknown
+    names and wrong signs raise ConfigError."""
     missing = sorted(set(signs) - set(given))
     if missing:
         raise TypeError(f"{name}: the factory passes no value for {', '.join(missing)}")

@@ -19,7 +19,7 @@ import math
 import tomllib
 from pathlib import Path
 
-from ..core import ConfigError
+from ..core import ConfigError, repeated
 from ..curves import Curve, Spec, curve_from_dict, parse_spec
 from .registry import COMMON_DEFAULTS, Experiment, build_curves, resolve_config
 
@@ -41,7 +41,7 @@ def adhoc_experiment(problem: str, algorithms: list) -> Experiment:
         algorithm_factory(spec.name)
     names = [text for text, _ in specs]
     if len(set(names)) != len(names):
-        raise ConfigError(f"--algorithm given twice: {', '.join(sorted({n for n in names if names.count(n) > 1}))}")
+        raise ConfigError(f"--algorithm given twice: {', '.join(repeated(names))}")
     given = _given_horizon([pspec] + [spec for _, spec in specs])
 
     def build(config):

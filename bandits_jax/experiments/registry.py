@@ -19,8 +19,9 @@ import dataclasses
 import math
 from typing import Callable, NamedTuple, Optional
 
-from ..core import ConfigError
+from ..core import PRECISIONS, ConfigError
 from ..curves import Curve, grid_names, resolve  # noqa: F401  (grid_names: re-exported)
+
 
 class Bound(NamedTuple):
     """The values a numeric configuration key allows: at least `low` (above it when `open_low`) and at
@@ -54,7 +55,6 @@ ANY = Bound()
 
 COMMON_DEFAULTS = {"seeds": 8, "first_seed": 0, "horizon": 1000, "precision": "float64", "base_key": 0,
                    "first_segment": 128, "vmap_size": 0}
-PRECISIONS = ("float64", "float32")
 COMMON_BOUNDS = {"seeds": AT_LEAST_ONE, "first_seed": NONNEGATIVE, "horizon": AT_LEAST_ONE, "base_key": NONNEGATIVE,
                  "first_segment": AT_LEAST_ONE, "vmap_size": NONNEGATIVE}
 # keys that may change between resumed runs (one_storage: how exact OneKernelUCB stores its model, the same
@@ -152,10 +152,9 @@ def check_value(key: str, value, default, bound: Bound) -> None:
     false, a text key a string) or, for a number, that is not finite or lies outside `bound`."""
     if default is None:
         return
-    kind = _kind(default)
-    if _kind(value) != kind and not (kind == "a number" and _kind(value) == "an integer"):
-        raise ConfigError(f"{key} must be {kind}{_range(bound, kind)}, got {value!r}")
-    if kind in ("a number", "an integer") and not bound.allows(value):
+    kind, given = _kind(default), _kind(value)
+    typed = given == kind or (kind == "a number" and given == "an integer")
+    if not typed or (kind in ("a number", "an integer") and not bound.allows(value)):
         raise ConfigError(f"{key} must be {kind}{_range(bound, kind)}, got {value!r}")
 
 

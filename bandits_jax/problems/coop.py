@@ -64,14 +64,14 @@ def coop_world(setup: str, num_agents: int, num_arms: int, dim: int, horizon: in
             raise ConfigError(f"{name}: {label} must be a number >= 0, got {value!r}")
     if not (sigma_x > 0 and sigma_z > 0):
         raise ConfigError(f"{name}: sigma_x and sigma_z must be > 0, got {sigma_x}, {sigma_z}")
-    G, source, kind = network(graph, num_agents, p, graph_seed, data_dir)
+    G, source, kind, stands_in = network(graph, num_agents, p, graph_seed, data_dir)
     gamma = graphs.default_gamma(G) if gamma is None else gamma
     arrays = graphs.graph_arrays(G, gamma, delay_mode)
     cluster = voronoi_clusters(arrays["dist"], gamma, graph_seed)
     clusters = int(cluster.max()) + 1
     draw = _linear_world(spec, cluster) if setup == "linear" else _rbf_world(spec, cluster, rho, sigma_x, sigma_z)
     init, contexts, mean_reward = draw
-    stand_in = {"stand_in": source} if kind == "substitute" or "standing in" in source else {}
+    stand_in = {"stand_in": source} if stands_in else {}
     info = {"setup": setup, "graph_source": source, "network_source": kind, **stand_in, "graph_seed": graph_seed,
             **graphs.graph_info(G, gamma, horizon), "delay_mode": delay_mode, "clusters": clusters,
             "cluster_sizes": ",".join(str(n) for n in np.bincount(cluster)), "noise_std": float(noise_std)}
@@ -88,7 +88,8 @@ def coop_world(setup: str, num_agents: int, num_arms: int, dim: int, horizon: in
 
 
 def network(graph, V: int, p: float, seed: int, data_dir=None):
-    """(G labelled 0..V-1, its source in words, "synthetic" | "real" | "substitute") of the graph option.
+    """(G labelled 0..V-1, its source in words, "synthetic" | "real" | "substitute" | "given", whether it
+    stands in for another data set) of the graph option.
     A data_dir given is checked whatever the graph (a folder that does not exist is refused, never
     passed over)."""
     if data_dir:
@@ -99,24 +100,25 @@ def network(graph, V: int, p: float, seed: int, data_dir=None):
         if graph.number_of_nodes() < V:
             raise ConfigError(f"graph too small: {graph.number_of_nodes()} nodes, fewer than V = {V}")
         if graph.number_of_nodes() > V:
-            return graphs.subsample(graph, V, seed), f"a given graph, random-walk subsample of {V} nodes", "given"
-        return nx.convert_node_labels_to_integers(graph, ordering="sorted"), "a given graph", "given"
+            source = f"a given graph, random-walk subsample of {V} nodes"
+            return graphs.subsample(graph, V, seed), source, "given", False
+        return nx.convert_node_labels_to_integers(graph, ordering="sorted"), "a given graph", "given", False
     if graph == "er":
-        return graphs.erdos_renyi(V, p, seed), f"erdos-renyi({V}, {p:g})", "synthetic"
+        return graphs.erdos_renyi(V, p, seed), f"erdos-renyi({V}, {p:g})", "synthetic", False
     if graph in graphs.STANDINS:
-        return graphs.standin(graph, V, seed), f"substitute: {graphs.STANDINS[graph]}", "substitute"
+        return graphs.standin(graph, V, seed), f"substitute: {graphs.STANDINS[graph]}", "substitute", True
     if graph in graphs.SNAP_GRAPHS:
         file = graphs.find_graph_file(graph, data_dir)
         _, what, replaced = graphs.SNAP_GRAPHS[graph]
         source = f"{what} ({file.name})" + (f", a real graph standing in for {replaced}" if replaced else "")
         source += f", random-walk subsample of {V} nodes"
-        return graphs.subsample(graphs.load_edge_list(file), V, seed), source, "real"
+        return graphs.subsample(graphs.load_edge_list(file), V, seed), source, "real", replaced is not None
     known = ["er", *graphs.SNAP_GRAPHS, *graphs.STANDINS]
     if not isinstance(graph, (str, Path)) or not Path(graph).expanduser().is_file():
         raise ConfigError(f"graph {graph!r} is neither a known name ({', '.join(known)}) nor an existing edge list "
                           "file; pass one of those names or the path of a SNAP edge list")
     source = f"edge list {Path(graph).name}, random-walk subsample of {V} nodes"
-    return graphs.subsample(graphs.load_edge_list(graph), V, seed), source, "real"
+    return graphs.subsample(graphs.load_edge_list(graph), V, seed), source, "real", False
 
 
 def voronoi_clusters(dist: np.ndarray, gamma: int, seed: int) -> np.ndarray:
