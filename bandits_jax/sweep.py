@@ -28,6 +28,7 @@ the results once every process has passed a barrier.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import platform
@@ -93,6 +94,7 @@ def run_experiment(
     exp = name if isinstance(name, Experiment) else get_experiment(name)
     name = exp.name
     config, resolved = validated_runs(exp, size, overrides, chunk, only)
+    code_commit()  # read now, before a long run, so that later edits of the checkout do not count
     out = Path(out) if out is not None else default_out_dir(name, size)
     cache_dir = None if curves is False else Path(curves) if curves is not None else default_curves_dir()
     check_folder(out, "the output folder (--out)")
@@ -287,6 +289,7 @@ def _metadata(exp, size: str, config: dict, seeds, resolved, named, outcome_of_r
         "band": exp.band,
         "notes": exp.notes,
         "versions": package_versions(),
+        "commit": code_commit(),
         "devices": [str(d) for d in jax.devices()],
         "python": platform.python_version(),
     }
@@ -571,3 +574,21 @@ def device_memory_stats() -> Optional[dict]:
 
 def package_versions() -> dict:
     return {pkg: package_version(pkg) for pkg in ("bandits_jax", "jax", "jaxlib", "flax", "optax", "numpy", "chex")}
+
+
+@functools.lru_cache(maxsize=None)
+def code_commit() -> str:
+    """The git commit of the package's source, with "+changes" where its tracked files differ from
+    it, or "" outside a git checkout (an installed wheel): the code a record was computed with."""
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "bandits_jax"],
+                               cwd=root, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    if head.returncode != 0:
+        return ""
+    return head.stdout.strip() + ("+changes" if dirty.stdout.strip() else "")
