@@ -105,7 +105,8 @@ def assert_same(got, want, i, tol=1e-4):
 
 
 FC_REFERENCE = {"cokernel_fc": ("gram", ref.cokernel_fc), "cokernel_ind_alloc": ("gram", ref.cokernel_ind_alloc),
-                "ind_rage": ("gram", ref.ind_rage), "ind_rage_code": ("features", ref.ind_rage_code)}
+                "ind_rage": ("gram", ref.ind_rage), "ind_rage_code": ("features", ref.ind_rage_code),
+                "ind_rage_code_threshold": ("features", functools.partial(ref.ind_rage_code, var=False))}
 
 
 @pytest.mark.parametrize("name", list(FC_REFERENCE))

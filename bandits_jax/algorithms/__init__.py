@@ -45,6 +45,7 @@ ALGORITHMS = {
     "cokernel_ind_alloc": "cope_kb:cokernel_ind_alloc",
     "ind_rage": "cope_kb:ind_rage",
     "ind_rage_code": "cope_kb:ind_rage_code",
+    "ind_rage_code_threshold": "cope_kb:ind_rage_code_threshold",
     "cokernel_fb": "cope_kb:cokernel_fb",
     "cokernel_fb_ind_alloc": "cope_kb:cokernel_fb_ind_alloc",
     "ind_peace_fb": "cope_kb:ind_peace_fb",

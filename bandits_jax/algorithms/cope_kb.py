@@ -10,9 +10,10 @@ the estimate, then each agent keeps the longest prefix of its alive set sorted b
 most (1 + 1e-3) omega(B_v) / 2 [P, D]; after R rounds a non-singleton answers argmax Fhat [D].
 Each trial is composed from shared pieces: an allocation (the global design over all nV pairs, or a
 local one per agent on its own arms), an estimator (shared over all pairs, or each agent's own data),
-a sample-size rule (the paper's, or the RAGE code's [R]) and, for FB, a schedule and a halving table:
+a sample-size rule (the paper's, or the RAGE code's [R]), an elimination rule (the fixed threshold
+2^-r, or the RAGE code's default confidence width) and, for FB, a schedule and a halving table:
 
-    cokernel_fc, cokernel_ind_alloc, ind_rage, ind_rage_code         FC  (spec §3, §5.1, §5.2)
+    cokernel_fc, cokernel_ind_alloc, ind_rage, ind_rage_code(_threshold)  FC  (spec §3, §5.1, §5.2)
     cokernel_fb, cokernel_fb_ind_alloc, ind_peace_fb(_omega)         FB  (spec §4, §5.5, §5.6)
     ind_uniform_fb(_means)                                           FB  (spec §5.7)
 IndALBA and IndPolyALBA live in `cope_kb_alba`. Ind* baselines never communicate. The omega and
@@ -72,8 +73,10 @@ def world(name: str, arms, public) -> World:
 
 # ----------------------------------------------------------------------------------- fixed confidence
 def fc_trial(name: str, description: str, allocate: Callable, estimate: Callable, communicates: bool,
-             declared: dict, max_rounds: int) -> Trial:
-    """A fixed-confidence elimination trial from its pieces (module docstring)."""
+             declared: dict, max_rounds: int, eliminate: Callable = None) -> Trial:
+    """A fixed-confidence elimination trial from its pieces (module docstring); `eliminate(w, params,
+    alive, fhat, counts, r) -> alive` is the round's elimination rule (`threshold_elimination` when None)."""
+    eliminate = eliminate or threshold_elimination
 
     def run(key, params, arms, public, pull):
         w = world(name, arms, public)
@@ -87,8 +90,7 @@ def fc_trial(name: str, description: str, allocate: Callable, estimate: Callable
             counts = allocate(w, params, alive, alive.sum(1) > 1, r)
             sums = pull(counts, jax.random.fold_in(key, r))
             fhat = estimate(w, counts, sums, params["xi"])
-            best = jnp.max(jnp.where(alive, fhat, -jnp.inf), axis=1, keepdims=True)
-            keep = alive & (best - fhat < 2.0 ** -r.astype(fhat.dtype))
+            keep = eliminate(w, params, alive, fhat, counts, r)
             return {"r": r, "alive": keep, "fhat": fhat, "total": s["total"] + counts.sum()}
 
         start = {"r": jnp.asarray(0), "alive": jnp.ones((w.V, w.n), bool), "fhat": jnp.zeros((w.V, w.n)),
@@ -100,6 +102,31 @@ def fc_trial(name: str, description: str, allocate: Callable, estimate: Callable
     return Trial(name, declared, run, FC_OUTCOMES, description=description,
                  errors={MAX_ROUNDS: f"some agent kept two or more arms after max_rounds = {max_rounds} rounds; "
                                      f"raise max_rounds"})
+
+
+def threshold_elimination(w: World, params, alive, fhat, counts, r):
+    """x leaves B_v when max_{B_v} Fhat - Fhat(x) >= 2^-r [P] (the RAGE code's var=False rule too)."""
+    del w, params, counts
+    best = jnp.max(jnp.where(alive, fhat, -jnp.inf), axis=1, keepdims=True)
+    return alive & (best - fhat < 2.0 ** -r.astype(fhat.dtype))
+
+
+def variance_elimination(w: World, params, alive, fhat, counts, r):
+    """The RAGE code's var=True rule [R], the one its authors run: x leaves B_v when some alive x' has
+    sqrt(2 ||phi_x' - phi_x||^2_{A^-1} log(2 n^2 / delta_k)) <= Fhat(x') - Fhat(x), with A = sum_x c_x
+    phi_x phi_x^T + N xi I this round's design matrix (the ridge limit of the code's pinv, as the
+    estimate) and delta_k = (delta / V) / k^2."""
+    delta_k = params["delta"] / w.V / r.astype(fhat.dtype) ** 2
+    width = 2.0 * jnp.log(2.0 * w.n ** 2 / delta_k)
+
+    def agent(K_v, c, f, a):
+        total = jnp.maximum(c.sum(), 1).astype(f.dtype)
+        norms = design.pair_norms(design.design_gram(K_v, c.astype(f.dtype) / total, params["xi"])) / total
+        others = a[:, None] & ~jnp.eye(w.n, dtype=bool)  # [x', x]: x' alive and not x itself
+        beaten = others & (jnp.sqrt(width * norms) <= f[:, None] - f[None, :])
+        return a & ~jnp.any(beaten, axis=0)
+
+    return jax.vmap(agent)(w.blocks, counts, fhat, alive)
 
 
 def paper_size(w: World, params, rho, lam, K, r):
@@ -198,11 +225,13 @@ def outputs(w: World, end: dict, communicates: bool, errors, budget=None) -> dic
 
 
 # ----------------------------------------------------------------------------------- FC factories
-def _fc(name, description, allocation, size, estimate, communicates, delta, xi, eps, iters, max_rounds):
+def _fc(name, description, allocation, size, estimate, communicates, delta, xi, eps, iters, max_rounds,
+        eliminate=None):
     check_capacity(name, "iters", iters)
     check_capacity(name, "max_rounds", max_rounds)
     declared = signed_params(name, FC_SIGNS, {"delta": delta, "xi": xi, "eps": eps})
-    return fc_trial(name, description, allocation(size, iters), estimate, communicates, declared, max_rounds)
+    return fc_trial(name, description, allocation(size, iters), estimate, communicates, declared, max_rounds,
+                    eliminate=eliminate)
 
 
 def cokernel_fc(delta: float = 0.005, xi: float = 1e-10, eps: float = 0.1, iters: int = 2000,
@@ -228,9 +257,21 @@ def ind_rage(delta: float = 0.005, xi: float = 1e-10, eps: float = 0.1, iters: i
 
 def ind_rage_code(delta: float = 0.005, xi: float = 1e-10, eps: float = 0.1, iters: int = 2000,
                   max_rounds: int = 40) -> Trial:
-    """IndRAGE-code, V independent RAGE copies with the constants of the RAGE authors' code (spec §5.2)."""
-    return _fc("IndRAGE-code", "V independent RAGE copies, the RAGE code's sample sizes (8 4^(k-1) rho (1+eps) "
-                               "log(2n^2/delta_k), 2|supp|/eps) and a ridge limit of its OLS; no communication",
+    """IndRAGE-code: V independent RAGE copies as the RAGE authors' code runs them (spec §5.2 [R]): its
+    sample sizes and its default elimination var=True (`variance_elimination`)."""
+    return _fc("IndRAGE-code", "V independent RAGE copies as the RAGE code runs them: its sample sizes (8 4^(k-1) "
+                               "rho (1+eps) log(2n^2/delta_k), 2|supp|/eps), a ridge limit of its OLS, and its "
+                               "default var=True elimination (a confidence width per pair); no communication",
+               local_allocation, rage_code_size, own_estimate, False, delta, xi, eps, iters, max_rounds,
+               eliminate=variance_elimination)
+
+
+def ind_rage_code_threshold(delta: float = 0.005, xi: float = 1e-10, eps: float = 0.1, iters: int = 2000,
+                            max_rounds: int = 40) -> Trial:
+    """IndRAGE-code-threshold: the RAGE code's sample sizes with its var=False rule, x leaves at the fixed
+    threshold 2^-k (spec §5.2's alternative as the spec writes it out)."""
+    return _fc("IndRAGE-code-threshold", "V independent RAGE copies, the RAGE code's sample sizes and its var=False "
+                                         "elimination at 2^-k; no communication",
                local_allocation, rage_code_size, own_estimate, False, delta, xi, eps, iters, max_rounds)
 
 

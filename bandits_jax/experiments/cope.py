@@ -3,8 +3,8 @@
 The `cope-kb` world (problems.cope): V = 5 agents, 6 two-hot arms each, task similarity rank K_Z =
 1, 2, 5 (cases rank1, rank2, rank5), N(0, 1) noise.
 `cope/fc-<case>` (Figure 2): fixed confidence delta = 0.005 at Delta_min in {0.1, ..., 0.8}, 50 runs;
-    CoKernelFC, CoKernel-IndAlloc, IndRAGE, IndRAGE-code, IndALBA, IndPolyALBA (the last two are
-    reconstructions); IndRAGE/V is IndRAGE's per-agent samples divided by V, drawn and tabulated
+    CoKernelFC, CoKernel-IndAlloc, IndRAGE, IndRAGE-code (the RAGE code as its authors run it, var=True),
+    IndRAGE-code-threshold (its var=False rule), IndALBA, IndPolyALBA (the last two are reconstructions); IndRAGE/V is IndRAGE's per-agent samples divided by V, drawn and tabulated
     beside the others but never run. Curves carry the tag Delta (the x-axis).
 `cope/fb-<case>` (Figure 3): fixed budget at Delta_min = 0.02 over T in {7e3, 1e4, 2e4, 5e4, 1e5,
     2e5, 3e5} per agent, one traced grid (tag budget) per method, 100 runs; CoKernelFB,
@@ -21,7 +21,8 @@ from ..curves import Curve, Spec
 from .registry import CONFIDENCE, POSITIVE, Experiment, parse_list, register
 
 FC_METHODS = (("CoKernelFC", "cokernel_fc"), ("CoKernel-IndAlloc", "cokernel_ind_alloc"), ("IndRAGE", "ind_rage"),
-              ("IndRAGE-code", "ind_rage_code"), ("IndALBA", "ind_alba"), ("IndPolyALBA", "ind_poly_alba"))
+              ("IndRAGE-code", "ind_rage_code"), ("IndRAGE-code-threshold", "ind_rage_code_threshold"),
+              ("IndALBA", "ind_alba"), ("IndPolyALBA", "ind_poly_alba"))
 FB_METHODS = (("CoKernelFB", "cokernel_fb"), ("CoKernelFB-IndAlloc", "cokernel_fb_ind_alloc"),
               ("IndPeaceFB", "ind_peace_fb"), ("IndPeaceFB-omega", "ind_peace_fb_omega"),
               ("IndUniformFB", "ind_uniform_fb"), ("IndUniformFB-means", "ind_uniform_fb_means"))

@@ -113,13 +113,15 @@ def ind_rage(gram, means, noise, delta=0.005, xi=1e-10, eps=0.1, max_rounds=30):
     return run_lockstep(agents, means, noise)
 
 
-def ind_rage_code(features, means, noise, delta=0.005, xi=1e-10, eps=0.1, max_rounds=30):
-    """IndRAGE as the RAGE authors' code runs it (spec 5.2 alternative [R]) with the spec's rule
-    var=False (the code's own function default is var=True, a variance-based rule not done here).
+def ind_rage_code(features, means, noise, delta=0.005, xi=1e-10, eps=0.1, max_rounds=30, var=True):
+    """IndRAGE as the RAGE authors' code runs it (spec 5.2 alternative [R]); var=True (the code's default)
+    eliminates by a confidence width per pair, var=False at the fixed threshold 2^-k.
 
     Phase k: delta_k = (delta / V) / k^2; same design solver; N_k = max(ceil(8 (2^(k-1))^2 rho_k
     (1 + eps) log(2 n^2 / delta_k)), 2 |supp| / eps); ROUND; OLS with pinv on phase k's samples
-    (in the agent's own coordinates); drop z when (z' - z)^T theta >= 2^-k for an alive z'.
+    (in the agent's own coordinates); drop z when, for an alive z' and y = z' - z, y^T theta >=
+    sqrt(2 y^T A_k^+ y log(2 n^2 / delta_k)) (var=True; A_k = sum_x c_x x x^T this phase) or y^T theta
+    >= 2^-k (var=False).
     The design is solved on the Gram matrix of the agent's given features (the world's block K_v),
     not on X X^T of the own coordinates: the two are equal, but the SVD leaves ~1e-15 in X X^T that
     xi = 1e-10 amplifies to ~1e-6 in G, which decides exact ties of the Frank-Wolfe step (here
@@ -128,7 +130,7 @@ def ind_rage_code(features, means, noise, delta=0.005, xi=1e-10, eps=0.1, max_ro
     """
     V, n = _check_features(features, means)
     agents = [_rage_code_agent(own_coordinates(features[v]), features[v] @ features[v].T, delta / V, xi, eps,
-                               max_rounds) for v in range(V)]
+                               max_rounds, var) for v in range(V)]
     return run_lockstep(agents, means, noise)
 
 
@@ -297,9 +299,9 @@ def _fc_agent(local, V, delta, xi, eps, max_rounds):
     return {"answer": int(answers(fhat, alive, n)[0]), "samples": total}
 
 
-def _rage_code_agent(X, local, delta_agent, xi, eps, max_rounds):
-    """One copy of the RAGE code's loop (var=False) on arm features X [n, d_v], designs on their Gram
-    matrix `local` [n, n] (see `ind_rage_code`)."""
+def _rage_code_agent(X, local, delta_agent, xi, eps, max_rounds, var):
+    """One copy of the RAGE code's loop on arm features X [n, d_v], designs on their Gram matrix
+    `local` [n, n] (see `ind_rage_code`)."""
     n = len(X)
     own = np.ones(n, bool)
     alive, total = np.ones(n, bool), 0
@@ -309,12 +311,29 @@ def _rage_code_agent(X, local, delta_agent, xi, eps, max_rounds):
         size = max(math.ceil(8.0 * (2.0 ** (k - 1)) ** 2 * rho * (1.0 + eps) * math.log(2.0 * n * n / delta_k)),
                    math.ceil(round(2 * np.sum(lam > 0) / eps, 9)))
         got, sums = yield pukelsheim_round(lam, size)
-        theta = np.linalg.pinv(X.T @ (got[:, None] * X)) @ (X.T @ sums)
-        alive = eliminate(X @ theta, alive, n, 2.0 ** -k)
+        A_pinv = np.linalg.pinv(X.T @ (got[:, None] * X))
+        theta = A_pinv @ (X.T @ sums)
+        if var:
+            alive = _width_eliminate(X, theta, A_pinv, alive, 2.0 * math.log(2.0 * n * n / delta_k))
+        else:
+            alive = eliminate(X @ theta, alive, n, 2.0 ** -k)
         total += int(got.sum())
         if alive.sum() == 1:
             break
     return {"answer": int(answers(X @ theta, alive, n)[0]), "samples": total}
+
+
+def _width_eliminate(X, theta, A_pinv, alive, width):
+    """The RAGE code's var=True step: keep z unless some alive z' has sqrt(width y^T A^+ y) <= y^T theta,
+    y = x_z' - x_z."""
+    keep = alive.copy()
+    for z in np.flatnonzero(alive):
+        for other in np.flatnonzero(alive):
+            y = X[other] - X[z]
+            if other != z and math.sqrt(width * (y @ A_pinv @ y)) <= y @ theta:
+                keep[z] = False
+                break
+    return keep
 
 
 def _alba_family(features, means, noise, draw_counts, delta, max_steps, fixed_basis):
