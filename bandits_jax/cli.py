@@ -70,8 +70,19 @@ def _parser() -> argparse.ArgumentParser:
     plot.add_argument("--rows", type=int, default=0, metavar="N",
                       help="with --figure: regret panels only, the folders filling N rows in order (Coop-KernelUCB's "
                            "Figure 1: --rows 2, the four linear folders then the four RBF ones)")
-    rep = sub.add_parser("report", help="print a reproduction page (Markdown) from results folders' summaries")
-    rep.add_argument("dir", type=Path, nargs="+")
+    rep = sub.add_parser("report", help="write records of results folders (--record), the reproduction pages from "
+                                        "the records (--pages), or print a page of results folders")
+    rep.add_argument("dir", type=Path, nargs="*")
+    rep.add_argument("--record", action="store_true",
+                     help="write the compact record of each results folder DIR into --data (docs/reproduction/data)")
+    rep.add_argument("--pages", action="store_true",
+                     help="write every reproduction page, its figures and the claims index into --docs, from the "
+                          "records in --data")
+    rep.add_argument("--data", type=Path, default=Path("docs/reproduction/data"), metavar="DIR",
+                     help="the records' folder (default docs/reproduction/data)")
+    rep.add_argument("--docs", type=Path, default=Path("docs/reproduction"), metavar="DIR",
+                     help="the pages' folder, with the notes files (default docs/reproduction)")
+    rep.add_argument("--no-figures", action="store_true", help="with --pages: write the pages, not the PNG figures")
     rep.add_argument("--verdicts", type=Path, metavar="MD",
                      help="hand-written verdicts: text before the first '## NAME' opens the page, each "
                           "'## NAME' section goes above that experiment's tables")
@@ -138,7 +149,24 @@ def main(argv=None) -> int:
                                check=args.check)
             return 0
         if args.command == "report":
-            from .report import report
+            from .report import report, write_pages
+            from .records import write_record
+
+            if args.record and args.pages:
+                raise ConfigError("report: --record writes records and --pages writes pages; give one of them")
+            if not args.dir and not args.pages:
+                raise ConfigError("report: give results folders (their page is printed, or with --record their "
+                                  "records written), or --pages (every page from the records)")
+            if args.record:
+                for folder in args.dir:
+                    print(write_record(folder, args.data))
+                return 0
+            if args.pages:
+                if args.dir:
+                    raise ConfigError("report --pages reads the records in --data; it takes no folders")
+                for path in write_pages(args.data, args.docs, figures=not args.no_figures):
+                    print(path)
+                return 0
 
             print(report(args.dir, args.verdicts, args.title), end="")
             return 0

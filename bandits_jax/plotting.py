@@ -5,7 +5,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .results import curve_family, derived_rows, load_results, outcome_rows, shown_curves, summary_rows
+from .results import (curve_family, derived_rows, load_results, outcome_rows, shown_curves, step_axis,
+                      summary_rows)
 
 
 def plot_results(out_dir, filename: str = "plot.png") -> Path:
@@ -42,7 +43,7 @@ def draw_results(res):
     fig, axes = plt.subplots(1, panels, figsize=(5.4 * panels + 1.1, 4.2), squeeze=False)
     draw_regret(axes[0, 0], res, algorithms, color)
     if any_comm:
-        draw_communication(axes[0, 1], comm, color)
+        draw_communication(axes[0, 1], comm, color, step_axis(res))
         ax = axes[0, 2]  # the trade-off: one point per curve that communicates
         points = [(float(np.sum(comm[alg].astype(np.float64), axis=1).mean()), final[alg]["final_regret_mean"], alg)
                   for alg in algorithms]
@@ -122,7 +123,7 @@ def draw_figure(results):
     for col, res in enumerate(results):
         algorithms = shown_curves(res)
         draw_regret(axes[0, col], res, algorithms, color)
-        draw_communication(axes[1, col], communication(res, algorithms), color)
+        draw_communication(axes[1, col], communication(res, algorithms), color, step_axis(res))
     fig.tight_layout()
     return fig
 
@@ -169,7 +170,7 @@ def draw_regret(ax, res, algorithms, color):
             spread = cum.std(axis=0, ddof=ddof)
         else:
             spread = cum.std(axis=0, ddof=ddof) / np.sqrt(n) if n > ddof else np.zeros_like(mean)
-        t = np.arange(1, mean.shape[0] + 1)
+        t = step_axis(res)
         ax.plot(t, mean, label=alg, color=color[alg])
         ax.fill_between(t, mean - spread, mean + spread, alpha=0.2, color=color[alg])
     agents = res.metadata.get("agents", "mean")
@@ -180,12 +181,13 @@ def draw_regret(ax, res, algorithms, color):
     ax.grid(alpha=0.3)
 
 
-def draw_communication(ax, comm, color):
-    """Mean cumulative scalars communicated against t on a log axis, for the curves that communicate."""
+def draw_communication(ax, comm, color, t):
+    """Mean cumulative scalars communicated against the steps t (`step_axis`) on a log axis, for the
+    curves that communicate."""
     for alg, c in comm.items():
         total = np.cumsum(c.astype(np.float64), axis=1).mean(axis=0)
         if total[-1] > 0:
-            ax.plot(np.arange(1, total.shape[0] + 1), total, label=alg, color=color[alg])
+            ax.plot(t, total, label=alg, color=color[alg])
     ax.set_yscale("log")
     ax.set_xlabel("iteration t")
     ax.set_ylabel("cumulative scalars communicated")

@@ -197,7 +197,7 @@ def summary_markdown(results: Results) -> str:
         return _summary_lines(results, _outcome_table(results))
     agents = md.get("agents", "mean")
     what = "mean over agents" if agents == "mean" else "sum over agents"
-    horizon = next(iter(results.arrays.values()))["regret"].shape[1] if results.arrays else 0
+    horizon = md.get("horizon") or (next(iter(results.arrays.values()))["regret"].shape[1] if results.arrays else 0)
     std = md.get("band", "se") == "std"
     lines = [
         f"Final cumulative regret at T = {horizon} ({what}), mean +- "
@@ -227,12 +227,23 @@ def summary_markdown(results: Results) -> str:
     return _summary_lines(results, lines)
 
 
+def step_axis(results: Results) -> np.ndarray:
+    """The 1-based steps t of the arrays' time axis: 1..T for a results folder; a record's checkpoints
+    (metadata "steps", `records`), where each array holds the sum over the steps since the previous one."""
+    if "steps" in results.metadata:
+        return np.asarray(results.metadata["steps"], dtype=np.int64)
+    return np.arange(1, next(iter(results.arrays.values()))["rounds"].shape[1] + 1)
+
+
 def round_rows(results: Results, curve: str, columns) -> list:
     """Per communication round of a curve: {"step": t, column: mean over seeds} for each diagnostic in
-    `columns`, at the steps where any run had a round (a phased algorithm's schedule is fixed)."""
+    `columns`, at the steps where any run had a round (a phased algorithm's schedule is fixed); t is
+    counted from 0."""
     per = results.arrays[curve]
-    steps = np.flatnonzero(per["rounds"].max(axis=0) > 0)
-    return [{"step": int(t), **{c: float(per[f"diag/{c}"][:, t].mean()) for c in columns}} for t in steps]
+    index = np.flatnonzero(per["rounds"].max(axis=0) > 0)
+    steps = step_axis(results)[index] - 1
+    return [{"step": int(t), **{c: float(per[f"diag/{c}"][:, k].mean()) for c in columns}}
+            for k, t in zip(index, steps)]
 
 
 def _declared_tables(results: Results) -> list:

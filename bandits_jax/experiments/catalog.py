@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..core import ConfigError
 from . import async_exps, coop, cope, duets, fnucb, pure_exploration, quickstart  # noqa: F401  (each registers itself)
-from .registry import _REGISTRY, Experiment
+from .registry import _PAGES, _REGISTRY, Experiment, Page
 
 
 def experiments() -> dict:
@@ -20,3 +20,8 @@ def get_experiment(name: str) -> Experiment:
     if name not in known:
         raise ConfigError(f"unknown experiment {name!r}; `bandits-jax list` shows the {len(known)} known ones")
     return known[name]
+
+
+def pages() -> dict:
+    """{name: Page} of every paper's reproduction page, in the order the families were registered."""
+    return dict(_PAGES)

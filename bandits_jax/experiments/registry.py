@@ -98,7 +98,42 @@ class Experiment:
     bounds: dict = dataclasses.field(default_factory=dict)
 
 
+class Figure(NamedTuple):
+    """A figure of a reproduction page: `file` (PNG beside the page), the `records` it draws, and
+    `rows` (0: a column per record, regret above communication, or the declared outcome panels; N: the
+    records' regret panels filling N rows), as `bandits-jax plot --figure` draws them."""
+
+    file: str
+    caption: str
+    records: tuple
+    rows: int = 0
+
+
+class Page(NamedTuple):
+    """A paper's reproduction page, `docs/reproduction/<name>.md`: its records in the page's order
+    (names as `records.record_name` writes them), figures and claims (`claims.Claim`). The hand-written
+    explanation is `<name>.notes.md` beside it: text before its first `## ` heading opens the page, a
+    section `## RECORD` goes above that record's tables."""
+
+    name: str
+    title: str
+    records: tuple
+    figures: tuple = ()
+    claims: tuple = ()
+
+
 _REGISTRY: dict = {}
+_PAGES: dict = {}
+
+
+def register_page(page: Page) -> Page:
+    if page.name in _PAGES:
+        raise ValueError(f"page {page.name} registered twice")
+    stray = sorted({r for c in page.claims for r in c.records} - set(page.records))
+    if stray:
+        raise ValueError(f"page {page.name}: claims read records {stray} that the page does not list")
+    _PAGES[page.name] = page
+    return page
 
 
 def register(exp: Experiment) -> Experiment:
