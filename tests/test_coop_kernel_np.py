@@ -243,6 +243,7 @@ def small_run(er_world):
 
 
 @pytest.mark.slow
+@pytest.mark.headline
 def test_small_setup1_run_learns_and_cooperation_beats_independent_linucb(small_run):
     runs, m = small_run
     for out in runs.values():

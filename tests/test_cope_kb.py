@@ -282,6 +282,7 @@ def test_budget_grid_is_one_call(world):
 
 
 @pytest.mark.slow
+@pytest.mark.headline
 def test_paper_size_rank1_speedup_is_v():
     """Rank 1, Delta = 0.1: CoKernelFC's per-agent samples equal IndRAGE's / V (spec §6.2(a))."""
     arms = make_problem("cope-kb", case="rank1", gap=0.1)

@@ -157,6 +157,7 @@ def test_runner_batch_grid_and_determinism():
 
 
 @pytest.mark.slow
+@pytest.mark.headline
 def test_best_candidate_survives():
     """Spec §9 test 5 (a statistical regression): at paper size the best candidate survives every
     trimming in all 10 runs for Branin at beta 0.5 and Hartmann-4D at beta 2."""

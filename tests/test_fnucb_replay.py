@@ -61,11 +61,12 @@ def authors_fn_ucb(num_agents):
 # the default suite replays the first 500 iterations (before the first near-tie of either run);
 # the whole 2,000 run with `pytest -m slow`
 PREFIX = 500
+HEADLINE = [pytest.mark.slow, pytest.mark.headline]  # the whole replay: CI runs it after the suite
 
 
 @pytest.mark.parametrize("num_agents, prefix", [pytest.param(1, PREFIX, marks=pytest.mark.slow), (2, PREFIX),
-                                                pytest.param(1, None, marks=pytest.mark.slow),
-                                                pytest.param(2, None, marks=pytest.mark.slow)])
+                                                pytest.param(1, None, marks=HEADLINE),
+                                                pytest.param(2, None, marks=HEADLINE)])
 def test_authors_mode_chooses_the_authors_arms(num_agents, prefix):
     data = recorded(num_agents)
     if prefix is not None:

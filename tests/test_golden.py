@@ -1,12 +1,13 @@
-"""Every registered experiment's smoke run against outputs stored before the step contract changed.
+"""Every registered experiment's smoke run against its stored golden outputs.
 
 tests/golden/smoke_outputs.npz holds, for every curve of every experiment at its smoke size, the
 per-step regret summed over agents [S, T] and the communication (comm_up, comm_down, rounds [S, T]),
-computed in float64 by the code before the change (the commit that added the file). A refactor of
+computed in float64 by the commit that PROVENANCE.md beside it names for each curve. A refactor of
 the runner or of an algorithm must leave them equal to 1e-10. A change meant to alter an algorithm's
-numbers recomputes that algorithm's curves with tests/golden/update_golden.py, in the same commit
-(the FedGLB-UCB curves since its stopping rule was corrected).
+numbers recomputes that algorithm's curves with tests/golden/update_golden.py, in the same commit,
+and regenerates the table with tests/golden/provenance.py.
 """
+import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -21,14 +22,15 @@ from helpers import data_dir_default, skip_without_data
 pytestmark = pytest.mark.numerics  # checked against an independent computation (pyproject.toml)
 
 GOLDEN = Path(__file__).parent / "golden" / "smoke_outputs.npz"
+PROVENANCE = GOLDEN.with_name("PROVENANCE.md")
 # phase-level experiments came after the change and have no regret curves; tests/test_elimination.py
 # checks them against their NumPy reference
 PHASE_LEVEL = {"bai/elimination", *(f"cope/{m}-{c}" for m in ("fc", "fb") for c in ("rank1", "rank2", "rank5"))}
 # the default suite runs one experiment, which reaches all seven asynchronous methods; quickstart
 # (FN-UCB, KernelUCB, NeuralUCB, the random policy) and every other experiment run with `pytest -m
-# slow`, and test_sweep_cli runs quickstart's smoke end to end in the default suite. (Every
-# algorithm and variant is checked against a NumPy loop written from its spec in the default
-# suite: tests/test_fn_ucb.py, test_linear_kernel_algorithms.py, test_neural_algorithms.py, ...)
+# headline` (CI runs them after the suite, .ci/run), and test_sweep_cli runs quickstart's smoke end
+# to end in the default suite. Which curves have an independent check (a NumPy loop written from the
+# spec) and which only this file guards: tests/golden/PROVENANCE.md.
 DEFAULT = {"async/synthetic-f1"}
 
 
@@ -68,13 +70,31 @@ def smoke_outputs(name: str) -> dict:
     return out
 
 
+def golden_experiments() -> list:
+    """The experiments the golden file holds: every registered one with regret curves ("test/..."
+    experiments are the ones that test modules register in the same process)."""
+    return sorted(n for n in experiments() if not n.startswith("test/") and n not in PHASE_LEVEL)
+
+
 def test_every_registered_experiment_has_stored_outputs():
-    # "test/..." experiments are the ones that test modules register in the same process
-    assert sorted(STORED) == sorted(n for n in experiments() if not n.startswith("test/") and n not in PHASE_LEVEL)
+    assert sorted(STORED) == golden_experiments()
     assert DEFAULT <= set(STORED)
 
 
-@pytest.mark.parametrize("name", [n if n in DEFAULT else pytest.param(n, marks=pytest.mark.slow)
+def test_the_provenance_table_names_every_stored_curve():
+    """tests/golden/PROVENANCE.md (written by tests/golden/provenance.py) has one row per stored curve,
+    with an independent check or "regression guard"."""
+    spec = importlib.util.spec_from_file_location("provenance", GOLDEN.with_name("provenance.py"))
+    provenance = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(provenance)
+    rows = [line.split(" | ") for line in PROVENANCE.read_text().splitlines() if line.startswith("| ")][1:]
+    listed = {(r[0][2:], r[1]): r[3].rstrip(" |") for r in rows}
+    assert sorted(listed) == sorted((e, c) for e, curves in STORED.items() for c in curves)
+    assert all(check == provenance.check_of(curve) for (_, curve), check in listed.items())
+
+
+@pytest.mark.parametrize("name", [n if n in DEFAULT else pytest.param(n, marks=[pytest.mark.slow,
+                                                                                 pytest.mark.headline])
                                   for n in sorted(STORED)])
 def test_smoke_outputs_equal_the_stored_ones(name):
     with data_dir_default():  # the real-data experiments read the shared data folder where it exists

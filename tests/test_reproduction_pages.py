@@ -1,0 +1,48 @@
+"""The reproduction pages are what the committed records give: every page, and the index of every
+claim, regenerated from docs/reproduction/data must equal the committed file byte for byte."""
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bandits_jax.experiments.catalog import pages
+from bandits_jax.report import DATA, DOCS, index_text, page_text
+
+ROOT = Path(__file__).resolve().parent.parent
+HINT = "run `bandits-jax report --pages` from the repository root and commit the pages"
+
+
+@pytest.mark.parametrize("name", list(pages()))
+def test_each_page_is_generated_from_the_records(name):
+    page = pages()[name]
+    committed = (ROOT / DOCS / f"{name}.md").read_text()
+    assert page_text(page, ROOT / DATA, ROOT / DOCS) == committed, f"docs/reproduction/{name}.md differs: {HINT}"
+
+
+def test_the_claims_index_is_generated_from_the_records():
+    committed = (ROOT / DOCS / "README.md").read_text()
+    assert index_text(pages().values(), ROOT / DATA, ROOT / DOCS) == committed, f"docs/reproduction/README.md: {HINT}"
+
+
+def test_every_record_of_a_page_is_tracked_by_git():
+    listed = subprocess.run(["git", "ls-files", str(DATA)], cwd=ROOT, capture_output=True, text=True)
+    if listed.returncode != 0:
+        pytest.skip("not a git checkout")
+    tracked = set(listed.stdout.split())
+    on_disk = sorted(p.parent.name for p in (ROOT / DATA).glob("*/results.npz"))
+    assert on_disk, "no record is committed"
+    for name in on_disk:
+        for file in ("results.npz", "metadata.json"):
+            assert f"{DATA.as_posix()}/{name}/{file}" in tracked, f"{name}/{file} is not committed"
+    known = {r for p in pages().values() for r in p.records}
+    assert set(on_disk) <= known, f"records no page reads: {sorted(set(on_disk) - known)}"
+
+
+def test_the_notes_type_no_results():
+    """Hand-written notes explain; a decimal number, a thousands-separated one or a ratio ("3x") is a
+    typed result (a spec section such as §5.2 is not)."""
+    typed = re.compile(r"(?<![§.\d])\d+\.\d|\d,\d{3}|\b\d+(\.\d+)?x\b")
+    for notes in sorted((ROOT / DOCS).glob("*.notes.md")):
+        hits = [line for line in notes.read_text().splitlines() if typed.search(line)]
+        assert not hits, f"{notes.name} types numbers: {hits}"
