@@ -17,6 +17,8 @@ from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
+from .results import grid_choices
+
 REPRODUCED, LEVEL, NOT_REPRODUCED, NOT_RECORDED = "reproduced", "level", "not reproduced", "not recorded"
 STATUSES = (REPRODUCED, LEVEL, NOT_REPRODUCED, NOT_RECORDED)
 Z_LEVEL = 2.0  # a difference within this many standard errors is "level"
@@ -55,11 +57,17 @@ def verdict(claim: Claim, records: dict) -> Verdict:
     return claim.check({name: records[name] for name in claim.records})
 
 
-def combine(parts: Sequence[Verdict]) -> Verdict:
-    """One verdict of several comparisons (the rule in the module docstring), their numbers joined."""
+def combine(parts: Sequence[Verdict], shown: int = 3) -> Verdict:
+    """One verdict of several comparisons (the rule in the module docstring). Its numbers are those of
+    the comparisons that decided it (all of them when it is reproduced), at most `shown` of them, with
+    how many there were."""
     statuses = {p.status for p in parts}
     status = next((s for s in (NOT_RECORDED, NOT_REPRODUCED, LEVEL) if s in statuses), REPRODUCED)
-    return Verdict(status, "; ".join(p.numbers for p in parts))
+    deciding = [p.numbers for p in parts if p.status == status]
+    if len(parts) == 1:
+        return Verdict(status, deciding[0])
+    more = f"; and {len(deciding) - shown} more" if len(deciding) > shown else ""
+    return Verdict(status, f"{len(deciding)} of {len(parts)} comparisons {status}: " + "; ".join(deciding[:shown]) + more)
 
 
 def compare(a: Number, b: Number) -> str:
@@ -71,8 +79,20 @@ def compare(a: Number, b: Number) -> str:
 
 
 def final_regret(res, curve: str) -> Number:
-    """Final cumulative regret of a curve (reduced over agents as the experiment plots it)."""
-    return _number(res.cumulative(curve)[:, -1])
+    """Final cumulative regret of a curve (reduced over agents as the experiment plots it); a curve
+    run over a hyper-parameter grid is read at its chosen point (`results.grid_choices`)."""
+    return _number(res.cumulative(chosen(res, curve))[:, -1])
+
+
+def communication(res, curve: str) -> Number:
+    """Scalars sent up and down in a run, all steps together (at a grid's chosen point)."""
+    per = res.arrays[chosen(res, curve)]
+    return _number(per["comm_up"].sum(axis=1) + per["comm_down"].sum(axis=1))
+
+
+def chosen(res, curve: str) -> str:
+    """The stored curve a claim reads: `curve` itself, or its chosen point when it names a grid."""
+    return grid_choices(res).get(curve, curve)
 
 
 def outcome(res, curve: str, key: str) -> Number:
@@ -93,41 +113,41 @@ def _number(values) -> Number:
 
 # --- claim builders: each returns a Claim whose check is one of the comparisons below ---------------
 
-def below(page: str, text: str, record: str, a: str, b: str, value=final_regret) -> Claim:
-    """`a` is below `b` (final regret by default; `value(res, curve) -> Number`)."""
-    return Claim(page, text, (record,), lambda recs: _below(recs[record], a, b, value))
-
-
-def lowest(page: str, text: str, records: Sequence[str], curve: str, others: Sequence[str]) -> Claim:
-    """`curve` has the lowest final regret of `others` in every record."""
+def all_below(page: str, text: str, records: Sequence[str], lows: Sequence[str], highs: Sequence[str],
+              value: Callable = final_regret) -> Claim:
+    """Every curve of `lows` is below every curve of `highs` in every record, by `value(res, curve) ->
+    Number` (final regret; `communication` for scalars sent). One curve below all others: lows = [it]."""
     return Claim(page, text, tuple(records),
-                 lambda recs: combine([_below(recs[r], curve, o, final_regret, where=r) for r in records
-                                       for o in others]))
-
-
-def all_below(page: str, text: str, records: Sequence[str], lows: Sequence[str], highs: Sequence[str]) -> Claim:
-    """Every curve of `lows` is below every curve of `highs`, in every record."""
-    return Claim(page, text, tuple(records),
-                 lambda recs: combine([_below(recs[r], lo, hi, final_regret, where=r) for r in records
+                 lambda recs: combine([_below(recs[r], lo, hi, value, where=r) for r in records
                                        for lo in lows for hi in highs]))
 
 
-def decreasing(page: str, text: str, record: str, curves: Sequence[str]) -> Claim:
-    """The final regret falls along `curves` (each one below the one before)."""
-    return Claim(page, text, (record,), lambda recs: combine([_below(recs[record], b, a, final_regret)
-                                                              for a, b in zip(curves, curves[1:])]))
+def pairs_below(page: str, text: str, records: Sequence[str], pairs: Sequence[tuple],
+                value: Callable = final_regret) -> Claim:
+    """In every record, a is below b for each pair (a, b)."""
+    return Claim(page, text, tuple(records),
+                 lambda recs: combine([_below(recs[r], a, b, value, where=r) for r in records for a, b in pairs]))
 
 
-def level(page: str, text: str, record: str, pairs: Sequence[tuple]) -> Claim:
-    """Each pair (a, b) ends level: reproduced when level, not reproduced when one is below."""
+def decreasing(page: str, text: str, records: Sequence[str], curves: Sequence[str]) -> Claim:
+    """In every record the final regret falls along `curves` (each one below the one before)."""
+    return Claim(page, text, tuple(records),
+                 lambda recs: combine([_below(recs[r], b, a, final_regret, where=r) for r in records
+                                       for a, b in zip(curves, curves[1:])]))
+
+
+def level(page: str, text: str, records: Sequence[str], pairs: Sequence[tuple]) -> Claim:
+    """Each pair (a, b) ends level in every record: reproduced when level, not reproduced when one is
+    below the other."""
     def check(recs):
         parts = []
-        for a, b in pairs:
-            x, y = final_regret(recs[record], a), final_regret(recs[record], b)
-            same = compare(x, y) == "level"
-            parts.append(Verdict(REPRODUCED if same else NOT_REPRODUCED, f"{a} {x} against {b} {y}"))
+        for r in records:
+            for a, b in pairs:
+                x, y = final_regret(recs[r], a), final_regret(recs[r], b)
+                same = compare(x, y) == "level"
+                parts.append(Verdict(REPRODUCED if same else NOT_REPRODUCED, f"{r}: {a} {x} against {b} {y}"))
         return combine(parts)
-    return Claim(page, text, (record,), check)
+    return Claim(page, text, tuple(records), check)
 
 
 def per_x(page: str, text: str, records: Sequence[str], method: str, others: Sequence[str], key: str,
@@ -181,4 +201,4 @@ def _by_x(res, method: str) -> dict:
 def _below(res, a: str, b: str, value: Callable, where: str = "") -> Verdict:
     x, y = value(res, a), value(res, b)
     status = {"below": REPRODUCED, "level": LEVEL, "above": NOT_REPRODUCED}[compare(x, y)]
-    return Verdict(status, f"{where + ': ' if where else ''}{a} {x} against {b} {y}")
+    return Verdict(status, f"{where + ': ' if where else ''}{chosen(res, a)} {x} against {chosen(res, b)} {y}")

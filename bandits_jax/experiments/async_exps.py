@@ -27,9 +27,11 @@ from typing import Optional
 
 import jax.numpy as jnp
 
+from .. import claims
 from ..core import ConfigError
 from ..curves import Curve, Spec, problem_of
-from .registry import AT_LEAST_ONE, NONNEGATIVE, POSITIVE, Experiment, parse_list, register
+from .registry import (AT_LEAST_ONE, NONNEGATIVE, POSITIVE, Experiment, Figure, Page, parse_list, register,
+                       register_page)
 
 ALGORITHMS = ("Async-KernelUCB", "Approx-DisKernelUCB", "OneKernelUCB", "NKernelUCB", "FedGLB-UCB", "DisLinUCB",
               "FedLinUCB", "Random")
@@ -281,5 +283,28 @@ for _name, _problem, _defaults, _maker, _smoke, _description, _note in ENVIRONME
         x="D",
         bounds=BOUNDS,
     ))
+
+ASYNC_RECORDS = tuple(f"async-{e[0]}-paper" for e in ENVIRONMENTS)
+_KERNEL = ["Async-KernelUCB", "Approx-DisKernelUCB", "OneKernelUCB"]
+_LINEAR = ["FedGLB-UCB", "DisLinUCB", "FedLinUCB"]
+register_page(Page(
+    name="async",
+    title="Asynchronous kernel bandits (Li et al., ICLR 2023): reproduction",
+    records=ASYNC_RECORDS,
+    figures=(Figure("async-figure2.png", "Figure 2: cumulative regret above, communication below, one column per "
+                    "environment", ASYNC_RECORDS),),
+    claims=(
+        claims.all_below("async", "OneKernelUCB, which shares every raw point, has the lowest regret",
+                         ASYNC_RECORDS, ["OneKernelUCB"], ["Async-KernelUCB", "Approx-DisKernelUCB", "NKernelUCB",
+                                                           *_LINEAR]),
+        claims.all_below("async", "The kernel methods beat the linear and GLB ones", ASYNC_RECORDS, _KERNEL, _LINEAR),
+        claims.all_below("async", "NKernelUCB, which never communicates, has higher regret than the communicating "
+                         "kernel methods", ASYNC_RECORDS, _KERNEL, ["NKernelUCB"]),
+        claims.all_below("async", "Async-KernelUCB communicates less than Approx-DisKernelUCB", ASYNC_RECORDS,
+                         ["Async-KernelUCB"], ["Approx-DisKernelUCB"], value=claims.communication),
+        claims.all_below("async", "The Nystrom methods communicate less than sharing raw points (OneKernelUCB)",
+                         ASYNC_RECORDS, ["Async-KernelUCB", "Approx-DisKernelUCB"], ["OneKernelUCB"],
+                         value=claims.communication),
+    )))
 
 __all__ = ["ALGORITHMS", "algorithms", "thresholds"]

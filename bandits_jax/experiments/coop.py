@@ -22,9 +22,11 @@ Walk-through: docs/experiments/coop.md.
 """
 from __future__ import annotations
 
+from .. import claims
 from ..core import ConfigError
 from ..curves import Curve, Spec
-from .registry import AT_LEAST_ONE, CONFIDENCE, NONNEGATIVE, POSITIVE, Bound, Experiment, parse_list, register
+from .registry import (AT_LEAST_ONE, CONFIDENCE, NONNEGATIVE, POSITIVE, Bound, Experiment, Figure, Page, parse_list,
+                       register, register_page)
 
 NETWORKS = {"er": "Erdos-Renyi G(V, 0.7)", "facebook": "SNAP ego-Facebook",
             "twitch": "SNAP musae-Twitch (the ENGB graph standing in for DE; graph=twitch reads musae_DE_edges.csv)",
@@ -138,3 +140,44 @@ register(Experiment(
            "small": {"horizon": 200, "seeds": 20, "r_max": 8},
            "paper": {"horizon": 500, "seeds": 100}},
     build=sweep_build, notes=NOTES, x="V", bounds=BOUNDS))
+
+
+LINEAR_PAPER = tuple(f"coop-linear-{g}-paper" for g in NETWORKS)
+LINEAR_SMALL = tuple(f"coop-linear-{g}-small" for g in NETWORKS)
+RBF_SMALL = tuple(f"coop-rbf-{g}-small" for g in NETWORKS)
+_COOPERATIVE = ["Coop-KernelUCB", "Dist-KernelUCB", "Eager-KernelUCB"]
+_V = ("25", "50", "100", "200")
+
+
+def _panel_claims(kind: str, records: tuple, independent: list, naive: str) -> tuple:
+    """Claims 1-4 of spec coop-kernelucb §5.6 over one row of Figure 1 at one size (kind "linear at the
+    paper's size", ...)."""
+    return (
+        claims.all_below("coop", f"Eager-KernelUCB has the lowest per-agent regret in every {kind}",
+                         records, ["Eager-KernelUCB"], ["Coop-KernelUCB", "Dist-KernelUCB", naive, *independent]),
+        claims.level("coop", f"Coop-KernelUCB is about as good as Dist-KernelUCB on Erdos-Renyi ({kind})",
+                     [r for r in records if "-er-" in r], [("Coop-KernelUCB", "Dist-KernelUCB")]),
+        claims.all_below("coop", f"Coop- and Dist-KernelUCB beat Naive Cooperation in every {kind}",
+                         records, ["Coop-KernelUCB", "Dist-KernelUCB"], [naive]),
+        claims.all_below("coop", f"The non-cooperative baselines are the worst in every {kind}",
+                         records, [*_COOPERATIVE, naive], independent),
+    )
+
+
+register_page(Page(
+    name="coop",
+    title="Coop-KernelUCB (Dubey and Pentland, ICML 2020): reproduction",
+    records=(*LINEAR_PAPER, *LINEAR_SMALL, *RBF_SMALL, "coop-v-sweep-small"),
+    figures=(Figure("coop-figure1-paper-linear.png", "Figure 1, linear row at the paper's size", LINEAR_PAPER,
+                    rows=1),
+             Figure("coop-figure1.png", "Figure 1 at the small size: the linear row above, the RBF row below",
+                    LINEAR_SMALL + RBF_SMALL, rows=2)),
+    claims=(
+        *_panel_claims("linear panel at the paper's size", LINEAR_PAPER, ["Ind-LinUCB", "OFUL"], "Naive-LinUCB"),
+        *_panel_claims("linear panel at the small size", LINEAR_SMALL, ["Ind-LinUCB", "OFUL"], "Naive-LinUCB"),
+        *_panel_claims("RBF panel at the small size", RBF_SMALL, ["Ind-KernelUCB", "IGP-UCB"], "Naive-IGP-UCB"),
+        claims.decreasing("coop", "More agents, lower per-agent regret for Eager-KernelUCB (V = 25 to 200)",
+                          ["coop-v-sweep-small"], [f"Eager-KernelUCB, V={v}" for v in _V]),
+        claims.decreasing("coop", "More agents, lower per-agent regret for Dist-KernelUCB (V = 25 to 200)",
+                          ["coop-v-sweep-small"], [f"Dist-KernelUCB, V={v}" for v in _V]),
+    )))

@@ -17,8 +17,9 @@ Walk-through: docs/experiments/cope.md.
 """
 from __future__ import annotations
 
+from .. import claims
 from ..curves import Curve, Spec
-from .registry import CONFIDENCE, POSITIVE, Experiment, parse_list, register
+from .registry import CONFIDENCE, POSITIVE, Experiment, Figure, Page, parse_list, register, register_page
 
 FC_METHODS = (("CoKernelFC", "cokernel_fc"), ("CoKernel-IndAlloc", "cokernel_ind_alloc"), ("IndRAGE", "ind_rage"),
               ("IndRAGE-code", "ind_rage_code"), ("IndRAGE-code-threshold", "ind_rage_code_threshold"),
@@ -95,3 +96,38 @@ for _case, _what in FIGURE.items():
         build=fb_build(_case), notes=NOTES + " Delta_min = 0.02 (the paper does not state it). Budget not spent "
         "by the halving is not redistributed (budget_used).",
         x="budget", panels=(("correct", "error", "log"), ("budget_used", "mean", "linear")), bounds=BOUNDS))
+
+
+FC = {case: f"cope-fc-{case}-paper" for case in FIGURE}
+FB = {case: f"cope-fb-{case}-paper" for case in FIGURE}
+_INDEPENDENT_FC = ["CoKernel-IndAlloc", "IndRAGE", "IndALBA", "IndPolyALBA"]
+_OTHERS_FB = ["CoKernelFB-IndAlloc", "IndPeaceFB", "IndUniformFB"]
+register_page(Page(
+    name="cope-kb",
+    title="CoPE-KB (Du, Kuroki and Huang, ICLR 2023): reproduction",
+    records=(*FC.values(), *FB.values()),
+    figures=(Figure("cope-kb-figure2.png", "Figure 2: per-agent sample complexity and success rate against "
+                    "Delta_min, cases (a) to (c)", tuple(FC.values())),
+             Figure("cope-kb-figure3.png", "Figure 3: error probability and budget spent against the per-agent "
+                    "budget T, cases (a) to (c)", tuple(FB.values()))),
+    claims=(
+        claims.per_x("cope-kb", "Identical tasks (a): CoKernelFC's per-agent sample complexity matches IndRAGE/V "
+                     "(IndRAGE / CoKernelFC within 5% of V = 5 at every Delta_min)", [FC["rank1"]], "CoKernelFC",
+                     ["IndRAGE"], "samples", relation="ratio", target=5.0, tolerance=0.05),
+        claims.per_x("cope-kb", "Similar tasks (b): the speed-up over IndRAGE is V / rank K_Z = 2.5 (within 5%)",
+                     [FC["rank2"]], "CoKernelFC", ["IndRAGE"], "samples", relation="ratio", target=2.5,
+                     tolerance=0.05),
+        claims.per_x("cope-kb", "Different tasks (c): no speed-up, CoKernelFC spends what IndRAGE spends (within 5%)",
+                     [FC["rank5"]], "CoKernelFC", ["IndRAGE"], "samples", relation="ratio", target=1.0,
+                     tolerance=0.05),
+        claims.per_x("cope-kb", "In cases (a) and (b) CoKernelFC needs fewer samples than the independent "
+                     "baselines and the local-allocation ablation, at every Delta_min", [FC["rank1"], FC["rank2"]],
+                     "CoKernelFC", _INDEPENDENT_FC, "samples"),
+        claims.per_x("cope-kb", "Every method names every agent's best arm (fixed confidence, delta = 0.005): "
+                     "CoKernelFC's success level with IndRAGE's", list(FC.values()), "CoKernelFC", ["IndRAGE"],
+                     "correct", relation="level"),
+        claims.per_x("cope-kb", "In cases (a) and (b) CoKernelFB has a lower error probability than the other "
+                     "methods, at every budget", [FB["rank1"], FB["rank2"]], "CoKernelFB", _OTHERS_FB, "error"),
+        claims.per_x("cope-kb", "In case (c) CoKernelFB's error approaches IndPeaceFB's (level at every budget)",
+                     [FB["rank5"]], "CoKernelFB", ["IndPeaceFB"], "error", relation="level"),
+    )))

@@ -25,10 +25,12 @@ Walk-through: docs/experiments/duets.md.
 """
 from __future__ import annotations
 
+from .. import claims
 from ..core import ConfigError
 from ..curves import Curve, Spec
 from ..problems.candidates import FUNCTIONS
-from .registry import AT_LEAST_ONE, NONNEGATIVE, POSITIVE, Bound, Experiment, parse_list, register
+from .registry import (AT_LEAST_ONE, NONNEGATIVE, POSITIVE, Bound, Experiment, Figure, Page, parse_list, register,
+                       register_page)
 
 DEFAULTS = {
     "num_agents": 10, "noise_std": 0.2, "num_candidates": 2000, "candidate_seed": 0, "lam": 0.2,
@@ -133,3 +135,21 @@ for _function, _description in _DESCRIPTIONS.items():
         notes=NOTES,
         bounds=BOUNDS,
     ))
+
+
+PAPER_RECORDS = tuple(f"duets-{f}-paper" for f in _DESCRIPTIONS)
+register_page(Page(
+    name="duets",
+    title="DUETS (Pavlovic, Salgia and Zhao, 2024): reproduction",
+    records=PAPER_RECORDS,
+    figures=(Figure("duets-figure1.png", "Figure 1: cumulative regret above, communication below, one column per "
+                    "function, each method at its chosen beta", PAPER_RECORDS),),
+    claims=(
+        claims.all_below("duets", "DUETS has the lowest regret on every function (each method at its best beta)",
+                         PAPER_RECORDS, ["DUETS"], ["DisKernelUCB", "Approx-DisKernelUCB", "N-KernelUCB", "Random"]),
+        claims.all_below("duets", "DUETS communicates less than DisKernelUCB and Approx-DisKernelUCB on every "
+                         "function", PAPER_RECORDS, ["DUETS"], ["DisKernelUCB", "Approx-DisKernelUCB"],
+                         value=claims.communication),
+        claims.all_below("duets", "The paper's rule beats the authors' early code (DUETS below DUETS-authors)",
+                         PAPER_RECORDS, ["DUETS"], ["DUETS-authors"]),
+    )))

@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import math
 
+from .. import claims
 from ..core import ConfigError
 from ..curves import Curve, Spec
-from .registry import AT_LEAST_ONE, NONNEGATIVE, POSITIVE, Experiment, parse_list, register
+from .registry import (AT_LEAST_ONE, NONNEGATIVE, POSITIVE, Experiment, Figure, Page, parse_list, register,
+                       register_page)
 
 MODES = ("authors", "paper")
 SYNTHETIC = ("cosine", "square")
@@ -399,3 +401,56 @@ _register(
     "regret decreases with N.",
     smoke={"problems": "cosine", "n_values": "1,2"}, paper=PAPER_SYNTHETIC, x="N",
 )
+
+
+FIGS = {f: f"fnucb-{f}-paper" for f in ("fig1a", "fig1b", "fig1c", "fig1d", "fig2a", "fig2b", "fig2c", "fig2d",
+                                       "fig3", "fig4", "fig6")}
+_NEURAL = ["NeuralUCB", "NeuralTS"]
+_LINEAR_KERNEL = [f"{m} (nu={nu})" for nu in ("1", "0.1", "0.01") for m in ("LinUCB", "LinTS", "KernelUCB", "KernelTS")]
+
+
+def _fn(*ns) -> list:
+    return [f"FN-UCB (N={n})" for n in ns]
+
+
+register_page(Page(
+    name="fnucb",
+    title="Federated Neural Bandits (Dai et al., ICLR 2023): reproduction",
+    records=tuple(FIGS.values()),
+    figures=(Figure("fnucb-figure1.png", "Figures 1(a) to 1(d): cumulative regret above, communication below",
+                    tuple(FIGS[f] for f in ("fig1a", "fig1b", "fig1c", "fig1d"))),
+             Figure("fnucb-figure2.png", "Figures 2(a) to 2(d): cumulative regret above, communication below",
+                    tuple(FIGS[f] for f in ("fig2a", "fig2b", "fig2c", "fig2d")))),
+    claims=(
+        claims.decreasing("fnucb", "More agents, lower regret on the synthetic functions (Fig. 1a cosine, 1b square)",
+                          [FIGS["fig1a"], FIGS["fig1b"]], _fn(1, 2, 5, 10)),
+        claims.decreasing("fnucb", "More agents, lower regret on the real data (Fig. 2a shuttle, 2b magic)",
+                          [FIGS["fig2a"], FIGS["fig2b"]], _fn(1, 2, 5)),
+        claims.all_below("fnucb", "FN-UCB with N > 1 beats Neural UCB and Neural TS (Figs. 1a, 1b)",
+                         [FIGS["fig1a"], FIGS["fig1b"]], _fn(2, 5, 10), _NEURAL),
+        claims.all_below("fnucb", "FN-UCB with N > 1 beats Neural UCB and Neural TS (Figs. 2a, 2b)",
+                         [FIGS["fig2a"], FIGS["fig2b"]], _fn(2, 5), _NEURAL),
+        claims.all_below("fnucb", "Both UCB_a and UCB_b and the NN aggregation are needed: FN-UCB below each "
+                         "ablation (Fig. 1c)", [FIGS["fig1c"]], ["FN-UCB"],
+                         ["FN-UCB (UCB_a only)", "FN-UCB (UCB_b only)", "FN-UCB (no NN aggregation)"]),
+        claims.decreasing("fnucb", "More frequent communication, lower regret (Fig. 1d, D = 5, 4, 2.5, every round)",
+                          [FIGS["fig1d"]], ["FN-UCB (D=5)", "FN-UCB (D=4)", "FN-UCB (D=2.5)", "FN-UCB (every round)"]),
+        claims.decreasing("fnucb", "More frequent communication, lower regret (Fig. 2d, D = 0.05, 0.03, 0.01, every "
+                          "round)", [FIGS["fig2d"]],
+                          ["FN-UCB (D=0.05)", "FN-UCB (D=0.03)", "FN-UCB (D=0.01)", "FN-UCB (every round)"]),
+        claims.decreasing("fnucb", "With the diagonal approximation, more agents still lower the regret (Fig. 2c)",
+                          [FIGS["fig2c"]], _fn(1, 2, 5)),
+        claims.level("fnucb", "FN-UCB (Less Comm.) performs like FN-UCB (Fig. 3)", [FIGS["fig3"]],
+                     [(f"{p}: FN-UCB (N={n})", f"{p}: FN-UCB Less Comm. (N={n})") for p in ("cosine", "square")
+                      for n in (2, 5)]),
+        claims.pairs_below("fnucb", "FN-UCB (Less Comm.) sends fewer scalars than FN-UCB (Fig. 3)", [FIGS["fig3"]],
+                           [(f"{p}: FN-UCB Less Comm. (N={n})", f"{p}: FN-UCB (N={n})") for p in ("cosine", "square")
+                            for n in (2, 5)], value=claims.communication),
+        *(claims.all_below("fnucb", f"FN-UCB (N = 5) beats the linear and kernel UCB/TS baselines on {p} (Fig. 4)",
+                           [FIGS["fig4"]], [f"{p}: FN-UCB (N=5)"], [f"{p}: {m}" for m in _LINEAR_KERNEL])
+          for p in ("cosine", "square", "shuttle", "magic")),
+        claims.decreasing("fnucb", "The final regret falls with N (Fig. 6, cosine)", [FIGS["fig6"]],
+                          [f"cosine: FN-UCB (N={n})" for n in (1, 2, 5, 10)]),
+        claims.decreasing("fnucb", "The final regret falls with N (Fig. 6, square)", [FIGS["fig6"]],
+                          [f"square: FN-UCB (N={n})" for n in (1, 2, 5, 10)]),
+    )))
