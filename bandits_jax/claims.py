@@ -154,34 +154,47 @@ def per_x(page: str, text: str, records: Sequence[str], method: str, others: Seq
           relation: str = "below", target: float = 1.0, tolerance: float = 0.0) -> Claim:
     """A phase-level claim at every value of the experiment's x tag (Delta, budget), curves found by
     their tag "method": `relation` "below" (method's outcome `key` below each of `others`), "above",
-    "level" (level with each), or "ratio" (other / method within `tolerance`, relative, of `target`).
-    An outcome "error" is 1 - correct."""
+    "level" (level with each), or "ratio" (other / method within `tolerance`, relative, of `target`;
+    its numbers give the range of the ratios). An outcome "error" is 1 - correct."""
     def check(recs):
-        parts = []
+        parts, ratios = [], []
         for r in records:
             res = recs[r]
             mine = _by_x(res, method)
             for other in others:
                 theirs = _by_x(res, other)
                 for x in [x for x in mine if x in theirs]:
-                    where = f"{r}, {res.metadata['x']}={x:g}"
-                    parts.append(_relate(res, mine[x], theirs[x], key, relation, target, tolerance, where))
-        return combine(parts)
+                    where = f"{r + ', ' if len(records) > 1 else ''}{res.metadata['x']}={x:g}"
+                    parts.append(_relate(res, (method, mine[x]), (other, theirs[x]), key, relation, target,
+                                         tolerance, where))
+                    if relation == "ratio":
+                        ratios.append((_outcome_or_error(res, theirs[x], key).mean
+                                       / _outcome_or_error(res, mine[x], key).mean, where))
+        verdict = combine(parts)
+        if ratios:
+            (lo, at_lo), (hi, at_hi) = min(ratios), max(ratios)
+            span = f"{key} {', '.join(others)} / {method} from {lo:.4g} ({at_lo}) to {hi:.4g} ({at_hi})"
+            failed = [p.numbers for p in parts if p.status != REPRODUCED]
+            verdict = Verdict(verdict.status, span + (f"; outside {tolerance:.0%} of {target:g}: "
+                                                       + "; ".join(failed) if failed else ""))
+        return verdict
     return Claim(page, text, tuple(records), check)
 
 
-def _relate(res, a: str, b: str, key: str, relation: str, target: float, tolerance: float, where: str) -> Verdict:
-    x, y = _outcome_or_error(res, a, key), _outcome_or_error(res, b, key)
+def _relate(res, a: tuple, b: tuple, key: str, relation: str, target: float, tolerance: float,
+            where: str) -> Verdict:
+    """One comparison of per_x: a and b are (method, curve)."""
+    x, y = _outcome_or_error(res, a[1], key), _outcome_or_error(res, b[1], key)
     if relation == "ratio":
         r = y.mean / x.mean if x.mean else float("inf")
         ok = abs(r / target - 1.0) <= tolerance
-        return Verdict(REPRODUCED if ok else NOT_REPRODUCED, f"{where}: {b} / {a} = {r:.4g}")
+        return Verdict(REPRODUCED if ok else NOT_REPRODUCED, f"{where}: {key} {b[0]} / {a[0]} = {r:.4g}")
     found = compare(x, y)
     if relation == "level":
         status = REPRODUCED if found == "level" else NOT_REPRODUCED
     else:
         status = REPRODUCED if found == relation else LEVEL if found == "level" else NOT_REPRODUCED
-    return Verdict(status, f"{where}: {a} {x} against {b} {y}")
+    return Verdict(status, f"{where}: {key} {a[0]} {x} against {b[0]} {y}")
 
 
 def _outcome_or_error(res, curve: str, key: str) -> Number:

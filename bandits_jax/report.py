@@ -143,11 +143,12 @@ def page_text(page, data: Path = DATA, docs: Path = DOCS) -> str:
     lines += ["## Claims", "", *claims_table([(c, claims_mod.verdict(c, records)) for c in page.claims], page=False),
               "", _RULE, ""]
     for figure in page.figures:
-        have = [r for r in figure.records if r in records]
-        lines += [f"![{figure.caption}]({figure.file})", "",
-                  f"_{figure.caption}: drawn from the records {', '.join(have) or 'none (not recorded yet)'}"
-                  f"{'' if len(have) == len(figure.records) else '; missing ' + ', '.join(r for r in figure.records if r not in records)}._",
-                  ""]
+        missing = [r for r in figure.records if r not in records]
+        if missing:
+            lines += [f"_{figure.caption}: drawn once the records {', '.join(missing)} are committed._", ""]
+        else:
+            lines += [f"![{figure.caption}]({figure.file})", "",
+                      f"_{figure.caption}: drawn from the records {', '.join(figure.records)}._", ""]
     for name in page.records:
         lines += [f"## {name}", ""]
         if name in notes:
