@@ -257,8 +257,8 @@ def ind_rage(delta: float = 0.005, xi: float = 1e-10, eps: float = 0.1, iters: i
 
 def ind_rage_code(delta: float = 0.005, xi: float = 1e-10, eps: float = 0.1, iters: int = 2000,
                   max_rounds: int = 40) -> Trial:
-    """IndRAGE-code: V independent RAGE copies as the RAGE authors' code runs them (spec §5.2 [R]): its
-    sample sizes and its default elimination var=True (`variance_elimination`)."""
+    """IndRAGE-code, V independent RAGE copies as the RAGE authors' code runs them, its default var=True
+    elimination included (spec §5.2 [R]; `variance_elimination`)."""
     return _fc("IndRAGE-code", "V independent RAGE copies as the RAGE code runs them: its sample sizes (8 4^(k-1) "
                                "rho (1+eps) log(2n^2/delta_k), 2|supp|/eps), a ridge limit of its OLS, and its "
                                "default var=True elimination (a confidence width per pair); no communication",
@@ -268,8 +268,8 @@ def ind_rage_code(delta: float = 0.005, xi: float = 1e-10, eps: float = 0.1, ite
 
 def ind_rage_code_threshold(delta: float = 0.005, xi: float = 1e-10, eps: float = 0.1, iters: int = 2000,
                             max_rounds: int = 40) -> Trial:
-    """IndRAGE-code-threshold: the RAGE code's sample sizes with its var=False rule, x leaves at the fixed
-    threshold 2^-k (spec §5.2's alternative as the spec writes it out)."""
+    """IndRAGE-code-threshold, the RAGE code with its var=False rule, elimination at the fixed threshold
+    2^-k (spec §5.2's alternative as the spec writes it out)."""
     return _fc("IndRAGE-code-threshold", "V independent RAGE copies, the RAGE code's sample sizes and its var=False "
                                          "elimination at 2^-k; no communication",
                local_allocation, rage_code_size, own_estimate, False, delta, xi, eps, iters, max_rounds)
