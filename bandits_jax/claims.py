@@ -67,7 +67,8 @@ def combine(parts: Sequence[Verdict], shown: int = 3) -> Verdict:
     if len(parts) == 1:
         return Verdict(status, deciding[0])
     more = f"; and {len(deciding) - shown} more" if len(deciding) > shown else ""
-    return Verdict(status, f"{len(deciding)} of {len(parts)} comparisons {status}: " + "; ".join(deciding[:shown]) + more)
+    head = f"{len(deciding)} of {len(parts)} comparisons {status}: "
+    return Verdict(status, head + "; ".join(deciding[:shown]) + more)
 
 
 def compare(a: Number, b: Number) -> str:

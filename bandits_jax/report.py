@@ -222,7 +222,8 @@ def _provenance(name: str, res) -> str:
     versions = md.get("versions", {})
     seconds = _seconds(md.get("timing", {}))
     return (f"_Record `data/{name}` of `{md.get('record', {}).get('from', '?')}`: {len(md.get('seeds', []))} seeds, "
-            f"commit {str(md.get('commit', ''))[:12] or 'not recorded'}, bandits_jax {versions.get('bandits_jax', '?')}, "
+            f"commit {str(md.get('commit', ''))[:12] or 'not recorded'}, "
+            f"bandits_jax {versions.get('bandits_jax', '?')}, "
             f"jax {versions.get('jax', '?')}, on {', '.join(md.get('devices', [])) or '?'}; "
             f"computed in {seconds[0] + seconds[1]:.0f} s ({seconds[0]:.0f} s compiling) by its last run, "
             f"{seconds[2]} of {len(md.get('algorithms', []))} curves taken from the cache or an earlier run._")

@@ -97,12 +97,13 @@ def test_claims_combine_to_the_worst_part():
 
 def test_ratio_claims_read_curves_by_their_x_tag():
     tags = {f"{m}, Delta={d}": {"method": m, "Delta": d} for m in ("Co", "Ind") for d in (0.1, 0.5)}
-    outcomes = {"Co, Delta=0.1": {"samples": np.array([10.0, 10.0])}, "Ind, Delta=0.1": {"samples": np.array([50.0, 50.0])},
-                "Co, Delta=0.5": {"samples": np.array([10.0, 10.0])}, "Ind, Delta=0.5": {"samples": np.array([48.0, 48.0])}}
+    samples = {"Co, Delta=0.1": 10.0, "Ind, Delta=0.1": 50.0, "Co, Delta=0.5": 10.0, "Ind, Delta=0.5": 48.0}
+    outcomes = {curve: {"samples": np.array([value, value])} for curve, value in samples.items()}
     res = {"r": _res({c: [0.0, 0.0] for c in tags}, outcomes, tags, x="Delta")}
     strict = claims.per_x("p", "ratio 5", ["r"], "Co", ["Ind"], "samples", relation="ratio", target=5.0, tolerance=0.01)
     loose = claims.per_x("p", "ratio 5", ["r"], "Co", ["Ind"], "samples", relation="ratio", target=5.0, tolerance=0.05)
     assert strict.check(res) == claims.Verdict(
         claims.NOT_REPRODUCED, "samples Ind / Co from 4.8 (Delta=0.5) to 5 (Delta=0.1); outside 1% of 5: "
                                "Delta=0.5: samples Ind / Co = 4.8")
-    assert loose.check(res) == claims.Verdict(claims.REPRODUCED, "samples Ind / Co from 4.8 (Delta=0.5) to 5 (Delta=0.1)")
+    assert loose.check(res) == claims.Verdict(claims.REPRODUCED,
+                                              "samples Ind / Co from 4.8 (Delta=0.5) to 5 (Delta=0.1)")

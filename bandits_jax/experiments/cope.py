@@ -4,8 +4,8 @@ The `cope-kb` world (problems.cope): V = 5 agents, 6 two-hot arms each, task sim
 1, 2, 5 (cases rank1, rank2, rank5), N(0, 1) noise.
 `cope/fc-<case>` (Figure 2): fixed confidence delta = 0.005 at Delta_min in {0.1, ..., 0.8}, 50 runs;
     CoKernelFC, CoKernel-IndAlloc, IndRAGE, IndRAGE-code (the RAGE code as its authors run it, var=True),
-    IndRAGE-code-threshold (its var=False rule), IndALBA, IndPolyALBA (the last two are reconstructions); IndRAGE/V is IndRAGE's per-agent samples divided by V, drawn and tabulated
-    beside the others but never run. Curves carry the tag Delta (the x-axis).
+    IndRAGE-code-threshold (its var=False rule), IndALBA, IndPolyALBA (the last two are reconstructions);
+    IndRAGE/V is IndRAGE's per-agent samples divided by V, drawn and tabulated beside the others but never run. Curves carry the tag Delta (the x-axis).
 `cope/fb-<case>` (Figure 3): fixed budget at Delta_min = 0.02 over T in {7e3, 1e4, 2e4, 5e4, 1e5,
     2e5, 3e5} per agent, one traced grid (tag budget) per method, 100 runs; CoKernelFB,
     CoKernelFB-IndAlloc, IndPeaceFB (Gaussian width, the headline) and IndPeaceFB-omega,
