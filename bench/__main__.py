@@ -232,7 +232,7 @@ def bench_case(case, args, ceilings: dict) -> dict:
             work_per_second=work_rate,
             ceiling_fraction=work_rate / ceiling,
             final_regret_mean=final,
-            note=f"{_si(work_rate)}{unit}" + ("" if np.isfinite(final) else "; NON-FINITE REGRET"),
+            note=f"{harness.si(work_rate)}{unit}" + ("" if np.isfinite(final) else "; NON-FINITE REGRET"),
         )
         log(f"[{case.name}] S = {S}: compile {out.compile_seconds:.1f} s, run {out.run_seconds:.2f} s, "
             f"{rate:.0f} agent-steps/s, x{row['ratio']:.1f} NumPy, {row['ceiling_fraction']:.1%} of ceiling")
@@ -291,13 +291,6 @@ def capacity_comparison(case, problem, alg, args, last, compiled, rows, seeds=No
 
 
 # ------------------------------------------------------------------------------------------ report
-def _si(x: float) -> str:
-    for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(x) >= factor:
-            return f"{x / factor:.3g} {prefix}"
-    return f"{x:.3g} "
-
-
 def _fmt(value, spec):
     return "-" if value is None else format(value, spec)
 
@@ -398,7 +391,8 @@ def main(argv=None) -> int:
         log(f"taking turns on the device with other bench processes ({harness.LOCK_ENV}={os.environ[harness.LOCK_ENV]})")
     log("measuring machine ceilings ...")
     ceilings = measure_ceilings(args.quick)
-    log(f"copy bandwidth {_si(ceilings['memory_bandwidth'])}B/s, float64 matmul {_si(ceilings['matmul_flops'])}flop/s")
+    log(f"copy bandwidth {harness.si(ceilings['memory_bandwidth'])}B/s, "
+        f"float64 matmul {harness.si(ceilings['matmul_flops'])}flop/s")
 
     t_start = time.perf_counter()
     results = [bench_case(case, args, ceilings) for case in cases]
@@ -420,11 +414,8 @@ def main(argv=None) -> int:
     goals = targets(results)
     cost_rows = step_cost.run_section(args, ceilings, log)  # estimates against the final ceilings
 
-    lines = [
-        f"machine: {os.cpu_count()} CPU(s), {', '.join(str(d) for d in jax.devices())}; "
-        f"copy bandwidth {_si(ceilings['memory_bandwidth'])}B/s (read + write), "
-        f"float64 matmul {_si(ceilings['matmul_flops'])}flop/s",
-    ]
+    lines = [harness.machine_line(os.cpu_count(), [str(d) for d in jax.devices()], ceilings["memory_bandwidth"],
+                                  ceilings["matmul_flops"])]
     if results:
         lines.append("work models (ceiling fraction = model work per second / ceiling; see bench/configs.py):")
     for res in results:

@@ -7,7 +7,7 @@ both calls' compile and run seconds and the summed regret (so two codes can be c
 numbers). `--whole-batch` puts all S runs in one vmap, the layout on an accelerator; without it the
 runner picks the CPU layout (the algorithm's `cpu_vmap`). Run the two codes to compare in fresh
 processes, one after another. A profile, not a section of `python -m bench` (bench/README,
-"Compiling").
+"Compiling"); `table` renders a comparison file such as measured/compile_flat_draws.json.
 """
 from __future__ import annotations
 
@@ -34,6 +34,27 @@ def measure(name: str, seeds: int, whole_batch: bool) -> dict:
     floor = scale.batch_call(scale.floor_run(run), {}, cfg, seeds, vmap_size)
     return dict(compile=out.compile_seconds, run=out.run_seconds, floor_compile=floor.compile_seconds,
                 regret=float(np.asarray(out.regret).sum()))
+
+
+def table(doc: dict) -> str:
+    """Markdown of a comparison of two codes ({"seconds": {"CODE, LAYOUT": {NAME:S: measure()}}}, as in
+    measured/compile_flat_draws.json): per case and layout, the compile and floor-compile seconds of
+    the first code named / the second, then their sums."""
+    by_layout: dict = {}
+    for label, run in doc["seconds"].items():
+        by_layout.setdefault(label.rsplit(", ", 1)[1], []).append(run)
+    layouts = list(by_layout.values())
+    cell = lambda a, b: "-" if a is None else f"{a:.1f} / {b:.1f}"  # noqa: E731
+    head = [f"{what}, {layout.replace('cpu', 'CPU')}" for layout in by_layout for what in ("compile", "floor")]
+    lines = ["| algorithm | " + " | ".join(head) + " |", "|---" * (len(head) + 1) + "|"]
+    for case in layouts[0][0]:
+        cells = [cell(first[case][k], second[case][k]) for first, second in layouts
+                 for k in ("compile", "floor_compile")]
+        lines.append(f"| {case.split(':')[0]} | " + " | ".join(cells) + " |")
+    total = lambda run, k: sum(v[k] for v in run.values() if v[k] is not None)  # noqa: E731
+    sums = [f"{total(first, k):.0f} / {total(second, k):.0f}" for first, second in layouts
+            for k in ("compile", "floor_compile")]
+    return "\n".join(lines + ["| sum | " + " | ".join(sums) + " |"])
 
 
 def main(argv=None) -> None:

@@ -48,6 +48,8 @@ REFERENCES = {
     "cokernel_ind_alloc": ("gram", cope_kb_np.cokernel_ind_alloc, ("delta", "xi", "eps")),
     "ind_rage": ("gram", cope_kb_np.ind_rage, ("delta", "xi", "eps")),
     "ind_rage_code": ("features", cope_kb_np.ind_rage_code, ("delta", "xi", "eps")),
+    "ind_rage_code_threshold": ("features", functools.partial(cope_kb_np.ind_rage_code, var=False),
+                                ("delta", "xi", "eps")),
     "ind_alba": ("features", cope_kb_np.ind_alba, ("delta",)),
     "ind_poly_alba": ("features", cope_kb_np.ind_poly_alba, ("delta",)),
     "cokernel_fb": ("gram", cope_kb_np.cokernel_fb, ("budget", "xi")),

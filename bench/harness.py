@@ -201,6 +201,27 @@ class BlasThreads:
         return False
 
 
+def si(x: float) -> str:
+    """x with an SI prefix and three significant digits: "81.8 G" (the unit follows)."""
+    for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= factor:
+            return f"{x / factor:.3g} {prefix}"
+    return f"{x:.3g} "
+
+
+def machine_line(cpu_count: int, devices: list, bandwidth: float, flops: float) -> str:
+    """The report's first line: the machine and the ceilings the run measured."""
+    return (f"machine: {cpu_count} CPU(s), {', '.join(devices)}; copy bandwidth {si(bandwidth)}B/s (read + write), "
+            f"float64 matmul {si(flops)}flop/s")
+
+
+def machine_of(doc: dict) -> str:
+    """`machine_line` of a `python -m bench` JSON file."""
+    env, ceilings = doc["environment"], doc["ceilings"]
+    return machine_line(env["cpu_count"], env["devices"], ceilings["memory_bandwidth_bytes_per_second"],
+                        ceilings["matmul_float64_flops_per_second"])
+
+
 def log(msg: str) -> None:
     """A progress line on stderr (the table goes to stdout)."""
     print(msg, file=sys.stderr, flush=True)

@@ -746,3 +746,24 @@ def table(section: dict) -> str:
         word = "holds" if v["holds"] else "does not hold"
         lines.append(f"- {v['family']}: float32 {word}" + (f" ({'; '.join(v['reasons'])})" if v["reasons"] else ""))
     return "\n".join(lines)
+
+
+def standard_error_notes(section: dict) -> str:
+    """Markdown: each case whose final regret passes the verdict's regret rule by its paired-standard-error
+    clause alone (float32's mean more than the relative tolerance from float64's), with the gap and z."""
+    th = section["thresholds"]
+    by = {(r["algorithm"], r["precision"]): r for r in section["rows"]}
+    lines = []
+    for r in section["rows"]:
+        f64 = by.get((r["algorithm"], "float64"))
+        if r["precision"] == "float64" or f64 is None or abs(regret_gap(r, f64)) <= th["regret"]:
+            continue
+        gap, z, holds = regret_gap(r, f64), regret_z(r, f64), regret_holds(r, f64)
+        lines.append(f"- {r['algorithm']}: float32's mean final regret is {abs(gap):.1%} "
+                     f"{'below' if gap < 0 else 'above'} float64's, about {z:.1f} paired standard errors from "
+                     f"zero: {'inside' if holds else 'outside'} the {th['regret_z']:g}-standard-error rule, so the "
+                     f"rule's verdict is \"{'holds' if holds else 'does not hold'}\".")
+    if not lines:
+        return f"Every float32 mean final regret is within {th['regret']:.0%} of float64's."
+    return "\n".join([f"Beyond {th['regret']:.0%} of float64's mean final regret, and so judged by the paired "
+                      "differences alone:", ""] + lines)

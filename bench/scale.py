@@ -91,7 +91,8 @@ CASES = tuple(
     + _cases((("uniform_allocation", "Uniform allocation"),), "bai/elimination", "paper", {})
     + _cases(tuple((alg, f"{method}, Delta=0.2") for alg, method in (
         ("cokernel_fc", "CoKernelFC"), ("cokernel_ind_alloc", "CoKernel-IndAlloc"), ("ind_rage", "IndRAGE"),
-        ("ind_rage_code", "IndRAGE-code"), ("ind_alba", "IndALBA"), ("ind_poly_alba", "IndPolyALBA"))),
+        ("ind_rage_code", "IndRAGE-code"), ("ind_rage_code_threshold", "IndRAGE-code-threshold"),
+        ("ind_alba", "IndALBA"), ("ind_poly_alba", "IndPolyALBA"))),
         "cope/fc-rank2", "paper", {})
     + _cases((("cokernel_fb", "CoKernelFB"), ("cokernel_fb_ind_alloc", "CoKernelFB-IndAlloc"),
               ("ind_peace_fb", "IndPeaceFB"), ("ind_peace_fb_omega", "IndPeaceFB-omega"),

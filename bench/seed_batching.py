@@ -75,11 +75,26 @@ def measure(label: str, experiment: str, curve: str, overrides: dict, seeds: lis
 
 
 def compare(old_paths: list, new_paths: list) -> str:
+    """`compare_docs` of the JSON files at `old_paths` and `new_paths`."""
+    load = lambda paths: [json.load(open(p)) for p in paths]  # noqa: E731
+    return compare_docs(load(old_paths), load(new_paths))
+
+
+def pairs_table(files: dict) -> str:
+    """`compare_docs` of a folder of alternate runs ({file name: JSON}, as in measured/seed_batching_pairs):
+    the files named *_old* against those named *_new*, each side ordered by its smallest S."""
+    def side(tag):
+        docs = [doc for name, doc in files.items() if f"_{tag}" in name]
+        return sorted(docs, key=lambda doc: min(r["seeds"] for r in doc["rows"]))
+
+    return compare_docs(side("old"), side("new"))
+
+
+def compare_docs(old_docs: list, new_docs: list) -> str:
     """A markdown table per (algorithm, S): old agent-steps per second, then for each vmap_size measured
     in the new files its agent-steps per second and its ratio to the old. With several files a side
     (old and new run alternately, one file a pair) each cell is the median over the files."""
-    def rates(paths, with_size):
-        docs = [json.load(open(p)) for p in paths]
+    def rates(docs, with_size):
         table = {}
         for r in (r for d in docs for r in d["rows"]):
             key = (r["algorithm"], r["seeds"]) + ((r.get("vmap_size") or 0,) if with_size else ())
@@ -87,7 +102,7 @@ def compare(old_paths: list, new_paths: list) -> str:
         return {k: (float(np.median([r["agent_steps_per_second"] for r in rs])), rs[0]["final_regret"])
                 for k, rs in table.items()}
 
-    old, new = rates(old_paths, False), rates(new_paths, True)
+    old, new = rates(old_docs, False), rates(new_docs, True)
     sizes = list(dict.fromkeys(k[2] for k in new))
     names = ["default" if v == 0 else f"vmap_size {v}" for v in sizes]
     lines = ["| algorithm | S | old | " + " | ".join(f"new, {n} | / old" for n in names) + " | final regret old, new |",

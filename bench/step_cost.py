@@ -144,7 +144,7 @@ def table(rows: list) -> str:
     head = "| algorithm | experiment (paper size): problem | flop / agent-step | LAPACK flop / agent-step | " \
            "bytes / agent-step | CPU roofline agent-steps/s | H100 roofline agent-steps/s |"
     lines = ["XLA cost analysis of one step at final capacity, LAPACK calls counted apart; roofline rates are "
-             "estimates", head, "|" + "---|" * 7]
+             "estimates", "", head, "|" + "---|" * 7]
     for r in rows:
         lines.append(f"| {r['algorithm']} | {r['experiment']}: {r['problem']} (N = {r['num_agents']}, "
                      f"T = {r['horizon']}) | "
@@ -153,3 +153,14 @@ def table(rows: list) -> str:
                      f"{r['cpu_roofline_agent_steps_per_second']:.3g} | "
                      f"{r['h100_roofline_agent_steps_per_second']:.3g} |")
     return "\n".join(lines)
+
+
+def costliest(rows: list) -> list:
+    """One row per algorithm, in the order of first appearance: its lowest CPU roofline rate (the
+    problem where its step costs most; the first such row on a tie)."""
+    best: dict = {}
+    for r in rows:
+        kept = best.get(r["algorithm"])
+        if kept is None or r["cpu_roofline_agent_steps_per_second"] < kept["cpu_roofline_agent_steps_per_second"]:
+            best[r["algorithm"]] = r
+    return list(best.values())

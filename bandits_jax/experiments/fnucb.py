@@ -409,7 +409,7 @@ _NEURAL = ["NeuralUCB", "NeuralTS"]
 _LINEAR_KERNEL = [f"{m} (nu={nu})" for nu in ("1", "0.1", "0.01") for m in ("LinUCB", "LinTS", "KernelUCB", "KernelTS")]
 
 
-def _fn(*ns) -> list:
+def _fn_names(*ns) -> list:
     return [f"FN-UCB (N={n})" for n in ns]
 
 
@@ -423,13 +423,13 @@ register_page(Page(
                     tuple(FIGS[f] for f in ("fig2a", "fig2b", "fig2c", "fig2d")))),
     claims=(
         claims.decreasing("fnucb", "More agents, lower regret on the synthetic functions (Fig. 1a cosine, 1b square)",
-                          [FIGS["fig1a"], FIGS["fig1b"]], _fn(1, 2, 5, 10)),
+                          [FIGS["fig1a"], FIGS["fig1b"]], _fn_names(1, 2, 5, 10)),
         claims.decreasing("fnucb", "More agents, lower regret on the real data (Fig. 2a shuttle, 2b magic)",
-                          [FIGS["fig2a"], FIGS["fig2b"]], _fn(1, 2, 5)),
+                          [FIGS["fig2a"], FIGS["fig2b"]], _fn_names(1, 2, 5)),
         claims.all_below("fnucb", "FN-UCB with N > 1 beats Neural UCB and Neural TS (Figs. 1a, 1b)",
-                         [FIGS["fig1a"], FIGS["fig1b"]], _fn(2, 5, 10), _NEURAL),
+                         [FIGS["fig1a"], FIGS["fig1b"]], _fn_names(2, 5, 10), _NEURAL),
         claims.all_below("fnucb", "FN-UCB with N > 1 beats Neural UCB and Neural TS (Figs. 2a, 2b)",
-                         [FIGS["fig2a"], FIGS["fig2b"]], _fn(2, 5), _NEURAL),
+                         [FIGS["fig2a"], FIGS["fig2b"]], _fn_names(2, 5), _NEURAL),
         claims.all_below("fnucb", "Both UCB_a and UCB_b and the NN aggregation are needed: FN-UCB below each "
                          "ablation (Fig. 1c)", [FIGS["fig1c"]], ["FN-UCB"],
                          ["FN-UCB (UCB_a only)", "FN-UCB (UCB_b only)", "FN-UCB (no NN aggregation)"]),
@@ -439,7 +439,7 @@ register_page(Page(
                           "round)", [FIGS["fig2d"]],
                           ["FN-UCB (D=0.05)", "FN-UCB (D=0.03)", "FN-UCB (D=0.01)", "FN-UCB (every round)"]),
         claims.decreasing("fnucb", "With the diagonal approximation, more agents still lower the regret (Fig. 2c)",
-                          [FIGS["fig2c"]], _fn(1, 2, 5)),
+                          [FIGS["fig2c"]], _fn_names(1, 2, 5)),
         claims.level("fnucb", "FN-UCB (Less Comm.) performs like FN-UCB (Fig. 3)", [FIGS["fig3"]],
                      [(f"{p}: FN-UCB (N={n})", f"{p}: FN-UCB Less Comm. (N={n})") for p in ("cosine", "square")
                       for n in (2, 5)]),
