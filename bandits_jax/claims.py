@@ -50,11 +50,19 @@ class Claim(NamedTuple):
 
 
 def verdict(claim: Claim, records: dict) -> Verdict:
-    """The claim's verdict from the loaded records {name: Results}; "not recorded" when one is missing."""
+    """The claim's verdict from the loaded records {name: Results}. With some of its records missing,
+    the present ones are checked: a comparison that fails there already makes it "not reproduced";
+    otherwise it stays "not recorded", with what the present records show so far."""
+    present = {name: records[name] for name in claim.records if name in records}
     missing = [name for name in claim.records if name not in records]
-    if missing:
+    if not present:
         return Verdict(NOT_RECORDED, "no record " + ", ".join(missing))
-    return claim.check({name: records[name] for name in claim.records})
+    found = claim.check(present)
+    if not missing:
+        return found
+    if found.status == NOT_REPRODUCED:
+        return Verdict(NOT_REPRODUCED, f"{found.numbers} (no record {', '.join(missing)} yet)")
+    return Verdict(NOT_RECORDED, f"no record {', '.join(missing)}; the others so far {found.status}: {found.numbers}")
 
 
 def combine(parts: Sequence[Verdict], shown: int = 3) -> Verdict:
@@ -120,21 +128,22 @@ def all_below(page: str, text: str, records: Sequence[str], lows: Sequence[str],
     Number` (final regret; `communication` for scalars sent). One curve below all others: lows = [it]."""
     return Claim(page, text, tuple(records),
                  lambda recs: combine([_below(recs[r], lo, hi, value, where=r) for r in records
-                                       for lo in lows for hi in highs]))
+                                       if r in recs for lo in lows for hi in highs]))
 
 
 def pairs_below(page: str, text: str, records: Sequence[str], pairs: Sequence[tuple],
                 value: Callable = final_regret) -> Claim:
     """In every record, a is below b for each pair (a, b)."""
     return Claim(page, text, tuple(records),
-                 lambda recs: combine([_below(recs[r], a, b, value, where=r) for r in records for a, b in pairs]))
+                 lambda recs: combine([_below(recs[r], a, b, value, where=r) for r in records if r in recs
+                                       for a, b in pairs]))
 
 
 def decreasing(page: str, text: str, records: Sequence[str], curves: Sequence[str]) -> Claim:
     """In every record the final regret falls along `curves` (each one below the one before)."""
     return Claim(page, text, tuple(records),
                  lambda recs: combine([_below(recs[r], b, a, final_regret, where=r) for r in records
-                                       for a, b in zip(curves, curves[1:])]))
+                                       if r in recs for a, b in zip(curves, curves[1:])]))
 
 
 def level(page: str, text: str, records: Sequence[str], pairs: Sequence[tuple]) -> Claim:
@@ -142,7 +151,7 @@ def level(page: str, text: str, records: Sequence[str], pairs: Sequence[tuple]) 
     below the other."""
     def check(recs):
         parts = []
-        for r in records:
+        for r in [r for r in records if r in recs]:
             for a, b in pairs:
                 x, y = final_regret(recs[r], a), final_regret(recs[r], b)
                 same = compare(x, y) == "level"
@@ -159,7 +168,7 @@ def per_x(page: str, text: str, records: Sequence[str], method: str, others: Seq
     its numbers give the range of the ratios). An outcome "error" is 1 - correct."""
     def check(recs):
         parts, ratios = [], []
-        for r in records:
+        for r in [r for r in records if r in recs]:
             res = recs[r]
             mine = _by_x(res, method)
             for other in others:
