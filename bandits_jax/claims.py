@@ -154,8 +154,7 @@ def level(page: str, text: str, records: Sequence[str], pairs: Sequence[tuple]) 
         for r in [r for r in records if r in recs]:
             for a, b in pairs:
                 x, y = final_regret(recs[r], a), final_regret(recs[r], b)
-                same = compare(x, y) == "level"
-                parts.append(Verdict(REPRODUCED if same else NOT_REPRODUCED, f"{r}: {a} {x} against {b} {y}"))
+                parts.append(Verdict(_judge(x, y, "level"), f"{r}: {a} {x} against {b} {y}"))
         return combine(parts)
     return Claim(page, text, tuple(records), check)
 
@@ -175,11 +174,15 @@ def per_x(page: str, text: str, records: Sequence[str], method: str, others: Seq
                 theirs = _by_x(res, other)
                 for x in [x for x in mine if x in theirs]:
                     where = f"{r + ', ' if len(records) > 1 else ''}{res.metadata['x']}={x:g}"
-                    parts.append(_relate(res, (method, mine[x]), (other, theirs[x]), key, relation, target,
-                                         tolerance, where))
-                    if relation == "ratio":
-                        ratios.append((_outcome_or_error(res, theirs[x], key).mean
-                                       / _outcome_or_error(res, mine[x], key).mean, where))
+                    mean, against = _outcome_or_error(res, mine[x], key), _outcome_or_error(res, theirs[x], key)
+                    if relation != "ratio":
+                        parts.append(Verdict(_judge(mean, against, relation),
+                                             f"{where}: {key} {method} {mean} against {other} {against}"))
+                        continue
+                    ratio = against.mean / mean.mean if mean.mean else float("inf")
+                    ratios.append((ratio, where))
+                    parts.append(Verdict(REPRODUCED if abs(ratio / target - 1.0) <= tolerance else NOT_REPRODUCED,
+                                         f"{where}: {key} {other} / {method} = {ratio:.4g}"))
         verdict = combine(parts)
         if ratios:
             (lo, at_lo), (hi, at_hi) = min(ratios), max(ratios)
@@ -191,20 +194,13 @@ def per_x(page: str, text: str, records: Sequence[str], method: str, others: Seq
     return Claim(page, text, tuple(records), check)
 
 
-def _relate(res, a: tuple, b: tuple, key: str, relation: str, target: float, tolerance: float,
-            where: str) -> Verdict:
-    """One comparison of per_x: a and b are (method, curve)."""
-    x, y = _outcome_or_error(res, a[1], key), _outcome_or_error(res, b[1], key)
-    if relation == "ratio":
-        r = y.mean / x.mean if x.mean else float("inf")
-        ok = abs(r / target - 1.0) <= tolerance
-        return Verdict(REPRODUCED if ok else NOT_REPRODUCED, f"{where}: {key} {b[0]} / {a[0]} = {r:.4g}")
+def _judge(x: Number, y: Number, relation: str) -> str:
+    """The status of one comparison of x with y: for relation "below" or "above", reproduced when x is
+    so, level when the two are level, not reproduced otherwise; for "level", reproduced only when level."""
     found = compare(x, y)
     if relation == "level":
-        status = REPRODUCED if found == "level" else NOT_REPRODUCED
-    else:
-        status = REPRODUCED if found == relation else LEVEL if found == "level" else NOT_REPRODUCED
-    return Verdict(status, f"{where}: {key} {a[0]} {x} against {b[0]} {y}")
+        return REPRODUCED if found == "level" else NOT_REPRODUCED
+    return REPRODUCED if found == relation else LEVEL if found == "level" else NOT_REPRODUCED
 
 
 def _outcome_or_error(res, curve: str, key: str) -> Number:
@@ -223,5 +219,5 @@ def _by_x(res, method: str) -> dict:
 
 def _below(res, a: str, b: str, value: Callable, where: str = "") -> Verdict:
     x, y = value(res, a), value(res, b)
-    status = {"below": REPRODUCED, "level": LEVEL, "above": NOT_REPRODUCED}[compare(x, y)]
-    return Verdict(status, f"{where + ': ' if where else ''}{chosen(res, a)} {x} against {chosen(res, b)} {y}")
+    label = f"{where}: " if where else ""
+    return Verdict(_judge(x, y, "below"), f"{label}{chosen(res, a)} {x} against {chosen(res, b)} {y}")

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from .core import ConfigError
-from .results import Results, load_results, replacing
+from .results import Results, atomic_savez, atomic_write_text, flat_arrays, load_results
 
 CHECKPOINTS = 100
 
@@ -40,13 +40,8 @@ def write_record(results_dir, to_dir, checkpoints: int = CHECKPOINTS) -> Path:
     record = reduce_results(res, checkpoints, source=Path(results_dir).as_posix())
     out = Path(to_dir) / record_name(md["experiment"], md.get("size", ""))
     out.mkdir(parents=True, exist_ok=True)
-    flat = {"seeds": np.asarray(record.seeds)}
-    for curve, per in record.arrays.items():
-        flat.update({f"{curve}/{key}": value for key, value in per.items()})
-    with replacing(out / "results.npz") as fh:
-        np.savez_compressed(fh, **flat)
-    with replacing(out / "metadata.json") as fh:
-        fh.write((json.dumps(record.metadata, indent=1, default=str) + "\n").encode("utf-8"))
+    atomic_savez(out / "results.npz", flat_arrays(record.arrays, record.seeds), compressed=True)
+    atomic_write_text(out / "metadata.json", json.dumps(record.metadata, indent=1, default=str) + "\n")
     return out
 
 

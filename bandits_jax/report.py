@@ -72,12 +72,7 @@ def _folder(path: Path) -> dict:
                               f"(each holds summary.md and metadata.json)")
     meta = json.loads(metadata.read_text())
     name, size = meta.get("experiment", path.name), meta.get("size", "")
-    body = summary.read_text().splitlines()
-    if body and body[0].startswith("# "):
-        body = body[1:]
-    body = ["#" + line if line.startswith("#") else line for line in body]
-    while body and not body[0].strip():
-        body = body[1:]
+    body = _summary_body(summary.read_text())
     versions = meta.get("versions", {})
     source = (f"_Source: `{path.as_posix()}`, {len(meta.get('seeds', []))} seeds, bandits_jax "
               f"{versions.get('bandits_jax', '?')}, jax {versions.get('jax', '?')}._")
@@ -156,7 +151,7 @@ def page_text(page, data: Path = DATA, docs: Path = DOCS) -> str:
         if name not in records:
             lines += ["_Not recorded: no record of this run is committed yet._", ""]
             continue
-        lines += [*_summary_body(records[name]), "", _provenance(name, records[name]), ""]
+        lines += [*_summary_body(summary_markdown(records[name])), "", _provenance(name, records[name]), ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -165,25 +160,25 @@ def index_text(pages, data: Path = DATA, docs: Path = DOCS) -> str:
     record (experiment, size, seeds, commit)."""
     notes_file = Path(docs) / "README.notes.md"
     intro = notes_file.read_text().strip() if notes_file.is_file() else ""
-    rows, counts = [], {}
+    rows, counts, listed = [], {}, []
     for page in pages:
         records = load_records(data, page.records)
         for claim in page.claims:
             v = claims_mod.verdict(claim, records)
             rows.append((claim, v))
             counts[v.status] = counts.get(v.status, 0) + 1
+        for name, res in records.items():
+            md = res.metadata
+            listed.append(f"| [{name}](data/{name}) | [{page.name}]({page.name}.md) | {md['experiment']} | "
+                          f"{md.get('size', '')} | {len(md.get('seeds', []))} | {md.get('horizon', '-')} | "
+                          f"{str(md.get('commit', ''))[:12] or '?'} |")
     lines = ["# Reproductions: every claim and its verdict", "", GENERATED.format(notes=notes_file.name), ""]
     if intro:
         lines += [intro, ""]
     lines += ["Verdicts: " + ", ".join(f"{counts.get(s, 0)} {s}" for s in claims_mod.STATUSES) + ".", "",
               *claims_table(rows, page=True), "", _RULE, "", "## Records", "",
-              "| record | page | experiment | size | seeds | horizon | commit |", "|---|---|---|---|---|---|---|"]
-    for page in pages:
-        for name, res in load_records(data, page.records).items():
-            md = res.metadata
-            lines.append(f"| [{name}](data/{name}) | [{page.name}]({page.name}.md) | {md['experiment']} | "
-                         f"{md.get('size', '')} | {len(md.get('seeds', []))} | {md.get('horizon', '-')} | "
-                         f"{str(md.get('commit', ''))[:12] or '?'} |")
+              "| record | page | experiment | size | seeds | horizon | commit |", "|---|---|---|---|---|---|---|",
+              *listed]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -207,9 +202,11 @@ _RULE = (f"Verdicts are computed from the records (`bandits_jax/claims.py`): two
          f"seeds with ddof = 1), otherwise they are level; numbers are mean +- standard error.")
 
 
-def _summary_body(res) -> list:
-    """The summary's lines without its title, headings demoted one level."""
-    body = summary_markdown(res).splitlines()[1:]
+def _summary_body(summary: str) -> list:
+    """A summary's lines without its title, headings demoted one level, leading blank lines dropped."""
+    body = summary.splitlines()
+    if body and body[0].startswith("# "):
+        body = body[1:]
     body = ["#" + line if line.startswith("#") else line for line in body]
     while body and not body[0].strip():
         body = body[1:]

@@ -46,14 +46,18 @@ class Results(NamedTuple):
 def save_results(out_dir: Path, arrays: dict, seeds, metadata: dict) -> None:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    flat = {"seeds": np.asarray(seeds)}
-    for alg, per in arrays.items():
-        for key, value in per.items():
-            flat[f"{alg}/{key}"] = value
-    atomic_savez(out_dir / "results.npz", flat)
+    atomic_savez(out_dir / "results.npz", flat_arrays(arrays, seeds))
     atomic_write_text(out_dir / "metadata.json", json.dumps(metadata, indent=2, default=str))
     results = Results(arrays, np.asarray(seeds), metadata)
     atomic_write_text(out_dir / "summary.md", summary_markdown(results))
+
+
+def flat_arrays(arrays: dict, seeds) -> dict:
+    """The results.npz keys of {algorithm: {key: array}} (the module docstring), seeds included."""
+    flat = {"seeds": np.asarray(seeds)}
+    for alg, per in arrays.items():
+        flat.update({f"{alg}/{key}": value for key, value in per.items()})
+    return flat
 
 
 def load_results(out_dir) -> Results:
@@ -297,11 +301,12 @@ def _summary_lines(results: Results, body: list) -> str:
     return "\n".join(lines) + "\n"
 
 
-def atomic_savez(path: Path, arrays: dict) -> None:
-    """np.savez into `path` through `replacing`: a reader never sees a torn file, and writers of the
-    same path at the same time (several processes of a sweep) never collide."""
+def atomic_savez(path: Path, arrays: dict, compressed: bool = False) -> None:
+    """np.savez (np.savez_compressed when `compressed`) into `path` through `replacing`: a reader never
+    sees a torn file, and writers of the same path at the same time (several processes of a sweep)
+    never collide."""
     with replacing(path) as fh:
-        np.savez(fh, **arrays)
+        (np.savez_compressed if compressed else np.savez)(fh, **arrays)
 
 
 def atomic_write_text(path: Path, text: str) -> None:
