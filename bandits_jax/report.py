@@ -171,13 +171,14 @@ def index_text(pages, data: Path = DATA, docs: Path = DOCS) -> str:
             md = res.metadata
             listed.append(f"| [{name}](data/{name}) | [{page.name}]({page.name}.md) | {md['experiment']} | "
                           f"{md.get('size', '')} | {len(md.get('seeds', []))} | {md.get('horizon', '-')} | "
-                          f"{str(md.get('commit', ''))[:12] or '?'} |")
+                          f"{_short_commit(md)} | {'stated' if _departures(md) else 'as registered'} |")
     lines = ["# Reproductions: every claim and its verdict", "", GENERATED.format(notes=notes_file.name), ""]
     if intro:
         lines += [intro, ""]
     lines += ["Verdicts: " + ", ".join(f"{counts.get(s, 0)} {s}" for s in claims_mod.STATUSES) + ".", "",
               *claims_table(rows, page=True), "", _RULE, "", "## Records", "",
-              "| record | page | experiment | size | seeds | horizon | commit |", "|---|---|---|---|---|---|---|",
+              "| record | page | experiment | size | seeds | horizon | commit | configuration |",
+              "|---|---|---|---|---|---|---|---|",
               *listed]
     return "\n".join(lines).rstrip() + "\n"
 
@@ -219,11 +220,34 @@ def _provenance(name: str, res) -> str:
     versions = md.get("versions", {})
     seconds = _seconds(md.get("timing", {}))
     return (f"_Record `data/{name}` of `{md.get('record', {}).get('from', '?')}`: {len(md.get('seeds', []))} seeds, "
-            f"commit {str(md.get('commit', ''))[:12] or 'not recorded'}, "
+            f"commit {_short_commit(md)}, "
             f"bandits_jax {versions.get('bandits_jax', '?')}, "
             f"jax {versions.get('jax', '?')}, on {', '.join(md.get('devices', [])) or '?'}; "
             f"computed in {seconds[0] + seconds[1]:.0f} s ({seconds[0]:.0f} s compiling) by its last run, "
-            f"{seconds[2]} of {len(md.get('algorithms', []))} curves taken from the cache or an earlier run._")
+            f"{seconds[2]} of {len(md.get('algorithms', []))} curves taken from the cache or an earlier run."
+            f"{_departures(md)}_")
+
+
+def _short_commit(md: dict) -> str:
+    """The first 12 characters of the commit a run recorded, or 'not recorded'."""
+    return str(md.get("commit", ""))[:12] or "not recorded"
+
+
+def _departures(md: dict) -> str:
+    """' Run at a stated size: ...' naming each configuration key whose value differs from the experiment's
+    registered size (for example fewer seeds or a shorter horizon than the paper's), or '' where none does."""
+    from .experiments import catalog
+    from .experiments.registry import resolve_config
+
+    size = md.get("size", "")
+    registered = resolve_config(catalog.get_experiment(md["experiment"]), size, {})
+    changed = [f"{key} = {value!r} (registered {registered[key]!r})" for key, value in md.get("config", {}).items()
+               if key not in _ENVIRONMENT_KEYS and key in registered and value != registered[key]]
+    return f" Run at a stated size, not the registered {size} one: {', '.join(changed)}." if changed else ""
+
+
+# keys that say where data was read from, not what was run
+_ENVIRONMENT_KEYS = ("data_dir",)
 
 
 def _seconds(timing: dict) -> tuple:

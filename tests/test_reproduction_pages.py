@@ -46,3 +46,16 @@ def test_the_notes_type_no_results():
     for notes in sorted((ROOT / DOCS).glob("*.notes.md")):
         hits = [line for line in notes.read_text().splitlines() if typed.search(line)]
         assert not hits, f"{notes.name} types numbers: {hits}"
+
+
+def test_a_record_off_its_registered_size_says_how():
+    from bandits_jax.experiments.catalog import get_experiment
+    from bandits_jax.experiments.registry import resolve_config
+    from bandits_jax.report import _departures
+
+    config = resolve_config(get_experiment("coop/linear-er"), "paper", {})
+    md = {"experiment": "coop/linear-er", "size": "paper", "config": dict(config, data_dir="/elsewhere")}
+    assert _departures(md) == ""
+    md["config"].update(seeds=20, horizon=300)
+    assert _departures(md) == (" Run at a stated size, not the registered paper one: "
+                               "seeds = 20 (registered 100), horizon = 300 (registered 500).")
