@@ -235,15 +235,26 @@ def _short_commit(md: dict) -> str:
 
 def _departures(md: dict) -> str:
     """' Run at a stated size: ...' naming each configuration key whose value differs from the experiment's
-    registered size (for example fewer seeds or a shorter horizon than the paper's), or '' where none does."""
+    registered size (for example fewer seeds or a shorter horizon than the paper's), or '' where none does.
+    Where the seeds or the horizon are smaller, it adds a lower bound on the registered size's computing
+    time: this run's seconds scaled by both (a step costs at least as much later in a run as early)."""
     from .experiments import catalog
     from .experiments.registry import resolve_config
 
-    size = md.get("size", "")
+    size, config = md.get("size", ""), md.get("config", {})
     registered = resolve_config(catalog.get_experiment(md["experiment"]), size, {})
-    changed = [f"{key} = {value!r} (registered {registered[key]!r})" for key, value in md.get("config", {}).items()
+    changed = [f"{key} = {value!r} (registered {registered[key]!r})" for key, value in config.items()
                if key not in _ENVIRONMENT_KEYS and key in registered and value != registered[key]]
-    return f" Run at a stated size, not the registered {size} one: {', '.join(changed)}." if changed else ""
+    if not changed:
+        return ""
+    text = f" Run at a stated size, not the registered {size} one: {', '.join(changed)}."
+    scale = (registered["seeds"] / config.get("seeds", registered["seeds"])
+             * registered["horizon"] / config.get("horizon", registered["horizon"]))
+    run_seconds = _seconds(md.get("timing", {}))[1]
+    if scale > 1 and run_seconds > 0:
+        text += (f" The registered size would take at least {run_seconds * scale / 3600:.1f} hours of computing on "
+                 f"this device (this run's {run_seconds:.0f} s scaled by seeds and horizon).")
+    return text
 
 
 # keys that say where data was read from, not what was run

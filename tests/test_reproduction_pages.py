@@ -59,3 +59,6 @@ def test_a_record_off_its_registered_size_says_how():
     md["config"].update(seeds=20, horizon=300)
     assert _departures(md) == (" Run at a stated size, not the registered paper one: "
                                "seeds = 20 (registered 100), horizon = 300 (registered 500).")
+    md["timing"] = {"a": {"compile_seconds": 9.0, "run_seconds": 360.0}, "b": {"run_seconds": 180.0}}
+    assert _departures(md).endswith(" The registered size would take at least 1.2 hours of computing on this "
+                                    "device (this run's 540 s scaled by seeds and horizon).")
