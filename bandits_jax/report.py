@@ -171,7 +171,7 @@ def index_text(pages, data: Path = DATA, docs: Path = DOCS) -> str:
             md = res.metadata
             listed.append(f"| [{name}](data/{name}) | [{page.name}]({page.name}.md) | {md['experiment']} | "
                           f"{md.get('size', '')} | {len(md.get('seeds', []))} | {md.get('horizon', '-')} | "
-                          f"{_short_commit(md)} | {'stated' if _departures(md) else 'as registered'} |")
+                          f"{_short_commit(md)} | {'stated' if _changed_keys(md.get('config', {}), _registered(md)) else 'as registered'} |")
     lines = ["# Reproductions: every claim and its verdict", "", GENERATED.format(notes=notes_file.name), ""]
     if intro:
         lines += [intro, ""]
@@ -238,16 +238,12 @@ def _departures(md: dict) -> str:
     registered size (for example fewer seeds or a shorter horizon than the paper's), or '' where none does.
     Where the seeds or the horizon are smaller, it adds a lower bound on the registered size's computing
     time: this run's seconds scaled by both (a step costs at least as much later in a run as early)."""
-    from .experiments import catalog
-    from .experiments.registry import resolve_config
-
-    size, config = md.get("size", ""), md.get("config", {})
-    registered = resolve_config(catalog.get_experiment(md["experiment"]), size, {})
-    changed = [f"{key} = {value!r} (registered {registered[key]!r})" for key, value in config.items()
-               if key not in _ENVIRONMENT_KEYS and key in registered and value != registered[key]]
+    size, config, registered = md.get("size", ""), md.get("config", {}), _registered(md)
+    changed = _changed_keys(config, registered)
     if not changed:
         return ""
-    text = f" Run at a stated size, not the registered {size} one: {', '.join(changed)}."
+    listed = ", ".join(f"{key} = {config[key]!r} (registered {registered[key]!r})" for key in changed)
+    text = f" Run at a stated size, not the registered {size} one: {listed}."
     scale = (registered["seeds"] / config.get("seeds", registered["seeds"])
              * registered["horizon"] / config.get("horizon", registered["horizon"]))
     run_seconds = _seconds(md.get("timing", {}))[1]
@@ -255,6 +251,20 @@ def _departures(md: dict) -> str:
         text += (f" The registered size would take at least {run_seconds * scale / 3600:.1f} hours of computing on "
                  f"this device (this run's {run_seconds:.0f} s scaled by seeds and horizon).")
     return text
+
+
+def _changed_keys(config: dict, registered: dict) -> list:
+    """The keys of a record's configuration whose values differ from its registered size's `registered`."""
+    return [key for key, value in config.items()
+            if key not in _ENVIRONMENT_KEYS and key in registered and value != registered[key]]
+
+
+def _registered(md: dict) -> dict:
+    """The configuration of a record's experiment at its registered size."""
+    from .experiments import catalog
+    from .experiments.registry import resolve_config
+
+    return resolve_config(catalog.get_experiment(md["experiment"]), md.get("size", ""), {})
 
 
 # keys that say where data was read from, not what was run
