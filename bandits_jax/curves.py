@@ -6,7 +6,7 @@ and tags (`{"N": 5}`, `{"D": 0.01}`, `{"Delta": 0.3}`, ...). Nothing in it is a 
 curve can be printed, written to TOML and read back; `resolve` builds it through the registries
 (`problems.make_problem`, `algorithms.make_algorithm` and their wrappers). Tags are what tables and
 plots group by (a swept problem parameter is an x-axis); names are for people only and play no part
-in a curve's identity (`runner.run_identity`).
+in a curve's identity (`identity.run_identity`).
 
     Curve("FN-UCB (N=5)", Spec("cosine", {"num_agents": 5}), Spec("fn_ucb", {"lam": 0.1}),
           stream=100005, tags={"method": "FN-UCB", "N": 5})
@@ -186,7 +186,8 @@ def trace_fit(run: Run, precision: str = "float64") -> None:
     `update`), a Trial's whole trial. Any exception raised there, whatever its type (a ConfigError of
     `init`, a shape error, a missing key of the public part, one of jax's own), is the ConfigError of
     `misfit` with the first line of what went wrong; the original stays chained as its cause."""
-    from .runner import horizon_sizes, make_step, precision_scope, run_start, trial_run
+    from .runner import horizon_sizes, make_step, precision_scope, run_start
+    from .trials import trial_run
 
     problem, algorithm = run.problem, run.algorithm
     check_stream(algorithm.name, algorithm.stream)  # a bad stream is the algorithm's error, not a misfit

@@ -3,9 +3,9 @@
     python -m bandits_jax.docs            print the table
     python -m bandits_jax.docs --write    replace the README's block between its two marker lines
 
-One row per name of `algorithms.ALGORITHMS` whose target is a "module:factory" string (names a user or a
-test adds with `register_algorithm` are left out): the name, its module, the paper it belongs to and the
-first sentence of its factory's description. `tests/test_readme.py` checks that the README holds this table.
+One row per name of `algorithms.ALGORITHMS` whose target is a "lineage.module:factory" string (names a
+user or a test adds with `register_algorithm` are left out): the name, its file, the paper it belongs to
+(from its lineage folder's NAMES table) and the first sentence of its factory's description. `tests/test_readme.py` checks that the README holds this table.
 """
 from __future__ import annotations
 
@@ -17,43 +17,6 @@ BEGIN = "<!-- names:begin -->"
 END = "<!-- names:end -->"
 README = Path(__file__).resolve().parents[1] / "README.md"
 
-_FNB = "Federated Neural Bandits (Dai et al. 2023)"
-_ASYNC = "Asynchronous kernel bandits (Li et al. 2023)"
-_DUETS = "DUETS (Pavlovic, Salgia and Zhao 2024)"
-_COPE = "CoPE-KB (Du, Kuroki and Huang 2023)"
-_COOP = "Coop-KernelUCB (Dubey and Pentland 2020)"
-
-# the paper an algorithm is reproduced for: by module, a name's own entry first where a module serves two
-PAPERS = {
-    "uniform": "baseline of every experiment",
-    "linear": "baseline in Dai et al. 2023",
-    "kernel": "baseline in Dai et al. 2023",
-    "neural": "baseline in Dai et al. 2023",
-    "fn_ucb": _FNB,
-    "async_kernel": _ASYNC,
-    "dis_kernel": "baseline in Li et al. 2023",
-    "approx_dis_kernel": "baseline in Li et al. 2023",
-    "dis_linear": "baseline in Li et al. 2023",
-    "fed_glb": "baseline in Li et al. 2023",
-    "dis_kernel_ucb_duets": "baseline in Pavlovic et al. 2024",
-    "approx_dis_kernel_ucb_duets": "baseline in Pavlovic et al. 2024",
-    "duets": _DUETS,
-    "duets_authors": _DUETS,
-    "elimination": "best-arm identification (Even-Dar et al. 2006)",
-    "uniform_allocation": "baseline of best-arm identification",
-    "cope_kb": _COPE,
-    "cope_kb_alba": "baseline in Du et al. 2023",
-    "cokernel_ind_alloc": "ablation in Du et al. 2023",
-    "cokernel_fb_ind_alloc": "ablation in Du et al. 2023",
-    **{name: "baseline in Du et al. 2023" for name in ("ind_rage", "ind_rage_code", "ind_rage_code_threshold",
-                                                       "ind_peace_fb", "ind_peace_fb_omega", "ind_uniform_fb",
-                                                       "ind_uniform_fb_means")},
-    "coop_kernel": _COOP,
-    **{name: "baseline in Dubey and Pentland 2020" for name in ("naive_linucb", "naive_igp_ucb", "ind_kernel_ucb",
-                                                                "oful", "igp_ucb")},
-}
-
-
 def _short(description: str) -> str:
     """The first sentence; where that is long, its head up to the first colon."""
     text = re.split(r"(?<!\bal)\.\s+(?=\w)", description)[0].rstrip(".")
@@ -63,17 +26,16 @@ def _short(description: str) -> str:
 
 
 def registry_table() -> str:
-    """The Markdown table `| name | module | paper | what it is |` of the registered algorithms."""
-    from .algorithms import ALGORITHMS, algorithm_descriptions
+    """The Markdown table `| name | file | paper | what it is |` of the registered algorithms."""
+    from .algorithms import ALGORITHMS, algorithm_descriptions, paper_of
 
     descriptions = algorithm_descriptions()
-    rows = ["| name | module | paper | what it is |", "|---|---|---|---|"]
+    rows = ["| name | file | paper | what it is |", "|---|---|---|---|"]
     for name, target in ALGORITHMS.items():
         if not isinstance(target, str):
             continue
-        module = target.split(":")[0]
-        paper = PAPERS.get(name) or PAPERS.get(module, "")
-        rows.append(f"| `{name}` | `{module}.py` | {paper} | {_short(descriptions[name])} |")
+        path = target.split(":")[0].replace(".", "/")
+        rows.append(f"| `{name}` | `{path}.py` | {paper_of(name)} | {_short(descriptions[name])} |")
     return "\n".join(rows) + "\n"
 
 

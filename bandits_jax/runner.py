@@ -24,7 +24,7 @@ since a segment consumes its state) with twice the rows.
 Errors: a report's error bits are ORed over time per run; when every run of the batch carries
 one, the runner stops with a ConfigError naming them; a batch that runs to its end with error bits
 in some runs warns (`FailedRunsWarning`, one line: how many runs, which seeds, the messages).
-`run_trials` runs phase-level trials (`core.Trial`) in one vmapped call. `precision="float64"` runs
+Phase-level trials (`core.Trial`) run in `trials.py`, a run's identity is `identity.py`. `precision="float64"` runs
 inside a scoped `jax.enable_x64(True)`, `precision="float32"` inside `jax.enable_x64(False)`,
 whatever the environment says.
 
@@ -32,10 +32,6 @@ Walk-through: docs/design.md.
 """
 from __future__ import annotations
 
-import hashlib
-import json
-import re
-import functools
 import time
 import warnings
 from typing import Callable, NamedTuple, Optional, Sequence
@@ -47,8 +43,8 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from ._cpu import cpu_guard
-from .core import (PRECISIONS, Algorithm, Arms, ConfigError, EnvSpec, Problem, Sizes, Step, Trial, check_param,
-                   check_stream, declared_param)
+from .core import (PRECISIONS, Algorithm, ConfigError, EnvSpec, Problem, Sizes, Step, check_param, check_stream,
+                   declared_param)
 
 COMM_KEYS = ("comm_up", "comm_down", "rounds")
 # Runs under one vmap on a CPU: a larger vmap makes every step touch the state of all its runs, which
@@ -346,13 +342,13 @@ def warn_failed_runs(algorithm, seeds: Sequence[int], errors: np.ndarray) -> Non
 
 def _run_batch(problem, algorithm, seeds, params, base_key, first_segment, progress, every, cache, stop_on_error,
                vmap_size):
-    mesh = _mesh()
+    mesh = device_mesh()
     batch = len(seeds)
     D = mesh.devices.size
     m, padded = chunk_layout(batch, D, vmap_size, algorithm.cpu_vmap)
     dtype = jnp.zeros(()).dtype
-    seed_arr = _sharded_runs(seeds, padded, mesh, np.uint32)
-    params = {k: _sharded_runs(v, padded, mesh, dtype) for k, v in params.items()}
+    seed_arr = sharded_runs(seeds, padded, mesh, np.uint32)
+    params = {k: sharded_runs(v, padded, mesh, dtype) for k, v in params.items()}
     spec = problem.spec
     step = make_step(problem, algorithm)
     segs = segments(algorithm, spec, first_segment)
@@ -525,13 +521,13 @@ def _chunk_loop(scan_chunk, fixed, state, D: int, m: int):
     return tree_map(lambda x: x.reshape((-1,) + x.shape[3:]), state), tree_map(runs_last, outs)
 
 
-def _mesh():
+def device_mesh():
     """This process's devices (all of them in a one-process run; `distributed` gives each process of a
     multi-process run seeds of its own, so no compiled call spans processes)."""
     return Mesh(np.array(jax.local_devices()), ("runs",))
 
 
-def _sharded_runs(values, padded: int, mesh, dtype):
+def sharded_runs(values, padded: int, mesh, dtype):
     """values[B] padded to `padded` with copies of the last, as an array sharded over the runs axis."""
     values = np.asarray(values)
     values = np.concatenate([values, np.repeat(values[-1:], padded - len(values))])
@@ -589,137 +585,6 @@ def replay(algorithm: Algorithm, spec: EnvSpec, params, contexts, rewards, activ
     state, (actions, aux, regret, reps) = lax.scan(
         body, state, (jnp.arange(T, dtype=jnp.int32), contexts, rewards, means, active))
     return state, actions, aux, regret, reps
-
-
-class TrialOutput(NamedTuple):
-    """Outcomes of a batch of phase-level trials, as NumPy arrays.
-
-    outcomes: {name: [B]} the trial's declared outcomes.
-    errors:   [B] int32 error bits of each trial (0: none).
-    compile_seconds, run_seconds: wall-clock split of the call.
-    """
-
-    outcomes: dict
-    errors: np.ndarray
-    compile_seconds: float
-    run_seconds: float
-
-
-def trial_run(arms: Arms, trial: Trial, base_key: int) -> Callable:
-    """ONE trial: (seed, params) -> {outcome: scalar, "errors": int32}, the instance drawn with the
-    seed's problem key and the trial run with its algorithm key of the trial's stream.
-
-    The trial never holds the instance: it gets `arms.public(instance)` (None where the world has
-    none) and `pull(counts, key)`, and returns its agents' answers [N] under "answer", which the runner
-    judges against `arms.answer(instance)` into the outcome "correct" (every agent right)."""
-    stream = check_stream(trial.name, trial.stream)
-
-    def one(seed, params):
-        problem_key, algorithm_key = problem_and_algorithm_keys(seed_key(seed, base_key))
-        instance = arms.init(init_keys(problem_key, algorithm_key)[0])
-        public = None if arms.public is None else arms.public(instance)
-        out = dict(trial.run(stream_key(algorithm_key, stream), params, arms, public,
-                             functools.partial(arms.pull, instance)))
-        if "answer" in out:
-            out["correct"] = jnp.all(out.pop("answer") == arms.answer(instance))
-        if set(out) != set(trial.outcomes) | {"errors"}:
-            raise ValueError(f"{trial.name}: run returned {sorted(out)}, expected its declared outcomes "
-                             f"{sorted(trial.outcomes)} and 'errors' (an 'answer' becomes 'correct')")
-        return out
-
-    return one
-
-
-def run_trials(arms: Arms, trial: Trial, seeds: Sequence[int], params: Optional[dict] = None, *,
-               base_key: int = 0, precision: str = "float64", compiled_cache: Optional[dict] = None) -> TrialOutput:
-    """Phase-level trials (pure exploration), one per seed, in ONE compiled call.
-
-    Seed s draws its instance with `arms.init` from its problem key and runs `trial.run` with its
-    algorithm key: the key scheme of `run_batch`, so a seed's numbers do not depend on the batch.
-    params: as for `run_batch` (None, or {name: scalar or [B]}), so a grid is one vmap. The batch
-    axis is sharded over every device. Trials with error bits warn (`warn_failed_runs`).
-    """
-    cpu_guard()
-    seeds = [int(s) for s in seeds]
-    if not seeds:
-        raise ConfigError("no seeds to run: --seeds must be at least 1")
-    batched = batched_params(trial, params, len(seeds))
-    with precision_scope(precision):
-        mesh = _mesh()
-        padded = -(-len(seeds) // mesh.devices.size) * mesh.devices.size
-        dtype = jnp.zeros(()).dtype
-        args = (_sharded_runs(seeds, padded, mesh, np.uint32),
-                {k: _sharded_runs(v, padded, mesh, dtype) for k, v in batched.items()})
-
-        one = trial_run(arms, trial, base_key)
-        cache = compiled_cache if compiled_cache is not None else {}
-        key = ("trials", id(arms), id(trial), padded, str(dtype))
-        t_c = time.perf_counter()
-        if key not in cache:
-            cache[key] = jax.jit(jax.vmap(one)).lower(*args).compile()
-        t_r = time.perf_counter()
-        out = jax.device_get(cache[key](*args))
-        t_end = time.perf_counter()
-    out = {k: np.asarray(v)[: len(seeds)] for k, v in out.items()}
-    errors = out.pop("errors").astype(np.int32)
-    warn_failed_runs(trial, seeds, errors)
-    return TrialOutput(out, errors, t_r - t_c, t_end - t_r)
-
-
-# ----------------------------------------------------------------------------------- identity
-def run_identity(problem, algorithm, params: dict, *, base_key: int = 0, precision: str = "float64") -> str:
-    """A hash (32 hex digits) of everything that fixes a run's numbers once its seed is given.
-
-    It hashes the traced programs (jaxprs) of the run's start and of one step (of the whole trial for
-    a `Trial`), the arrays they close over (data sets, fixed vectors), the hyper-parameter values
-    `params` ({name: float}), the algorithm's stream where it is not 0 (a stream-0 curve keeps the
-    identity it had before streams existed), the horizon, base key and precision, and the versions
-    of bandits_jax, jax and jaxlib. Names play no part: two curves of two experiments built the same
-    way share an identity, so the sweep's curve cache finds one for the other; any change of an
-    option, of the stream, of the data or of the code inside the compiled step gives another
-    identity. Vmap size and segment length are left out: they change numbers by float rounding at
-    most.
-    """
-    with precision_scope(precision):
-        values = {k: jnp.asarray(float(v)) for k, v in sorted(params.items())}
-        seed = jnp.uint32(0)
-        if isinstance(algorithm, Trial):
-            programs = [jax.make_jaxpr(trial_run(problem, algorithm, base_key))(seed, values)]
-            horizon = None
-        else:
-            start = run_start(problem, algorithm, base_key, horizon_sizes(algorithm, problem.spec))
-            _, _, instance, state = jax.eval_shape(start, seed, values)
-            key = jax.random.PRNGKey(0)
-            programs = [jax.make_jaxpr(start)(seed, values),
-                        jax.make_jaxpr(make_step(problem, algorithm))(values, state, instance, key, key, jnp.int32(0))]
-            horizon = problem.spec.horizon
-        digest = hashlib.sha256()
-        for program in programs:
-            digest.update(_ADDRESS.sub("", str(program.jaxpr)).encode())
-            for const in program.consts:
-                const = np.asarray(const)
-                digest.update(f"{const.shape} {const.dtype}".encode())
-                digest.update(np.ascontiguousarray(const).tobytes())
-    fixed = {"params": {k: float(v) for k, v in sorted(params.items())}, "horizon": horizon, "base_key": base_key,
-             "precision": precision, "versions": [package_version(p) for p in ("bandits_jax", "jax", "jaxlib")]}
-    stream = check_stream(algorithm.name, algorithm.stream)
-    if stream:
-        fixed["stream"] = stream
-    digest.update(json.dumps(fixed, sort_keys=True).encode())
-    return digest.hexdigest()[:32]
-
-
-_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")  # object addresses differ between processes
-
-
-def package_version(package: str) -> str:
-    """The installed version of `package` ("not installed" when it is not)."""
-    from importlib import metadata
-
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return "not installed"
 
 
 def cumulative_regret(regret: np.ndarray, agents: str = "mean") -> np.ndarray:

@@ -14,7 +14,7 @@ nothing is recomputed on resume) and then reported: a grid point is marked in th
 chosen; any other curve makes the run end with a ConfigError that names the algorithm's messages.
 
 Curve cache. Every finished chunk is also kept under CACHE/<identity>/, where the identity
-(`runner.run_identity`) hashes everything that fixes a curve's numbers: the traced programs of its
+(`identity.run_identity`) hashes everything that fixes a curve's numbers: the traced programs of its
 start and step with the data they hold, its hyper-parameters, key stream (`Algorithm.stream`),
 horizon, base key, precision and the package versions. Before computing, the sweep takes from the
 cache every seed it holds for a curve's identity, whatever experiment or curve name stored it, so
@@ -51,8 +51,9 @@ from .experiments.registry import RUN_KEYS, Experiment, build_curves, resolve_co
 from .experiments.catalog import get_experiment
 from .progress import SweepProgress
 from .results import atomic_savez, atomic_write_text, save_results, summary_markdown, Results
-from .runner import (OUTPUT_KEYS, TrialOutput, describe_errors, horizon_sizes, package_version, precision_scope,
-                     run_batch, run_identity, run_start, run_trials)
+from .identity import package_version, run_identity
+from .runner import OUTPUT_KEYS, describe_errors, horizon_sizes, precision_scope, run_batch, run_start
+from .trials import TrialOutput, run_trials
 
 CHUNKS = "chunks"
 CHUNK_BOOKKEEPING = ("seeds", "compile_seconds", "run_seconds", "errors")  # chunk entries that are not outputs
@@ -206,7 +207,7 @@ def _gather(name, out, resolved, seeds, cache_dir, identities) -> tuple:
 
 
 def _identities(resolved, hparams: dict, config: dict) -> dict:
-    """{stored curve name: `runner.run_identity`}. Tracing every curve's start and step before anything
+    """{stored curve name: `identity.run_identity`}. Tracing every curve's start and step before anything
     is computed or written is also the check that each algorithm fits its problem: any failure there,
     whatever its type (jax's own errors included), is a ConfigError naming the pair, with the first line
     of what went wrong (`curves.failure`)."""

@@ -11,7 +11,7 @@ Each row (algorithm, S) reports:
     - one `run_batch` call over S seeds at the full horizon T: compile seconds, run seconds per
       run (= run seconds / S), the resident-memory peak growth (harness.PeakMemory) and the final
       cumulative regret summed over clients (the paper's R_T), mean over seeds;
-    - the plain NumPy reference loop (bench/reference: async_kernel_np, approx_glb_np,
+    - the plain NumPy reference loop (reference: async_kernel_np, approx_glb_np,
       dis_kernel_np) of the same configuration, which recomputes everything from lists at every
       step and would take hours at T = 10^4, so it runs on a PREFIX of the horizon,
       T_np = --async-numpy-horizon steps of seed 0, fed the environment arrays of that seed as
@@ -59,7 +59,7 @@ from bandits_jax.runner import cumulative_regret, run_batch
 from . import harness
 from .harness import log
 from .numpy_loop import Prepared, agent_regret, clocked, environment_arrays, timed_reference
-from .reference import approx_glb_np, async_kernel_np, dis_kernel_np
+from reference import approx_glb_np, async_kernel_np, dis_kernel_np
 
 EXPERIMENT = "async/synthetic-f1"
 NAMES = ("Async-KernelUCB", "Approx-DisKernelUCB", "OneKernelUCB")

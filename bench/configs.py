@@ -51,10 +51,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable
 
-from bandits_jax.algorithms.fn_ucb import fn_ucb_authors
-from bandits_jax.algorithms.kernel import kernel_ucb
-from bandits_jax.algorithms.linear import linucb
-from bandits_jax.algorithms.neural import neural_ucb
+from bandits_jax.algorithms.fnucb.fn_ucb import fn_ucb_authors
+from bandits_jax.algorithms.single.kernel import kernel_ucb
+from bandits_jax.algorithms.single.linear import linucb
+from bandits_jax.algorithms.single.neural import neural_ucb
 from bandits_jax.core import Algorithm, Problem
 from bandits_jax.problems import make_problem
 from bandits_jax.runner import segments

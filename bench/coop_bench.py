@@ -6,7 +6,7 @@ per agent and round, T = 30 rounds; the three methods at their defaults (linear 
 sigma_z = 1, embedding "current") in the dual storage, the exact mode that the NumPy loop implements.
 Each row (algorithm, S) is one `run_batch` call over seeds 0..S-1 (compile and run seconds apart,
 resident-memory peak growth) and its runs per second. The ratio is to the plain NumPy loop of
-bench/reference/coop_kernel_np.py (written from the spec) on NUMPY_SEEDS seeds of the SAME arrays
+reference/coop_kernel_np.py (written from the spec) on NUMPY_SEEDS seeds of the SAME arrays
 (`coop_arrays`: X [T, V, K, d], Y and fbar [T, V, K], the graph arrays) and the same tie-break
 uniforms U [T, V, K] the runner draws, timed in the same process with --numpy-threads BLAS threads;
 so each row also reports the largest difference between its per-round regret [T, V] and the loop's
@@ -33,14 +33,15 @@ import time
 import numpy as np
 
 from bandits_jax import runner
-from bandits_jax.algorithms import coop_kernel, make_algorithm
+from bandits_jax.algorithms.coop import coop_kernel
+from bandits_jax.algorithms import make_algorithm
 from bandits_jax.problems import make_problem
 from bandits_jax.problems.coop import coop_arrays
 from bandits_jax.runner import run_batch
 
 from . import harness
 from .harness import log
-from .reference import coop_kernel_np
+from reference import coop_kernel_np
 
 NAMES = ("Coop-KernelUCB", "Eager-KernelUCB", "Dist-KernelUCB")
 GROUP = "coop"

@@ -5,7 +5,7 @@ each, d = 8), CoKernelFC at Delta_min = 0.2 (three elimination rounds) and CoKer
 0.02 with a budget of T = 10^5 per agent, the defaults of spec §9 (xi = 1e-10, eps = 0.1, 2000
 Frank-Wolfe iterations). Each row (algorithm, S) is one `run_trials` call over S seeds (compile and
 run seconds apart, resident-memory peak growth) and its trials per second; the ratio is to the plain
-NumPy loop of the same trial (bench/reference/cope_kb_np.py, written from the spec) on a few seeds
+NumPy loop of the same trial (reference/cope_kb_np.py, written from the spec) on a few seeds
 of its own draws, timed in the same process with --numpy-threads BLAS threads. A row whose run time
 or memory, extrapolated from the last row measured, would exceed --budget-seconds or the available
 memory is skipped with the reason in the table (bench.__main__.skip_reason).
@@ -26,11 +26,11 @@ import numpy as np
 from bandits_jax import runner
 from bandits_jax.algorithms import make_algorithm
 from bandits_jax.problems import cope, make_problem
-from bandits_jax.runner import run_trials
+from bandits_jax.trials import run_trials
 
 from . import harness
 from .harness import log
-from .reference import cope_kb_np
+from reference import cope_kb_np
 
 NAMES = ("CoKernelFC", "CoKernelFB")
 GROUP = "cope"
@@ -119,7 +119,7 @@ def scale_inputs(run, seed: int, base_key: int = 0) -> tuple:
     """(world, noise table z [MAX_STEPS + 1, V, n], Gaussian-width draws or None) of one seed.
 
     The noise is the JAX trial's own: z[s] = noise_std normal(fold_in(key, s), (V, n)), key the
-    seed's algorithm key of the trial's stream, as runner.trial_run hands it to the trial.
+    seed's algorithm key of the trial's stream, as trials.trial_run hands it to the trial.
     """
     options = run.curve.problem.options
     world = numpy_world(options["case"], options["gap"])

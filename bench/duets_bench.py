@@ -5,7 +5,7 @@ the experiment itself: N = 10 agents acting at every step, M = 2000 candidates o
 R^10, SE kernel (lengthscale 1), lam = 0.2, T = 50, beta = 1. Each row (algorithm, S) reports one
 `run_batch` call over S seeds (compile seconds, run seconds, resident-memory peak growth), its
 agent-steps per second (N T S / run seconds) and runs per second (S / run seconds), and the ratio of
-its agent-steps per second to the plain NumPy loop's (bench/reference/duets_np.py, written from the
+its agent-steps per second to the plain NumPy loop's (reference/duets_np.py, written from the
 spec) on one seed of the same configuration, timed in the same process with --numpy-threads BLAS
 threads. The last row per algorithm runs the beta grid of the experiment ({0.2, 0.5, 1, 2, 5}) times
 S seeds in the same single call. A row whose run time or memory, extrapolated linearly from the last
@@ -31,7 +31,7 @@ from bandits_jax.runner import run_batch
 from . import harness
 from .harness import log
 from .numpy_loop import Prepared, clocked, environment_arrays, static_options, timed_reference
-from .reference import duets_authors_np, duets_np
+from reference import duets_authors_np, duets_np
 
 EXPERIMENT = "duets/h1"
 NAMES = ("DUETS", "DisKernelUCB-duets")

@@ -18,7 +18,7 @@ import numpy as np
 from bandits_jax import cpu_guard
 from bandits_jax.kernels import design
 
-from .reference import design_np
+from reference import design_np
 
 AGENTS, ARMS, RANK, XI, ITERS = 5, 6, 8, 1e-10, 2000
 

@@ -2,7 +2,7 @@
 
 For each seed, for each agent (plain Python loops), the contexts of the run are drawn with NumPy
 (the synthetic problems' "cube" law: u ~ Uniform([-0.5, 0.5]^d), x = u / ||u||), the rewards are
-h(<a, x>) plus Gaussian noise, and the reference loop of `bench.reference` does the algorithm
+h(<a, x>) plus Gaussian noise, and the reference loop of `reference` does the algorithm
 math one step at a time with a fresh inverse per step. Nothing is shared between runs, so the
 cost of a run does not depend on how many seeds are swept: seeds / time is the loop's rate.
 
@@ -27,11 +27,11 @@ import numpy as np
 
 from bandits_jax import runner
 from bandits_jax.algorithms import algorithm_factory
-from bandits_jax.algorithms import fn_ucb as fn_ucb_alg
+from bandits_jax.algorithms.fnucb import fn_ucb as fn_ucb_alg
 from bandits_jax.core import Trial, check_stream
 from bandits_jax.problems.synthetic import FNUCB_FIXED_A
 
-from .reference import elimination_np, fn_ucb_np, kernel_np, linear_np, neural_np
+from reference import elimination_np, fn_ucb_np, kernel_np, linear_np, neural_np
 
 REWARDS = {
     "cosine": lambda u: np.cos(3.0 * u),

@@ -76,9 +76,11 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.linalg
 
-from bandits_jax.algorithms import make_algorithm, neural
-from bandits_jax.algorithms import fn_ucb as fn_ucb_module
-from bandits_jax.algorithms.duets import epoch_schedule
+from bandits_jax.algorithms.single import neural
+
+from bandits_jax.algorithms import make_algorithm
+from bandits_jax.algorithms.fnucb import fn_ucb as fn_ucb_module
+from bandits_jax.algorithms.duets.duets import epoch_schedule
 from bandits_jax.core import Sizes, Step
 from bandits_jax.experiments import async_exps
 from bandits_jax.problems import make_problem

@@ -33,12 +33,13 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
-from bandits_jax.algorithms.uniform import uniform_random
+from bandits_jax.algorithms.single.uniform import uniform_random
 from bandits_jax.core import Trial
 from bandits_jax.curves import resolve
 from bandits_jax.experiments.catalog import get_experiment
 from bandits_jax.experiments.registry import build_curves, resolve_config
-from bandits_jax.runner import run_batch, run_trials
+from bandits_jax.runner import run_batch
+from bandits_jax.trials import run_trials
 from bandits_jax.sweep import run_bytes
 
 from . import async_bench, coop_bench, cope_bench, duets_bench, harness, numpy_loop, step_cost

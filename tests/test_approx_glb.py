@@ -6,11 +6,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bandits_jax.algorithms import approx_dis_kernel as adk
+from bandits_jax.algorithms.distributed import approx_dis_kernel as adk
 from bandits_jax.algorithms.base import ERR_MULTI_ACTIVE
 from bandits_jax.core import ConfigError, EnvSpec
 from bandits_jax.runner import algorithm_step_keys, describe_errors, replay
-from bench.reference import approx_glb_np as ref_np
+from reference import approx_glb_np as ref_np
 from helpers import assert_one_active_matches, async_arrays, drive_with_and_without_resize
 
 pytestmark = pytest.mark.numerics  # checked against an independent computation (pyproject.toml)
@@ -21,7 +21,7 @@ HP = dict(lam=1.0, alpha=1.0, q=1.0, lengthscale=0.7)
 @functools.lru_cache(maxsize=None)
 def _algo(which):
     """("approx", static options) or ("glb",) -> the Algorithm (one per configuration)."""
-    from bandits_jax.algorithms.fed_glb import fed_glb_ucb
+    from bandits_jax.algorithms.distributed.fed_glb import fed_glb_ucb
 
     return adk.approx_dis_kernel_ucb(**dict(which[1])) if which[0] == "approx" else fed_glb_ucb()
 
@@ -263,7 +263,7 @@ def test_approx_dis_kernel_ucb_one_active_matches_all_clients():
 
 @pytest.mark.slow  # the shared one_active machinery is checked in the fast suite by the other baselines
 def test_fed_glb_ucb_one_active_matches_all_clients():
-    from bandits_jax.algorithms.fed_glb import fed_glb_ucb
+    from bandits_jax.algorithms.distributed.fed_glb import fed_glb_ucb
 
     comm = assert_one_active_matches(fed_glb_ucb(), hp=dict(threshold=0.5, **HP_GLB))
     assert 1 < comm["rounds"].sum() < 40
@@ -275,7 +275,7 @@ def test_batched_sync_equals_the_runs_one_by_one(which, monkeypatch):
     on different steps gives each run's numbers of a batch of one, with the syncing runs gathered
     (gather=1, the modules' choice) and with the whole batch taking the sync when any run needs it
     (gather=None)."""
-    from bandits_jax.algorithms import fed_glb
+    from bandits_jax.algorithms.distributed import fed_glb
     from bandits_jax.problems import make_problem
     from bandits_jax.runner import run_batch
 

@@ -6,12 +6,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bandits_jax.algorithms.async_kernel import ERR_BUFFER, ERR_DICT, async_kernel_ucb
+from bandits_jax.algorithms.distributed.async_kernel import ERR_BUFFER, ERR_DICT, async_kernel_ucb
 from bandits_jax.algorithms.base import ERR_MULTI_ACTIVE
 from bandits_jax.core import ConfigError, EnvSpec
 from bandits_jax.runner import describe_errors, replay
-from bench.reference.async_kernel_np import async_kernel_ucb_np, exact_kernel_ucb_np, sym_root_pinv
-from bench.reference.kernel_np import kernel_matrix
+from reference.async_kernel_np import async_kernel_ucb_np, exact_kernel_ucb_np, sym_root_pinv
+from reference.kernel_np import kernel_matrix
 from helpers import async_arrays, drive_with_and_without_resize, tie_and_rls_draws
 
 pytestmark = pytest.mark.numerics  # checked against an independent computation (pyproject.toml)

@@ -1,5 +1,5 @@
 """Async-KernelUCB (JAX, Cholesky embedding, no basis change) against the paper's eigenbasis form
-(bench/reference/async_kernel_eigenbasis_np.py: eigendecomposed dictionaries, eq. (5) basis changes
+(reference/async_kernel_eigenbasis_np.py: eigendecomposed dictionaries, eq. (5) basis changes
 of every client's stored statistics), on the same contexts, rewards, arrivals and random draws."""
 import functools
 
@@ -8,10 +8,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bandits_jax.algorithms.async_kernel import async_kernel_ucb
+from bandits_jax.algorithms.distributed.async_kernel import async_kernel_ucb
 from bandits_jax.core import EnvSpec
 from bandits_jax.runner import replay
-from bench.reference.async_kernel_eigenbasis_np import (Eigenbasis, async_kernel_ucb_eigenbasis_np, basis_change,
+from reference.async_kernel_eigenbasis_np import (Eigenbasis, async_kernel_ucb_eigenbasis_np, basis_change,
                                                         gaussian_kernel)
 from helpers import async_arrays, tie_and_rls_draws
 

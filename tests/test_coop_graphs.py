@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from bandits_jax import runner
-from bandits_jax.algorithms.uniform import uniform_random
+from bandits_jax.algorithms.single.uniform import uniform_random
 from bandits_jax.core import ConfigError
 from bandits_jax.problems import coop, graphs, make_problem
 from bandits_jax.problems.datasets import DATA_DIR_ENV, DataNotFoundError

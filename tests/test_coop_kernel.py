@@ -7,12 +7,13 @@ import jax.numpy as jnp
 import pytest
 
 from bandits_jax import runner
-from bandits_jax.algorithms import coop_kernel, make_algorithm
+from bandits_jax.algorithms.coop import coop_kernel
+from bandits_jax.algorithms import make_algorithm
 from bandits_jax.core import ConfigError, EnvSpec, Problem, gaussian_rewards
 from bandits_jax.problems import make_problem
 from bandits_jax.problems.coop import coop_arrays
 from bandits_jax.problems.graphs import graph_arrays
-from bench.reference import coop_kernel_np as ref
+from reference import coop_kernel_np as ref
 
 pytestmark = pytest.mark.numerics  # checked against an independent computation (pyproject.toml)
 
@@ -170,7 +171,8 @@ def test_path_delay(mode, first):
     ("hop") or s + 3 ("hop_plus_one")."""
     arrays = graph_arrays(nx.path_graph(3), 2, mode)
     with jax.enable_x64(True):
-        net = coop_kernel.network(coop_kernel.Pieces("within", "khat", "eta"), arrays, 3)
+        net = coop_kernel.network(coop_kernel.Pieces(coop_kernel.within, coop_kernel.MMD, coop_kernel.eta_width),
+                                  arrays, 3)
         s = 4
         usable = [bool(m[0, 2] & (s <= t - lg[0, 2])) for t in range(s, s + 5)
                   for m, lg in [coop_kernel.sources_at(net, t)]]
@@ -181,7 +183,7 @@ def test_khat_is_a_similarity(world):
     """K_hat_z over sources and query: symmetric, unit diagonal where used, PSD to 1e-8."""
     X, Y, _, _ = world
     with jax.enable_x64(True):
-        from bandits_jax.algorithms import coop_storage as ops
+        from bandits_jax.algorithms.coop import coop_storage as ops
         store = ops.dual_init(T, V, D, jnp.float64)
         for t in range(T):
             store = ops.dual_update(store, t, jnp.asarray(X[t, :, t % K]), jnp.asarray(Y[t, :, 0]))
@@ -192,9 +194,9 @@ def test_khat_is_a_similarity(world):
             gram4 = kfn.fn(flat, flat, {"lengthscale": 1.0}).reshape(T, V, T, V)
             inner = lambda src, lg: ops.dual_embedding_inner(store, gram4, T - 1, src, lg)  # noqa: E731
             lags = jnp.asarray([1, 2, 2, 3, 1, 4])
-            khat = np.asarray(coop_kernel.similarity(
-                coop_kernel.Pieces("within", "khat", "eta"), coop_kernel.Options(kfn), algo.defaults, inner,
-                jnp.asarray(2), jnp.ones((V,), bool), lags, jnp.asarray(1)))
+            opts = coop_kernel.Options(kfn, coop_kernel.MODELS[("dual", "current")], coop_kernel.unsquared)
+            khat = np.asarray(coop_kernel.mmd_similarity(opts, algo.defaults, inner, jnp.asarray(2),
+                                                         jnp.ones((V,), bool), lags, jnp.asarray(1)))
             np.testing.assert_allclose(khat, khat.T, atol=0)
             np.testing.assert_array_equal(np.diag(khat), 1.0)
             assert np.linalg.eigvalsh(khat).min() >= -1e-8
@@ -293,7 +295,7 @@ def test_runner_on_the_coop_worlds_matches_the_reference(world_name, name, optio
 
 def test_kron_sum_over_triangles_equals_the_full_kronecker_sum():
     """sum_u (l_u l_u^T) (x) G_u from the upper triangles equals NumPy's kron, summed, for symmetric G."""
-    from bandits_jax.algorithms.coop_storage import kron_sum
+    from bandits_jax.algorithms.coop.coop_storage import kron_sum
 
     rng = np.random.default_rng(4)
     for V, r, m in ((5, 3, 4), (6, 16, 10), (2, 1, 1)):

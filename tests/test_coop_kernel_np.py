@@ -4,8 +4,8 @@ KRR, the greedy graph preprocessing, the message delays on a path, K_hat_z, the 
 import numpy as np
 import pytest
 
-from bench.reference import coop_kernel_np as ref
-from bench.reference.kernel_np import kernel_matrix
+from reference import coop_kernel_np as ref
+from reference.kernel_np import kernel_matrix
 
 pytestmark = pytest.mark.numerics  # checked against an independent computation (pyproject.toml)
 

@@ -1,4 +1,4 @@
-"""CoPE-KB trials: each against the NumPy loops of bench/reference/cope_kb_np.py on the same random
+"""CoPE-KB trials: each against the NumPy loops of reference/cope_kb_np.py on the same random
 numbers, zero-noise elimination facts, the FB halving and its tie, the world's cached tables against
 direct solves, and float64 enforcement.
 
@@ -16,12 +16,14 @@ import numpy as np
 import pytest
 
 from bandits_jax import runner
-from bandits_jax.algorithms import cope_kb, cope_kb_alba, make_algorithm
+from bandits_jax.algorithms.cope import cope_kb
+from bandits_jax.algorithms.cope import cope_kb_alba
+from bandits_jax.algorithms import make_algorithm
 from bandits_jax.core import ConfigError
 from bandits_jax.kernels import design
 from bandits_jax.problems import cope, make_problem
-from bandits_jax.runner import run_trials
-from bench.reference import cope_kb_np as ref
+from bandits_jax.trials import run_trials
+from reference import cope_kb_np as ref
 
 pytestmark = pytest.mark.numerics  # checked against an independent computation (pyproject.toml)
 

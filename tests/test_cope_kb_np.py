@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from bench.reference import cope_kb_np as cope
-from bench.reference import design_np as design
+from reference import cope_kb_np as cope
+from reference import design_np as design
 
 pytestmark = pytest.mark.numerics  # checked against an independent computation (pyproject.toml)
 

@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 
 from bandits_jax import runner
-from bandits_jax.algorithms import dis_kernel as dk
+from bandits_jax.algorithms.distributed import dis_kernel as dk
 from bandits_jax.algorithms.base import ERR_MULTI_ACTIVE
 from bandits_jax.kernels import panels as panel_ops
 from bandits_jax.core import ConfigError, EnvSpec, Sizes
 from bandits_jax.problems import make_problem
-from bench.reference import dis_kernel_np as ref_np
+from reference import dis_kernel_np as ref_np
 from helpers import assert_one_active_matches, async_arrays, drive_with_and_without_resize
 
 pytestmark = pytest.mark.numerics  # checked against an independent computation (pyproject.toml)
@@ -266,7 +266,7 @@ HP_LIN = dict(lam=1.0, alpha=0.5)
 
 
 def test_dis_lin_ucb_matches_numpy():
-    from bandits_jax.algorithms.dis_linear import dis_lin_ucb
+    from bandits_jax.algorithms.distributed.dis_linear import dis_lin_ucb
 
     with jax.enable_x64(True):
         contexts, rewards, arrivals, active = _env(3, 4, 3, 40, seed=7)
@@ -283,7 +283,7 @@ def test_dis_lin_ucb_matches_numpy():
 
 
 def test_fed_lin_ucb_matches_numpy():
-    from bandits_jax.algorithms.dis_linear import fed_lin_ucb
+    from bandits_jax.algorithms.distributed.dis_linear import fed_lin_ucb
 
     with jax.enable_x64(True):
         contexts, rewards, arrivals, active = _env(3, 4, 3, 40, seed=8)
@@ -316,7 +316,7 @@ def test_kernel_baselines_one_active_match_all_clients(factory, static, hp):
 @pytest.mark.parametrize("name,hp", [("dis_lin_ucb", dict(threshold=0.3, **HP_LIN)),
                                      pytest.param("fed_lin_ucb", dict(alpha_c=0.3, **HP_LIN), marks=pytest.mark.slow)])
 def test_linear_baselines_one_active_match_all_clients(name, hp):
-    from bandits_jax.algorithms import dis_linear
+    from bandits_jax.algorithms.distributed import dis_linear
 
     comm = assert_one_active_matches(getattr(dis_linear, name)(), hp=hp)
     assert 1 < comm["rounds"].sum() < 40
@@ -324,7 +324,7 @@ def test_linear_baselines_one_active_match_all_clients(name, hp):
 
 def test_one_active_is_the_problems_not_an_option():
     """The protocol is declared by the problem (EnvSpec.one_active): the removed option is refused."""
-    from bandits_jax.algorithms.dis_linear import dis_lin_ucb, fed_lin_ucb
+    from bandits_jax.algorithms.distributed.dis_linear import dis_lin_ucb, fed_lin_ucb
 
     for factory in (dk.dis_kernel_ucb, dk.one_kernel_ucb, dk.n_kernel_ucb, dis_lin_ucb, fed_lin_ucb):
         with pytest.raises(ConfigError, match="one_active"):

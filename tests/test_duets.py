@@ -4,16 +4,16 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bandits_jax import runner
-from bandits_jax.algorithms import duets as dm
+from bandits_jax import identity, runner
+from bandits_jax.algorithms.duets import duets as dm
 from bandits_jax.core import ConfigError
 from bandits_jax.algorithms.base import capacity_ladder, on_candidates
-from bandits_jax.algorithms.approx_dis_kernel import approx_dis_kernel_ucb, approx_dis_kernel_ucb_duets
-from bandits_jax.algorithms.dis_kernel import dis_kernel_ucb, dis_kernel_ucb_duets
-from bandits_jax.algorithms.kernel import kernel_ucb
+from bandits_jax.algorithms.distributed.approx_dis_kernel import approx_dis_kernel_ucb, approx_dis_kernel_ucb_duets
+from bandits_jax.algorithms.distributed.dis_kernel import dis_kernel_ucb, dis_kernel_ucb_duets
+from bandits_jax.algorithms.single.kernel import kernel_ucb
 from bandits_jax.problems.candidates import FUNCTIONS, candidate_problem, candidate_set
 
-from bench.reference import duets_np as ref
+from reference import duets_np as ref
 
 pytestmark = pytest.mark.numerics  # checked against an independent computation (pyproject.toml)
 
@@ -264,7 +264,7 @@ def test_approx_candidate_rows_by_product_match_reference(monkeypatch, fresh_tra
     candidate (`candidate_kernel.client_rows`, forced here at every step): the same arms,
     synchronisations and communication as the spec's loop (fails when the product is 1% off; the
     h2 and h1 cases of the test above, whose arms are uniform until a late synchronisation, do not)."""
-    from bandits_jax.algorithms import candidate_kernel
+    from bandits_jax.algorithms.distributed import candidate_kernel
 
     monkeypatch.setattr(candidate_kernel, "dense_from", lambda M, N: 0)
     _approx_against_reference("branin", 20.0, 10, 4.0, 3, "candidates")
@@ -372,13 +372,13 @@ def test_candidate_storage_errors_and_client_model(block, dense, monkeypatch, fr
     (mean and covariance) that of the pooled data, whether a synchronisation folds its new points in
     one block or in several, and whether the clients' rows are gathered or (past `dense` slots, here
     reached) come from one product (`client_rows`)."""
-    from bandits_jax.algorithms import candidate_kernel
-    from bandits_jax.algorithms.dis_kernel import ERR_BUFFER
+    from bandits_jax.algorithms.distributed import candidate_kernel
+    from bandits_jax.algorithms.distributed.dis_kernel import ERR_BUFFER
 
     monkeypatch.setattr(candidate_kernel, "POOL_BLOCK", block)
     if dense is not None:
         monkeypatch.setattr(candidate_kernel, "dense_from", lambda M, N: dense)
-    from bandits_jax.algorithms.kernel import kernel_args
+    from bandits_jax.algorithms.single.kernel import kernel_args
     from bandits_jax.kernels import krr
 
     with pytest.raises(ConfigError, match="unknown hyper-parameter storage"):
@@ -441,8 +441,8 @@ def test_approx_candidate_storage_keeps_and_errors():
     at least one of its points there survives a draw per point, 1 - (1 - p)^count (frequencies of 4e5
     draws against per-point draws, within 5 standard errors); not an option of the asynchronous variant; a client
     past buffer_capacity distinct candidates reports ERR_SLOTS."""
-    from bandits_jax.algorithms.approx_dis_kernel import ERR_SLOTS
-    from bandits_jax.algorithms.candidate_approx import owner_keeps
+    from bandits_jax.algorithms.distributed.approx_dis_kernel import ERR_SLOTS
+    from bandits_jax.algorithms.distributed.candidate_approx import owner_keeps
 
     prob = jnp.array([0.0, 0.1, 0.1, 0.3, 0.3, 1.0])
     counts = jnp.array([[3.0, 1.0, 4.0, 0.0, 2.0, 1.0]])
@@ -493,5 +493,5 @@ def test_candidate_slots_grow_by_demand(which):
     assert grown.rounds.sum() >= (which != "N-KernelUCB")
     # the slot cap changes the numbers (the error above) without changing a shape at the first
     # segment: the curve cache must still tell the two apart
-    ids = {runner.run_identity(prob, alg, alg.defaults) for alg in (on_candidates(make(c)) for c in (4, T))}
+    ids = {identity.run_identity(prob, alg, alg.defaults) for alg in (on_candidates(make(c)) for c in (4, T))}
     assert len(ids) == 2

@@ -1,5 +1,5 @@
-"""DUETS as the authors' code runs it (algorithms.duets_authors) against the plain NumPy loop written
-from the spec's description of that code (bench/reference/duets_authors_np.py), fed the same draws."""
+"""DUETS as the authors' code runs it (algorithms.duets.duets_authors) against the plain NumPy loop written
+from the spec's description of that code (reference/duets_authors_np.py), fed the same draws."""
 import math
 
 import jax
@@ -7,13 +7,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bandits_jax.algorithms import duets as dm
-from bandits_jax.algorithms import duets_authors as da
+from bandits_jax.algorithms.duets import duets as dm
+from bandits_jax.algorithms.duets import duets_authors as da
 from bandits_jax.algorithms import make_algorithm
 from bandits_jax.core import ConfigError, Step
 from bandits_jax.problems.candidates import FUNCTIONS, candidate_problem
 
-from bench.reference import duets_authors_np as ref
+from reference import duets_authors_np as ref
 
 pytestmark = pytest.mark.numerics  # checked against an independent computation (pyproject.toml)
 

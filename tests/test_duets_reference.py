@@ -1,8 +1,8 @@
-"""Checks of the plain NumPy DUETS reference and its baselines (bench/reference/duets_np.py)."""
+"""Checks of the plain NumPy DUETS reference and its baselines (reference/duets_np.py)."""
 import numpy as np
 import pytest
 
-from bench.reference import duets_np as R
+from reference import duets_np as R
 
 pytestmark = pytest.mark.numerics  # checked against an independent computation (pyproject.toml)
 

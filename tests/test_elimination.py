@@ -8,8 +8,8 @@ from bandits_jax import runner
 from bandits_jax.algorithms import make_algorithm
 from bandits_jax.core import ConfigError
 from bandits_jax.problems import make_problem
-from bandits_jax.runner import run_trials
-from bench.reference import elimination_np
+from bandits_jax.trials import run_trials
+from reference import elimination_np
 
 pytestmark = pytest.mark.numerics  # checked against an independent computation (pyproject.toml)
 

@@ -169,7 +169,7 @@ def test_a_trial_never_sees_the_instance():
 
     from bandits_jax.core import Outcome, Trial
     from bandits_jax.problems.arms import gaussian_arms
-    from bandits_jax.runner import run_trials
+    from bandits_jax.trials import run_trials
 
     seen = []
 

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bandits_jax.algorithms import fn_ucb as fn
+from bandits_jax.algorithms.fnucb import fn_ucb as fn
 from bandits_jax.core import ConfigError, EnvSpec, Sizes
 from bandits_jax.experiments.registry import build_runs, resolve_config
 from bandits_jax.experiments.catalog import get_experiment

@@ -11,12 +11,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bandits_jax.algorithms import kernel as kalg
-from bandits_jax.algorithms import linear as lalg
+from bandits_jax.algorithms.single import kernel as kalg
+from bandits_jax.algorithms.single import linear as lalg
 from bandits_jax.core import ConfigError, EnvSpec, Sizes, Step, float_dtype
 from bandits_jax.kernels.functions import get_kernel
 
-from bench.reference import kernel_np, linear_np
+from reference import kernel_np, linear_np
 from helpers import agent_slice, per_agent_normal_draws
 
 pytestmark = pytest.mark.numerics  # checked against an independent computation (pyproject.toml)

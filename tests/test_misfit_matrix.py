@@ -35,7 +35,8 @@ from bandits_jax.curves import (WHERE, Curve, Run, Spec, arrivals_of, check_fit,
 from bandits_jax.experiments.registry import Experiment
 from bandits_jax.problems import BUILDERS
 from bandits_jax.problems.datasets import DataNotFoundError
-from bandits_jax.runner import describe_errors, run_batch, run_trials
+from bandits_jax.runner import describe_errors, run_batch
+from bandits_jax.trials import run_trials
 from bandits_jax.sweep import run_experiment
 
 from helpers import REAL_DIR

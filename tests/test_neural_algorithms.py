@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 from jax.flatten_util import ravel_pytree
 
-from bandits_jax.algorithms import neural
+from bandits_jax.algorithms.single import neural
 from bandits_jax.core import ConfigError, EnvSpec, Sizes, Step
 
-from bench.reference import neural_np
+from reference import neural_np
 from helpers import agent_slice, assert_one_active_matches, default_params, per_agent_normal_draws
 
 pytestmark = pytest.mark.numerics  # checked against an independent computation (pyproject.toml)

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from bandits_jax.algorithms import make_algorithm
-from bandits_jax.algorithms.kernel import KernelState
-from bandits_jax.algorithms.linear import LinearState
+from bandits_jax.algorithms.single.kernel import KernelState
+from bandits_jax.algorithms.single.linear import LinearState
 from bandits_jax.problems import make_problem
 from bandits_jax.results import Results, summary_markdown
 from bandits_jax.runner import cumulative_regret, run_batch

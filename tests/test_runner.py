@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from bandits_jax.algorithms.base import batch_cond, sized_switch
-from bandits_jax.algorithms.uniform import uniform_random
+from bandits_jax.algorithms.single.uniform import uniform_random
 from bandits_jax.core import ConfigError, EnvSpec, Outcome, Sizes, Step, Trial, report
-from bandits_jax import runner
+from bandits_jax import identity, runner, trials
 from bandits_jax.problems import make_problem
 from bandits_jax.runner import cumulative_regret, run_batch, segments
 
@@ -410,16 +410,16 @@ def test_stream_zero_keeps_the_old_algorithm_key_and_other_streams_get_their_own
 
 def test_a_stream_is_part_of_the_curve_identity_and_of_the_trial_key():
     prob, alg = toy_problem(horizon=10), uniform_random()
-    same = runner.run_identity(prob, alg._replace(stream=0), {})
-    assert runner.run_identity(prob, alg, {}) == same
-    others = {runner.run_identity(prob, alg._replace(stream=s), {}) for s in (1, 2, 100002)}
+    same = identity.run_identity(prob, alg._replace(stream=0), {})
+    assert identity.run_identity(prob, alg, {}) == same
+    others = {identity.run_identity(prob, alg._replace(stream=s), {}) for s in (1, 2, 100002)}
     assert len(others) == 3 and same not in others
     # a trial gets the algorithm key of its stream
     arms = make_problem("gaussian-arms", num_agents=1, num_arms=3)
     draw = Trial("Draw", {}, lambda key, params, arms, public, pull: {"u": jax.random.uniform(key), "errors": jnp.int32(0)},
                  {"u": Outcome("mean")})
     for stream in (0, 7):
-        out = runner.run_trials(arms, draw._replace(stream=stream), [3, 4], precision="float32")
+        out = trials.run_trials(arms, draw._replace(stream=stream), [3, 4], precision="float32")
         for i, s in enumerate((3, 4)):
             ak = runner.problem_and_algorithm_keys(runner.seed_key(s))[1]
             assert out.outcomes["u"][i] == jax.random.uniform(runner.stream_key(ak, stream)), (stream, s)
@@ -431,7 +431,7 @@ def test_a_bad_stream_is_refused_before_compiling(stream):
     with pytest.raises(ConfigError, match="stream must be an integer"):
         run_batch(prob, alg, [0])
     with pytest.raises(ConfigError, match="stream must be an integer"):
-        runner.run_identity(prob, alg, {})
+        identity.run_identity(prob, alg, {})
 
 
 def test_grown_rows_leaves_room_in_multiples_of_64_and_never_shrinks():

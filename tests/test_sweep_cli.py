@@ -464,7 +464,7 @@ def test_phase_level_trials_go_through_the_sweep(tmp_path, monkeypatch):
     assert set(res.arrays[curve]) == {"correct", "samples", "rounds", "errors"}
     assert res.arrays[curve]["samples"].shape == (6,)
     # the stored numbers are those of one direct call
-    from bandits_jax.algorithms.elimination import successive_elimination
+    from bandits_jax.algorithms.single.elimination import successive_elimination
     from bandits_jax.problems.arms import gaussian_arms
 
     direct = real(gaussian_arms(1, 4, 0.5, 1.0), successive_elimination(delta=0.05), range(6))

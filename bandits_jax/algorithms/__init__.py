@@ -3,8 +3,10 @@
     make_algorithm("kernel_ucb", lam=0.1, beta=0.5)      KernelUCB with those defaults
     build_algorithm(Spec("n_kernel_ucb", {}, (("capped_history", {"rows": 256}),)))
 
-`ALGORITHMS` maps each name to "module:factory" (or to a factory, for names added with
-`register_algorithm`); a factory checks its options (ConfigError before anything compiles) and
+Each family lives in a folder of its own (`LINEAGES`: single-agent baselines, FN-UCB, the distributed
+kernel bandits, DUETS, CoPE-KB, Coop-KernelUCB) whose `__init__.py` lists its names and their paper in
+`NAMES`. `ALGORITHMS` maps each name to "lineage.module:factory" (or to a factory, for names added
+with `register_algorithm`); a factory checks its options (ConfigError before anything compiles) and
 returns a `core.Algorithm` (or a `core.Trial` for the phase-level ones). `WRAPPERS` maps each
 wrapper name to a function `wrapper(algorithm, **options) -> algorithm`. A name's description is
 the first line of its factory's docstring (`bandits-jax list --algorithms`).
@@ -17,52 +19,25 @@ import inspect
 from .._cpu import cpu_guard
 from ..core import Algorithm, ConfigError, Trial, checked_options, describe, repeated
 
-ALGORITHMS = {
-    "uniform_random": "uniform:uniform_random",
-    "linucb": "linear:linucb",
-    "lints": "linear:lints",
-    "kernel_ucb": "kernel:kernel_ucb",
-    "kernel_ts": "kernel:kernel_ts",
-    "neural_ucb": "neural:neural_ucb",
-    "neural_ts": "neural:neural_ts",
-    "fn_ucb": "fn_ucb:fn_ucb",
-    "fn_ucb_authors": "fn_ucb:fn_ucb_authors",
-    "dis_kernel_ucb": "dis_kernel:dis_kernel_ucb",
-    "dis_kernel_ucb_duets": "dis_kernel:dis_kernel_ucb_duets",
-    "one_kernel_ucb": "dis_kernel:one_kernel_ucb",
-    "n_kernel_ucb": "dis_kernel:n_kernel_ucb",
-    "dis_lin_ucb": "dis_linear:dis_lin_ucb",
-    "fed_lin_ucb": "dis_linear:fed_lin_ucb",
-    "fed_glb_ucb": "fed_glb:fed_glb_ucb",
-    "async_kernel_ucb": "async_kernel:async_kernel_ucb",
-    "approx_dis_kernel_ucb": "approx_dis_kernel:approx_dis_kernel_ucb",
-    "approx_dis_kernel_ucb_duets": "approx_dis_kernel:approx_dis_kernel_ucb_duets",
-    "duets": "duets:duets",
-    "duets_authors": "duets_authors:duets_authors",
-    "uniform_allocation": "elimination:uniform_allocation",
-    "successive_elimination": "elimination:successive_elimination",
-    "cokernel_fc": "cope_kb:cokernel_fc",
-    "cokernel_ind_alloc": "cope_kb:cokernel_ind_alloc",
-    "ind_rage": "cope_kb:ind_rage",
-    "ind_rage_code": "cope_kb:ind_rage_code",
-    "ind_rage_code_threshold": "cope_kb:ind_rage_code_threshold",
-    "cokernel_fb": "cope_kb:cokernel_fb",
-    "cokernel_fb_ind_alloc": "cope_kb:cokernel_fb_ind_alloc",
-    "ind_peace_fb": "cope_kb:ind_peace_fb",
-    "ind_peace_fb_omega": "cope_kb:ind_peace_fb_omega",
-    "ind_uniform_fb": "cope_kb:ind_uniform_fb",
-    "ind_uniform_fb_means": "cope_kb:ind_uniform_fb_means",
-    "ind_alba": "cope_kb_alba:ind_alba",
-    "ind_poly_alba": "cope_kb_alba:ind_poly_alba",
-    "coop_kernel_ucb": "coop_kernel:coop_kernel_ucb",
-    "eager_kernel_ucb": "coop_kernel:eager_kernel_ucb",
-    "dist_kernel_ucb_coop": "coop_kernel:dist_kernel_ucb_coop",
-    "naive_linucb": "coop_kernel:naive_linucb",
-    "naive_igp_ucb": "coop_kernel:naive_igp_ucb",
-    "ind_kernel_ucb": "coop_kernel:ind_kernel_ucb",
-    "oful": "coop_kernel:oful",
-    "igp_ucb": "coop_kernel:igp_ucb",
-}
+LINEAGES = ("single", "fnucb", "distributed", "duets", "cope", "coop")
+
+
+def _lineage_names() -> dict:
+    """{name: "lineage.module:factory"} over the NAMES tables of the lineage folders, in LINEAGES order."""
+    names = {}
+    for lineage in LINEAGES:
+        table = importlib.import_module(f"{__name__}.{lineage}").NAMES
+        names.update({name: f"{lineage}.{target}" for name, (target, _) in table.items()})
+    return names
+
+
+def paper_of(name: str) -> str:
+    """The paper (or role) a packaged name is reproduced for, from its lineage's NAMES table."""
+    lineage = ALGORITHMS[name].split(".")[0]
+    return importlib.import_module(f"{__name__}.{lineage}").NAMES[name][1]
+
+
+ALGORITHMS = _lineage_names()
 
 WRAPPERS = {
     "on_candidates": "base:on_candidates",
@@ -139,5 +114,5 @@ def _load(target):
     return getattr(importlib.import_module(f"{__name__}.{module}"), function)
 
 
-__all__ = ["ALGORITHMS", "WRAPPERS", "make_algorithm", "build_algorithm", "wrap_algorithm", "register_algorithm",
+__all__ = ["ALGORITHMS", "LINEAGES", "paper_of", "WRAPPERS", "make_algorithm", "build_algorithm", "wrap_algorithm", "register_algorithm",
            "register_wrapper", "algorithm_factory", "algorithm_options", "algorithm_descriptions"]

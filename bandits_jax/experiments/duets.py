@@ -6,9 +6,9 @@ R^10), Branin ([0, 1]^2) and Hartmann-4D ([0, 1]^4); noise N(0, 0.2^2); SE kerne
 agents, T = 50 steps, 5 runs; `large`: N = 100, T = 2000, 100 runs (beyond the paper).
 
 Algorithms, all on the public candidate set:
-    DUETS                T_1 = 2, p0 = 10 (algorithms.duets)
-    DUETS-authors        DUETS as the authors' early code runs it (algorithms.duets_authors, spec 3.8)
-    DisKernelUCB         D = 10 (algorithms.dis_kernel.dis_kernel_ucb_duets)
+    DUETS                T_1 = 2, p0 = 10 (algorithms.duets.duets)
+    DUETS-authors        DUETS as the authors' early code runs it (algorithms.duets.duets_authors, spec 3.8)
+    DisKernelUCB         D = 10 (algorithms.distributed.dis_kernel.dis_kernel_ucb_duets)
     Approx-DisKernelUCB  D = 20, q-bar = 4, first sync forced at step 10 (approx_dis_kernel_ucb_duets)
     N-KernelUCB          DisKernelUCB with threshold = inf (GP-UCB per agent, uniform first point)
     Random               uniform over the candidates (no learning; the floor every method must beat)
@@ -16,7 +16,7 @@ Each method with a beta has it searched over `beta_grid` ({0.2, 0.5, 1, 2, 5}, t
 points and seeds in one compiled call per algorithm; the summary names the point of lowest mean final
 regret. For the kernel UCB baselines beta multiplies their sigma (alpha in those modules).
 
-Storage: the kernel baselines keep their models over the candidates (algorithms.candidate_kernel,
+Storage: the kernel baselines keep their models over the candidates (algorithms.distributed.candidate_kernel,
 slots capped by dis_slots), Approx-DisKernelUCB the pooled history at paper size and the candidate
 storage at `large` (approx_storage, approx_dict_capacity), DUETS only the epoch's per-candidate
 counts and reward sums.

@@ -151,7 +151,7 @@ def _fn(config, name, problem, n, *, lam=None, nu_tk=None, tags=None, separate=F
                  tags={"method": "FN-UCB", "N": n, **(tags or {})})
 
 
-def _neural(config, problem, prefix="", lam=None, tags=None) -> list:
+def neural_curves(config, problem, prefix="", lam=None, tags=None) -> list:
     """Neural UCB and Neural TS for one agent, each on its own stream."""
     mode = _mode(config)
     lam = config["lam"] if lam is None else lam
@@ -167,16 +167,16 @@ def _neural(config, problem, prefix="", lam=None, tags=None) -> list:
                   stream=curve_stream("NeuralTS", 1), tags={"method": "NeuralTS", "N": 1, **(tags or {})})]
 
 
-def _fn_family(config, problem, n_values, prefix="", tags=None) -> list:
+def fn_family(config, problem, n_values, prefix="", tags=None) -> list:
     return [_fn(config, f"{prefix}FN-UCB (N={n})", problem, n, tags=tags) for n in n_values]
 
 
 # ------------------------------------------------------------------------------------ builds
 def _build_vs_n(problem):
     def build(config):
-        curves = _fn_family(config, problem, parse_list(config, "n_values", int, 1))
+        curves = fn_family(config, problem, parse_list(config, "n_values", int, 1))
         if config["baselines"]:
-            curves += _neural(config, problem)
+            curves += neural_curves(config, problem)
         return curves
 
     return build
@@ -232,7 +232,7 @@ def build_fig3(config):
 def build_fig6(config):
     curves = []
     for prob in parse_list(config, "problems", str):
-        curves += _fn_family(config, prob, parse_list(config, "n_values", int, 1), prefix=f"{prob}: ",
+        curves += fn_family(config, prob, parse_list(config, "n_values", int, 1), prefix=f"{prob}: ",
                              tags={"problem": prob})
     return curves
 
@@ -270,8 +270,8 @@ def build_fig4(config):
                  nu_tk=config["nu_tk_real"] if real else config["nu_tk_synthetic"])
         prefix = f"{prob}: "
         curves += _linear_kernel(config, prob, prefix)
-        curves += _neural(c, prob, prefix, tags={"problem": prob})
-        curves += _fn_family(c, prob, parse_list(config, "fn_n_values", int, 1, allow_empty=True), prefix,
+        curves += neural_curves(c, prob, prefix, tags={"problem": prob})
+        curves += fn_family(c, prob, parse_list(config, "fn_n_values", int, 1, allow_empty=True), prefix,
                              tags={"problem": prob})
     return curves
 

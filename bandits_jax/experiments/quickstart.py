@@ -14,7 +14,7 @@ agents, mean +- standard error over seeds.
 from __future__ import annotations
 
 from ..curves import Curve, Spec
-from .fnucb import BOUNDS, SYNTH_DEFAULTS, _fn_family, _neural, problem_spec
+from .fnucb import BOUNDS, SYNTH_DEFAULTS, fn_family, neural_curves, problem_spec
 from .registry import Experiment, parse_list, register
 
 DEFAULTS = {
@@ -31,7 +31,7 @@ def build(config):
     single = problem_spec(config, "cosine", 1)
     kernel = Spec("kernel_ucb", dict(kernel=config["kernel"], lam=config["kernel_lam"], beta=config["kernel_beta"],
                                      lengthscale=config["lengthscale"]))
-    return (_fn_family(config, "cosine", parse_list(config, "n_values", int, 1)) + _neural(config, "cosine")[:1]
+    return (fn_family(config, "cosine", parse_list(config, "n_values", int, 1)) + neural_curves(config, "cosine")[:1]
             + [Curve("KernelUCB", single, kernel, tags={"method": "KernelUCB", "N": 1}),
                Curve("Random", single, Spec("uniform_random"), tags={"method": "Random", "N": 1})])
 

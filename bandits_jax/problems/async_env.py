@@ -34,7 +34,7 @@ import numpy as np
 from .. import core
 from ..core import ConfigError, EnvSpec, Problem, float_dtype
 from .datasets import load_dataset
-from .synthetic import _check_number
+from .synthetic import check_number
 
 ARRIVALS = ("uniform", "round_robin")
 KMEANS_SEED = 0  # the clustering seed shared by every run of the k-means problems
@@ -94,7 +94,7 @@ def arrival_rule(name: str, num_agents: int, arrivals: Union[str, Sequence[int],
     return active
 
 
-def _arrival_label(arrivals) -> str:
+def arrival_label(arrivals) -> str:
     if arrivals is None or isinstance(arrivals, str):
         return arrivals or "uniform"
     return f"a given sequence of {len(np.asarray(arrivals))}"
@@ -137,7 +137,7 @@ def async_synthetic(
         raise ConfigError(f"unknown async synthetic function {kind!r}; known: {', '.join(REWARD_FUNCTIONS)}")
     name = f"async-{kind}"
     spec = core.check_spec(EnvSpec(num_agents, num_arms, dim, horizon, one_active=True))
-    noise_std = _check_number(name, "noise_std", noise_std)
+    noise_std = check_number(name, "noise_std", noise_std)
     fn, formula = REWARD_FUNCTIONS[kind]
     active = arrival_rule(name, num_agents, arrivals)
 
@@ -157,7 +157,7 @@ def async_synthetic(
 
     description = (f"{name}: f = {formula}, u = <x, theta*>, {num_arms} fresh arms uniform in the unit ball of "
                    f"d={dim}, theta* per run, noise N(0, {noise_std:g}^2), {num_agents} clients, one active per "
-                   f"step ({_arrival_label(arrivals)} arrivals)")
+                   f"step ({arrival_label(arrivals)} arrivals)")
     return Problem(name=name, spec=spec, init=init, contexts=contexts, mean_reward=mean_reward,
                    sample_rewards=shared_gaussian_rewards(noise_std), active=active, description=description)
 
@@ -275,7 +275,7 @@ def async_classification(
     description = (f"{name}: {x.shape[0]} rows, d={x.shape[1]}, reduced by k-means (seed {kmeans_seed}, "
                    f"n_init {n_init}) to {num_arms} fixed unit-norm centroid arms with Bernoulli rewards "
                    f"(1 = {POSITIVE_NAME[dataset]}; best p = {means.max():.3f}), {num_agents} clients, one active "
-                   f"per step ({_arrival_label(arrivals)} arrivals)")
+                   f"per step ({arrival_label(arrivals)} arrivals)")
     return fixed_arm_bandit(arms, means, num_agents, horizon, name=name, arrivals=arrivals,
                             description=description)
 

@@ -40,7 +40,7 @@ import numpy as np
 
 from .. import core
 from ..core import ConfigError, EnvSpec, Problem, float_dtype
-from .async_env import arrival_rule, _arrival_label
+from .async_env import arrival_rule, arrival_label
 from .datasets import DATA_DIR_ENV, DataNotFoundError, given_folder
 
 
@@ -247,7 +247,7 @@ def ratings_bandit(features: RatingFeatures, num_agents: int, horizon: int, *, n
     if not description:
         description = (f"{name}: {user_f.shape[0]} users x {num_items} items, rank-{rank} SVD features, d={dim}, "
                        f"1 positive (rating > 2) + {num_arms - 1} negative arms per step, {num_agents} clients "
-                       f"({_arrival_label(arrivals)} arrivals)")
+                       f"({arrival_label(arrivals)} arrivals)")
     return Problem(name=name, spec=spec, init=init, contexts=contexts, mean_reward=mean_reward,
                    sample_rewards=sample_rewards, active=active, description=description)
 
@@ -317,7 +317,7 @@ def standin_problem(dataset: str, num_agents: int = 100, horizon: int = 10000, *
     description = (f"{name}: synthetic stand-in for {label} (low-rank rating generator, seed {seed}): {nu} users x "
                    f"{ni} items, rank-{rank} SVD features, d={2 * rank}, 1 positive (rating > 2) + "
                    f"{num_arms - 1} negative arms per step, {num_agents} clients "
-                   f"({_arrival_label(arrivals)} arrivals)")
+                   f"({arrival_label(arrivals)} arrivals)")
     return ratings_bandit(feats, num_agents, horizon, num_arms=num_arms, name=name, arrivals=arrivals,
                           description=description)
 

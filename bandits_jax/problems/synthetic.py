@@ -64,7 +64,7 @@ def unit_contexts(key, shape, law: str, dtype=None):
     return u / jnp.linalg.norm(u, axis=-1, keepdims=True)
 
 
-def _check_number(problem: str, name: str, value, minimum: float = 0.0) -> float:
+def check_number(problem: str, name: str, value, minimum: float = 0.0) -> float:
     try:
         out = float(value)
     except (TypeError, ValueError):
@@ -116,7 +116,7 @@ def synthetic(
     Instance: {"a": [d]}. contexts: [N, K, d] unit norm. means: [N, K].
     """
     spec = core.check_spec(EnvSpec(num_agents, num_arms, dim, horizon))
-    noise_std = _check_number(name, "noise_std", noise_std)
+    noise_std = check_number(name, "noise_std", noise_std)
     if context_law not in CONTEXT_LAWS:
         raise ConfigError(f"{name}: unknown context_law {context_law!r}; known: {', '.join(CONTEXT_LAWS)}")
     mode, vector = _hidden_vector(name, a, dim)

@@ -21,22 +21,22 @@ GOLDEN = "tests/golden/smoke_outputs.npz"
 TABLE = Path(__file__).with_name("PROVENANCE.md")
 
 # algorithm (a curve's name less its problem prefix, grid point and agent count) -> the independent check
-_COOP = "tests/test_coop_kernel.py against bench/reference/coop_kernel_np.py"
-_DIS = "tests/test_dis_kernel.py against bench/reference/dis_kernel_np.py"
-_LINKER = "tests/test_linear_kernel_algorithms.py against bench/reference/linear_np.py and kernel_np.py"
+_COOP = "tests/test_coop_kernel.py against reference/coop_kernel_np.py"
+_DIS = "tests/test_dis_kernel.py against reference/dis_kernel_np.py"
+_LINKER = "tests/test_linear_kernel_algorithms.py against reference/linear_np.py and kernel_np.py"
 INDEPENDENT = {
-    "FN-UCB": "tests/test_fn_ucb.py against bench/reference/fn_ucb_np.py; tests/test_fnucb_replay.py against the "
+    "FN-UCB": "tests/test_fn_ucb.py against reference/fn_ucb_np.py; tests/test_fnucb_replay.py against the "
               "authors' code's recorded arms",
-    "NeuralUCB": "tests/test_neural_algorithms.py against bench/reference/neural_np.py",
-    "NeuralTS": "tests/test_neural_algorithms.py against bench/reference/neural_np.py",
+    "NeuralUCB": "tests/test_neural_algorithms.py against reference/neural_np.py",
+    "NeuralTS": "tests/test_neural_algorithms.py against reference/neural_np.py",
     "LinUCB": _LINKER, "LinTS": _LINKER, "KernelUCB": _LINKER, "KernelTS": _LINKER,
-    "Async-KernelUCB": "tests/test_async_kernel.py against bench/reference/async_kernel_np.py",
-    "Approx-DisKernelUCB": "tests/test_approx_glb.py against bench/reference/approx_glb_np.py",
-    "FedGLB-UCB": "tests/test_approx_glb.py against bench/reference/approx_glb_np.py",
+    "Async-KernelUCB": "tests/test_async_kernel.py against reference/async_kernel_np.py",
+    "Approx-DisKernelUCB": "tests/test_approx_glb.py against reference/approx_glb_np.py",
+    "FedGLB-UCB": "tests/test_approx_glb.py against reference/approx_glb_np.py",
     "DisKernelUCB": _DIS, "OneKernelUCB": _DIS, "NKernelUCB": _DIS, "DisLinUCB": _DIS, "FedLinUCB": _DIS,
-    "N-KernelUCB": "tests/test_duets.py against bench/reference/duets_np.py",
-    "DUETS": "tests/test_duets.py against bench/reference/duets_np.py",
-    "DUETS-authors": "tests/test_duets_authors.py against bench/reference/duets_authors_np.py",
+    "N-KernelUCB": "tests/test_duets.py against reference/duets_np.py",
+    "DUETS": "tests/test_duets.py against reference/duets_np.py",
+    "DUETS-authors": "tests/test_duets_authors.py against reference/duets_authors_np.py",
     **{name: _COOP for name in ("Coop-KernelUCB", "Dist-KernelUCB", "Eager-KernelUCB", "Ind-LinUCB", "OFUL",
                                 "Naive-LinUCB", "Ind-KernelUCB", "IGP-UCB", "Naive-IGP-UCB")},
 }

@@ -35,8 +35,8 @@ import jax.numpy as jnp
 
 from bandits_jax.kernels.ridge import ridge_logdet, ridge_scores
 
-from ..core import Algorithm, EnvSpec, Sizes, float_dtype, report
-from .base import ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, active_index, multi_active_error, signed_params, ucb_select
+from ...core import Algorithm, EnvSpec, Sizes, float_dtype, report
+from ..base import ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, active_index, multi_active_error, signed_params, ucb_select
 
 ERRORS = {ERR_MULTI_ACTIVE: MULTI_ACTIVE_MESSAGE}
 

@@ -33,8 +33,8 @@ from jax.scipy.linalg import solve_triangular
 
 from bandits_jax.kernels.linalg import chol_solve, chol_update
 
-from ..core import Algorithm, EnvSpec, float_dtype
-from .base import check_max_history, check_static, independent, signed_params
+from ...core import Algorithm, EnvSpec, float_dtype
+from ..base import check_max_history, check_static, independent, signed_params
 
 BONUSES = ("norm", "quadratic")
 SIGNS = {

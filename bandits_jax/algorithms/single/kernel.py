@@ -39,8 +39,8 @@ from bandits_jax.kernels.krr import repeated_points_posterior
 from bandits_jax.kernels.linalg import (inv_chol_append, mask_upto, pad_chol, pad_rows, posterior_from_product,
                                         posterior_mean_var_inv)
 
-from ..core import Algorithm, ConfigError, EnvSpec, float_dtype
-from .base import (batch_cond, check_max_history, check_static, independent, kernel_args, resolve_kernel,
+from ...core import Algorithm, ConfigError, EnvSpec, float_dtype
+from ..base import (batch_cond, check_max_history, check_static, independent, kernel_args, resolve_kernel,
                    signed_params, uniform_arm)
 
 STORAGES = ("dense", "panels", "distinct")

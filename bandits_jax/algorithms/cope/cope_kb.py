@@ -30,9 +30,9 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ..core import ConfigError, Outcome, Trial
-from ..kernels import design
-from .base import check_capacity, signed_params
+from ...core import ConfigError, Outcome, Trial
+from ...kernels import design
+from ..base import check_capacity, signed_params
 
 FC_SIGNS = {"delta": "probability", "xi": "positive", "eps": "positive"}
 FB_SIGNS = {"budget": "positive", "xi": "positive"}
@@ -72,7 +72,7 @@ def world(name: str, arms, public) -> World:
 
 
 # ----------------------------------------------------------------------------------- fixed confidence
-def fc_trial(name: str, description: str, allocate: Callable, estimate: Callable, communicates: bool,
+def fc_trial(name: str, description: str, *, allocate: Callable, estimate: Callable, communicates: bool,
              declared: dict, max_rounds: int, eliminate: Callable = None) -> Trial:
     """A fixed-confidence elimination trial from its pieces (module docstring); `eliminate(w, params,
     alive, fhat, counts, r) -> alive` is the round's elimination rule (`threshold_elimination` when None)."""
@@ -225,34 +225,37 @@ def outputs(w: World, end: dict, communicates: bool, errors, budget=None) -> dic
 
 
 # ----------------------------------------------------------------------------------- FC factories
-def _fc(name, description, allocation, size, estimate, communicates, delta, xi, eps, iters, max_rounds,
+def _fc(name, description, *, allocation, size, estimate, communicates, delta, xi, eps, iters, max_rounds,
         eliminate=None):
     check_capacity(name, "iters", iters)
     check_capacity(name, "max_rounds", max_rounds)
     declared = signed_params(name, FC_SIGNS, {"delta": delta, "xi": xi, "eps": eps})
-    return fc_trial(name, description, allocation(size, iters), estimate, communicates, declared, max_rounds,
-                    eliminate=eliminate)
+    return fc_trial(name, description, allocate=allocation(size, iters), estimate=estimate,
+                    communicates=communicates, declared=declared, max_rounds=max_rounds, eliminate=eliminate)
 
 
 def cokernel_fc(delta: float = 0.005, xi: float = 1e-10, eps: float = 0.1, iters: int = 2000,
                 max_rounds: int = 40) -> Trial:
     """CoKernelFC (Algorithm 1), fixed-confidence elimination on one global design and shared data."""
     return _fc("CoKernelFC", "CoKernelFC: collaborative fixed-confidence elimination, global design (Alg. 1)",
-               global_allocation, paper_size, shared_estimate, True, delta, xi, eps, iters, max_rounds)
+               allocation=global_allocation, size=paper_size, estimate=shared_estimate, communicates=True,
+               delta=delta, xi=xi, eps=eps, iters=iters, max_rounds=max_rounds)
 
 
 def cokernel_ind_alloc(delta: float = 0.005, xi: float = 1e-10, eps: float = 0.1, iters: int = 2000,
                        max_rounds: int = 40) -> Trial:
     """CoKernel-IndAlloc: CoKernelFC with each agent's locally optimal allocation and N_v (spec §5.1)."""
     return _fc("CoKernel-IndAlloc", "CoKernelFC with local per-agent designs and sample sizes, shared estimate",
-               local_allocation, paper_size, shared_estimate, True, delta, xi, eps, iters, max_rounds)
+               allocation=local_allocation, size=paper_size, estimate=shared_estimate, communicates=True,
+               delta=delta, xi=xi, eps=eps, iters=iters, max_rounds=max_rounds)
 
 
 def ind_rage(delta: float = 0.005, xi: float = 1e-10, eps: float = 0.1, iters: int = 2000,
              max_rounds: int = 40) -> Trial:
     """IndRAGE: V independent RAGE copies with CoKernelFC's constants (delta/V each), no communication."""
     return _fc("IndRAGE", "V independent RAGE copies, CoKernelFC's constants (spec §5.2 default); no communication",
-               local_allocation, paper_size, own_estimate, False, delta, xi, eps, iters, max_rounds)
+               allocation=local_allocation, size=paper_size, estimate=own_estimate, communicates=False,
+               delta=delta, xi=xi, eps=eps, iters=iters, max_rounds=max_rounds)
 
 
 def ind_rage_code(delta: float = 0.005, xi: float = 1e-10, eps: float = 0.1, iters: int = 2000,
@@ -262,7 +265,8 @@ def ind_rage_code(delta: float = 0.005, xi: float = 1e-10, eps: float = 0.1, ite
     return _fc("IndRAGE-code", "V independent RAGE copies as the RAGE code runs them: its sample sizes (8 4^(k-1) "
                                "rho (1+eps) log(2n^2/delta_k), 2|supp|/eps), a ridge limit of its OLS, and its "
                                "default var=True elimination (a confidence width per pair); no communication",
-               local_allocation, rage_code_size, own_estimate, False, delta, xi, eps, iters, max_rounds,
+               allocation=local_allocation, size=rage_code_size, estimate=own_estimate, communicates=False,
+               delta=delta, xi=xi, eps=eps, iters=iters, max_rounds=max_rounds,
                eliminate=variance_elimination)
 
 
@@ -272,7 +276,8 @@ def ind_rage_code_threshold(delta: float = 0.005, xi: float = 1e-10, eps: float 
     2^-k (spec §5.2's alternative as the spec writes it out)."""
     return _fc("IndRAGE-code-threshold", "V independent RAGE copies, the RAGE code's sample sizes and its var=False "
                                          "elimination at 2^-k; no communication",
-               local_allocation, rage_code_size, own_estimate, False, delta, xi, eps, iters, max_rounds)
+               allocation=local_allocation, size=rage_code_size, estimate=own_estimate, communicates=False,
+               delta=delta, xi=xi, eps=eps, iters=iters, max_rounds=max_rounds)
 
 
 # ----------------------------------------------------------------------------------- fixed budget
@@ -283,7 +288,7 @@ class Schedule(NamedTuple):
     per_round: jax.Array
 
 
-def fb_trial(name: str, description: str, schedule: Callable, allocate: Callable, estimate: Callable,
+def fb_trial(name: str, description: str, *, schedule: Callable, allocate: Callable, estimate: Callable,
              table: str, communicates: bool, declared: dict) -> Trial:
     """A fixed-budget halving trial from its pieces (module docstring); `table` names the world's
     halving table (omega_table, omega_local or gamma_table)."""
@@ -382,30 +387,34 @@ def fb_width_allocation(w, params, alive, busy, plan):
     return jnp.where(busy[:, None], counts, 0)
 
 
-def _fb(name, description, schedule, allocate, estimate, table, communicates, budget, xi):
+def _fb(name, description, *, schedule, allocate, estimate, table, communicates, budget, xi):
     declared = signed_params(name, FB_SIGNS, {"budget": budget, "xi": xi})
-    return fb_trial(name, description, schedule, allocate, estimate, table, communicates, declared)
+    return fb_trial(name, description, schedule=schedule, allocate=allocate, estimate=estimate, table=table,
+                    communicates=communicates, declared=declared)
 
 
 def cokernel_fb(budget: float = 20000.0, xi: float = 1e-10, iters: int = 2000) -> Trial:
     """CoKernelFB (Algorithm 2), R rounds of one global design and omega halving per agent."""
     check_capacity("CoKernelFB", "iters", iters)
     return _fb("CoKernelFB", "CoKernelFB: collaborative fixed-budget halving, global design (Alg. 2)",
-               collaborative_schedule, fb_global_allocation(iters), shared_estimate, "omega_table", True, budget, xi)
+               schedule=collaborative_schedule, allocate=fb_global_allocation(iters), estimate=shared_estimate,
+               table="omega_table", communicates=True, budget=budget, xi=xi)
 
 
 def cokernel_fb_ind_alloc(budget: float = 20000.0, xi: float = 1e-10, iters: int = 2000) -> Trial:
     """CoKernelFB-IndAlloc, CoKernelFB with each busy agent's local design of T / R samples (spec §5.5)."""
     check_capacity("CoKernelFB-IndAlloc", "iters", iters)
     return _fb("CoKernelFB-IndAlloc", "CoKernelFB with local per-agent designs, shared estimate, global omega",
-               collaborative_schedule, fb_local_allocation(iters), shared_estimate, "omega_table", True, budget, xi)
+               schedule=collaborative_schedule, allocate=fb_local_allocation(iters), estimate=shared_estimate,
+               table="omega_table", communicates=True, budget=budget, xi=xi)
 
 
 def ind_peace_fb(budget: float = 20000.0, xi: float = 1e-10) -> Trial:
     """IndPeaceFB: V independent fixed-budget Peace copies, Gaussian-width designs and halving (spec §5.6)."""
     return _fb("IndPeaceFB", "V independent Peace (fixed budget) copies with the Gaussian width gamma "
                              "(Katz-Samuels et al. 2020); no communication",
-               agent_schedule("gamma_table"), fb_width_allocation, own_estimate, "gamma_table", False, budget, xi)
+               schedule=agent_schedule("gamma_table"), allocate=fb_width_allocation, estimate=own_estimate,
+               table="gamma_table", communicates=False, budget=budget, xi=xi)
 
 
 def ind_peace_fb_omega(budget: float = 20000.0, xi: float = 1e-10, iters: int = 2000) -> Trial:
@@ -413,8 +422,8 @@ def ind_peace_fb_omega(budget: float = 20000.0, xi: float = 1e-10, iters: int = 
     check_capacity("IndPeaceFB-omega", "iters", iters)
     return _fb("IndPeaceFB-omega", "V independent omega-Peace copies (CoKernelFB with V = 1 on own arms); "
                                    "no communication",
-               agent_schedule("omega_local"), fb_local_allocation(iters), own_estimate, "omega_local", False,
-               budget, xi)
+               schedule=agent_schedule("omega_local"), allocate=fb_local_allocation(iters), estimate=own_estimate,
+               table="omega_local", communicates=False, budget=budget, xi=xi)
 
 
 def uniform_fb(name: str, description: str, estimate: Callable, budget: float, xi: float) -> Trial:

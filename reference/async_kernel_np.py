@@ -33,7 +33,7 @@ def sym_root_pinv(K, tol=1e-10):
     return (U * w) @ U.T
 
 
-def _new_direction(k, S, x, tol):
+def new_direction(k, S, x, tol):
     """True when x is not (numerically) in the span of the dictionary S in the feature space:
     its residual k(x,x) - k_S(x)^T K_SS^{-1} k_S(x) exceeds tol * k(x,x)."""
     kxx = k(x[None], x[None])[0, 0]
@@ -107,7 +107,7 @@ def async_kernel_ucb_np(arrivals, contexts, rewards, tie_noise, rls_uniform, *, 
             _, fresh = server.mean_var(Xb)
             for j, xs in enumerate(Xb):
                 if rls_uniform[t, j] < min(1.0, q * fresh[j]):
-                    if not any(np.array_equal(xs, s) for s in S) and _new_direction(k, S, xs, tol):
+                    if not any(np.array_equal(xs, s) for s in S) and new_direction(k, S, xs, tol):
                         S.append(xs.copy())
             m_new = len(S)
             # message 2: the buffer embedded with the NEW dictionary

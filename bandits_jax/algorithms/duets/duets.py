@@ -33,10 +33,10 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ..core import Algorithm, ConfigError, EnvSpec, Sizes, Table, flat_uniform, float_dtype, report
-from ..kernels import krr, nystrom
-from ..kernels.functions import Kernel
-from .base import capacity_ladder, check_tolerance, kernel_params, resolve_kernel, signed_params, sized_switch
+from ...core import Algorithm, ConfigError, EnvSpec, Sizes, Table, flat_uniform, float_dtype, report
+from ...kernels import krr, nystrom
+from ...kernels.functions import Kernel
+from ..base import capacity_ladder, check_tolerance, kernel_params, resolve_kernel, signed_params, sized_switch
 
 NAME = "DUETS"
 COIN, SERVER = 1, 2

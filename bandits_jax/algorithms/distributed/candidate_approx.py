@@ -34,8 +34,8 @@ import jax.numpy as jnp
 
 from bandits_jax.kernels import nystrom
 
-from ..core import EnvSpec, Sizes, flat_uniform, report
-from .base import argmax_or_uniform, batch_cond, capacity_ladder, kernel_params, sized_switch
+from ...core import EnvSpec, Sizes, flat_uniform, report
+from ..base import argmax_or_uniform, batch_cond, capacity_ladder, kernel_params, sized_switch
 from .dis_protocol import ERR_DICT, ERR_SLOTS
 
 

@@ -37,9 +37,9 @@ from bandits_jax.kernels import nystrom
 from bandits_jax.kernels.functions import Kernel
 from bandits_jax.kernels.linalg import pad_last, pad_ridge_inverse, pad_rows, sherman_morrison
 
-from ..core import Algorithm, ConfigError, EnvSpec, Sizes, Sizing, flat_uniform, float_dtype, report
+from ...core import Algorithm, ConfigError, EnvSpec, Sizes, Sizing, flat_uniform, float_dtype, report
 from . import candidate_approx, candidate_kernel
-from .base import (ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, active_index, argmax_or_uniform, argmax_random_ties,
+from ..base import (ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, active_index, argmax_or_uniform, argmax_random_ties,
                    batch_cond, check_capacity, check_static, check_tolerance, kernel_params, multi_active_error, one_hot_action,
                    resolve_kernel, signed_params)
 from .dis_protocol import (DICT_MESSAGE, ERR_DICT, ERR_HISTORY, ERR_SLOTS, HISTORY_MESSAGE, LOCK_STEP_VMAP,

@@ -26,9 +26,9 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ..core import Trial
-from ..kernels import design
-from .base import check_capacity, signed_params
+from ...core import Trial
+from ...kernels import design
+from ..base import check_capacity, signed_params
 from .cope_kb import FC_OUTCOMES, outputs, world
 
 SIGNS = {"delta": "probability", "xi": "positive"}

@@ -36,14 +36,14 @@ from jax import lax
 from bandits_jax.kernels.functions import Kernel
 from bandits_jax.kernels.linalg import inv_chol_append, pad_chol, pad_rows, posterior_mean_var_inv
 
-from ..core import Algorithm, EnvSpec, Sizes, Sizing, flat_uniform, float_dtype, report
+from ...core import Algorithm, EnvSpec, Sizes, Sizing, flat_uniform, float_dtype, report
 from . import candidate_kernel
-from .base import (ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, argmax_or_uniform, argmax_random_ties, check_capacity,
+from ..base import (ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, argmax_or_uniform, argmax_random_ties, check_capacity,
                    check_static, independent, kernel_args, multi_active_error, resolve_kernel, scaled_ucb,
                    signed_params, ucb_select)
 from .dis_protocol import (BUFFER_MESSAGE, CAPACITY_MESSAGE, ERR_BUFFER, ERR_CAPACITY, LOCK_STEP_VMAP, async_rows,
                            duets_report, duets_rows, duets_trigger)
-from .kernel import LEARNERS, STORAGES, KernelConfig, KernelState, Learner, init1, posterior, resize1, rows1, update1
+from ..single.kernel import LEARNERS, STORAGES, KernelConfig, KernelState, Learner, init1, posterior, resize1, rows1, update1
 
 DISTINCT_MESSAGE = "more distinct contexts than distinct_capacity; raise distinct_capacity"
 

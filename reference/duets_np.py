@@ -486,7 +486,7 @@ BETAS = (0.2, 0.5, 1.0, 2.0, 5.0)
 def main(n_seeds=5, N=10, T=50, M=2000):
     """Paper configuration: per function and algorithm, the beta with the smallest mean R(T) over
     n_seeds runs, with R(T) and C(T) (paper convention) mean +- std (ddof 0) and the mean of C_code(T).
-    `python -m bench.reference.duets_np [n_seeds]`; the matrices are small, so a single-threaded BLAS
+    `python -m reference.duets_np [n_seeds]`; the matrices are small, so a single-threaded BLAS
     (e.g. OPENBLAS_NUM_THREADS=1) is usually the fastest. One Generator
     default_rng(0) makes the four problems in the order h1, h2, branin, hartmann4; run s uses the draws of
     default_rng(1000 + s), shared by every algorithm and beta."""

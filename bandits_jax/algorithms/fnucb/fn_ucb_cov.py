@@ -39,7 +39,7 @@ from jax.scipy.linalg import solve_triangular
 
 from bandits_jax.kernels.linalg import chol_solve, inverse_and_logdet, sherman_morrison, woodbury_logdet
 
-from .base import batch_cond
+from ..base import batch_cond
 
 
 class Covariances(NamedTuple):

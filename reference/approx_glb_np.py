@@ -19,7 +19,7 @@ lists at every step (fresh inverses, no rank-one updates):
 Returns a dict of per-step arrays: actions, mean/var [T, K] of the active client, up, down,
 rounds, var_sum, dict_size.
 
-FedGLB-UCB (the reading of bandits_jax.algorithms.fed_glb): V_i = A_g + dA_i + (lam/c_mu) I, centre
+FedGLB-UCB (the reading of bandits_jax.algorithms.distributed.fed_glb): V_i = A_g + dA_i + (lam/c_mu) I, centre
 V_i^{-1} (A_g theta_g + sum_new x z), z = x^T theta_i before the step; online Newton step
 theta_i -= V_i^{-1} (mu(x^T theta_i) - y) x / c_mu; sync when n_i (log det V_i - log det V_g) >= threshold;
 the sync runs Nesterov's method on the summed regularised logistic loss with a plain loop.
@@ -27,7 +27,7 @@ Returns actions, mean/var [T, K], up, down, rounds, logdet_ratio, agd_iters.
 """
 import numpy as np
 
-from .async_kernel_np import _new_direction, argmax_ties, sym_root_pinv
+from .async_kernel_np import new_direction, argmax_ties, sym_root_pinv
 from .dis_kernel_np import step_outputs
 from .kernel_np import kernel_matrix
 
@@ -83,7 +83,7 @@ def approx_dis_kernel_ucb_np(arrivals, contexts, rewards, tie_noise, rls_uniform
             for s, (xs, _, _) in enumerate(hist):
                 if rls_uniform[t, s] < min(1.0, q * var_g[s]):
                     kept_total += 1
-                    if not any(np.array_equal(xs, p) for p in S_new) and _new_direction(k, S_new, xs, tol):
+                    if not any(np.array_equal(xs, p) for p in S_new) and new_direction(k, S_new, xs, tol):
                         S_new.append(xs)
             S = np.array(S_new).reshape(-1, d)
             W = sym_root_pinv(k(S, S), tol) if len(S) else np.zeros((0, 0))

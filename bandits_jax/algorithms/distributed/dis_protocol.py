@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from ..core import report
+from ...core import report
 
 # DisKernelUCB
 # runs under one vmap on a CPU (`Algorithm.cpu_vmap`): a synchronisation is a `batch_cond` that a vmapped

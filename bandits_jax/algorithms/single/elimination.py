@@ -21,8 +21,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ..core import ConfigError, Outcome, Trial, float_dtype
-from .base import check_capacity, signed_params
+from ...core import ConfigError, Outcome, Trial, float_dtype
+from ..base import check_capacity, signed_params
 
 OUTCOMES = {
     "correct": Outcome("rate", "every agent named its best arm"),

@@ -32,8 +32,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ..core import ConfigError, EnvSpec, Sizes, Sizing, float_dtype
-from .base import argmax_or_uniform, batch_cond, kernel_args, sized_switch
+from ...core import ConfigError, EnvSpec, Sizes, Sizing, float_dtype
+from ..base import argmax_or_uniform, batch_cond, kernel_args, sized_switch
 from .dis_protocol import ERR_BUFFER, duets_report, duets_trigger
 
 POOL_BLOCK = 32  # candidates folded into the pooled posterior per pass over Sigma_G

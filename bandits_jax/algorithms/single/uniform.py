@@ -4,7 +4,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ..core import Algorithm, report
+from ...core import Algorithm, report
 
 
 def init(key, spec, params, sizes, public=None):

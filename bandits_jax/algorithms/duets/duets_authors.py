@@ -29,9 +29,9 @@ from typing import Union
 
 import jax.numpy as jnp
 
-from ..core import Algorithm, Table, report
-from ..kernels.functions import Kernel
-from .base import check_tolerance, kernel_params, resolve_kernel, signed_params
+from ...core import Algorithm, Table, report
+from ...kernels.functions import Kernel
+from ..base import check_tolerance, kernel_params, resolve_kernel, signed_params
 from .duets import (DuetsConfig, check_epochs, end_of_epoch, epoch_points, epoch_schedule, init, keep_uniforms,
                     kept_slots, nystrom_posterior, record_queries, select, trimmed)
 

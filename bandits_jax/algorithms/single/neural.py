@@ -39,8 +39,8 @@ from jax.scipy.linalg import solve_triangular
 from bandits_jax.kernels.linalg import chol_update, pad_rows
 from bandits_jax.kernels.ntk import PARAMETERIZATIONS, init_mlp, mlp_apply, ntk_values_and_features
 
-from ..core import Algorithm, ConfigError, EnvSpec, float_dtype
-from .base import check_static, independent, signed_params
+from ...core import Algorithm, ConfigError, EnvSpec, float_dtype
+from ..base import check_static, independent, signed_params
 
 COVARIANCES = ("full", "diag")
 FEATURE_SCALES = ("raw", "sqrt_m")

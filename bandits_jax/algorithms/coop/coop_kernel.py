@@ -28,14 +28,15 @@ Walk-through: docs/algorithms/coop_kernel.md.
 from __future__ import annotations
 
 from functools import partial
-from typing import NamedTuple, Optional
+from typing import Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from ..core import Algorithm, ConfigError, flat_uniform, float_dtype, report
+from ...core import Algorithm, ConfigError, flat_uniform, float_dtype, report
 from . import coop_storage as store_ops
-from .base import check_capacity, check_static, kernel_args, resolve_kernel, signed_params
+from ..base import check_capacity, check_static, kernel_args, resolve_kernel, signed_params
 
 TIE = 1e-9
 TIE_FOLD = 7
@@ -47,26 +48,30 @@ SIGNS = {"lam": "positive", "eta": "nonnegative", "lengthscale": "positive", "si
 
 
 class Pieces(NamedTuple):
-    """The three pieces of a method: sources ("clique" | "within" | "self" | "dist"), similarity
-    ("khat" | "one"), width ("eta" | "igp" | "oful"); talk: whether it counts messages."""
+    """The three pieces of a method, chosen once when its name is assembled: sources (`clique`,
+    `within`, `own_data` or `dist_sources`: (graph arrays, eye) -> (admit, host, lag, accepts)), similarity
+    (MMD or UNIT) and width (`eta_width`, `igp_width` or `oful_width`). alone: only the agent's own
+    data (it sends nothing, and the feature storage reads only its own prefix sums)."""
 
-    sources: str
-    similarity: str
-    width: str
-    talk: bool = True
+    sources: Callable
+    similarity: "Similarity"
+    width: Callable
+    alone: bool = False
 
 
 class Options(NamedTuple):
-    """Static options: kernel, storage, mmd, r_max, landmarks, ring_rounds, embedding, dist_mimic."""
+    """Static options, resolved once: the kernel, the storage model (`MODELS[(storage, embedding)]`),
+    mmd (`unsquared` or `squared`), r_max, landmarks, ring_rounds, the Dist mimic (`MIMICS`) and
+    whether K_x is linear."""
 
     kernel: object
-    storage: str = "dual"
-    mmd: str = "unsquared"
+    model: "Model"
+    mmd: Callable
     r_max: int = 16
     landmarks: int = 64
     ring_rounds: Optional[int] = None
-    embedding: str = "current"
-    dist_mimic: str = "centre_model"
+    mimic: "Mimic" = None
+    linear: bool = True
 
 
 class Network(NamedTuple):
@@ -91,16 +96,7 @@ class CoopState(NamedTuple):
 def init(pieces: Pieces, opts: Options, key, spec, params, sizes, public=None) -> CoopState:
     """The network arrays of the method and an empty store."""
     del key, params, sizes
-    net = network(pieces, public, spec.num_agents)
-    T, V, d, dtype = spec.horizon, spec.num_agents, spec.dim, float_dtype()
-    if opts.storage == "dual":
-        return CoopState(net, store_ops.dual_init(T, V, d, dtype))
-    if not _linear(opts) and opts.landmarks > V * spec.num_arms:
-        raise ConfigError(f"landmarks = {opts.landmarks} exceeds the {V * spec.num_arms} contexts of a round; "
-                          f"lower landmarks")
-    m = d if _linear(opts) else opts.landmarks
-    R = T + 1 if opts.ring_rounds is None else opts.ring_rounds
-    return CoopState(net, store_ops.feature_init(R, V, m, d, dtype))
+    return CoopState(network(pieces, public, spec.num_agents), opts.model.init(opts, spec))
 
 
 def network(pieces: Pieces, public, V: int) -> Network:
@@ -111,16 +107,41 @@ def network(pieces: Pieces, public, V: int) -> Network:
     if g["dist"].shape != (V, V):
         raise ConfigError(f"graph arrays are for {g['dist'].shape[0]} agents, the problem has {V}")
     eye = jnp.eye(V, dtype=bool)
-    admit = {"clique": g["clique"], "within": g["within"], "self": eye, "dist": g["within"]}[pieces.sources] | eye
-    host, lag = jnp.arange(V), jnp.zeros((V,), jnp.int32)
-    accepts = admit
-    if pieces.sources == "dist":
-        host = g["cent"].astype(jnp.int32)
-        lag = jnp.where(g["central"], 0, g["delay"][jnp.arange(V), host]).astype(jnp.int32)
-        accepts = admit & g["central"][:, None]
-    talks = g["within"] & ~eye & pieces.talk
+    admit, host, lag, accepts = pieces.sources(g, eye)
+    talks = g["within"] & ~eye & (not pieces.alone)
     return Network(admit, host, lag, g["delay"].astype(jnp.int32), g["dist"].astype(jnp.int32), talks,
                    accepts & talks)
+
+
+def clique(g, eye):
+    """Coop: the sources of v's clique in the greedy cover of G_gamma."""
+    return _everyone_hosts_self(g["clique"] | eye)
+
+
+def within(g, eye):
+    """Eager and Naive: every source within gamma hops."""
+    return _everyone_hosts_self(g["within"] | eye)
+
+
+def own_data(g, eye):
+    """The independent baselines: v's own data only."""
+    del g
+    return _everyone_hosts_self(eye)
+
+
+def dist_sources(g, eye):
+    """Dist [P]: a central c uses N_gamma(c); a peripheral p uses cent(p)'s data set once its wait
+    delay[p, cent(p)] is over (own data before); only central agents accept messages."""
+    admit = g["within"] | eye
+    host = g["cent"].astype(jnp.int32)
+    V = eye.shape[0]
+    lag = jnp.where(g["central"], 0, g["delay"][jnp.arange(V), host]).astype(jnp.int32)
+    return admit, host, lag, admit & g["central"][:, None]
+
+
+def _everyone_hosts_self(admit):
+    V = admit.shape[0]
+    return admit, jnp.arange(V), jnp.zeros((V,), jnp.int32), admit
 
 
 # ------------------------------------------------------------------------------ select
@@ -129,56 +150,19 @@ def select(pieces: Pieces, opts: Options, params, state: CoopState, step, key):
     dtype = float_dtype()
     contexts = step.contexts.astype(dtype)
     V, K = contexts.shape[:2]
-    kern = opts.kernel
-    kp = kernel_args(kern, params, dtype)
+    kp = kernel_args(opts.kernel, params, dtype)
     mask, lags = sources_at(state.net, step.t)
-    qlag = jnp.ones((V,), jnp.int32)
-    if opts.storage == "dual":
-        flat = state.store.X.reshape(-1, contexts.shape[-1])
-        gram4 = kern.fn(flat, flat, kp).reshape(state.store.y.shape * 2)
-        inner = lambda src, lg: store_ops.dual_embedding_inner(state.store, gram4, step.t, src, lg)  # noqa: E731
-    else:
-        inner = lambda src, lg: store_ops.feature_embedding_inner(state.store, step.t, src, lg)  # noqa: E731
-
-    frozen = opts.embedding == "frozen_at_send" and pieces.similarity == "khat"
-    if frozen:
-        W4, Wq = frozen_similarity(opts, params, gram4, step.t)
-    common = opts.embedding == "common_lag" and pieces.similarity == "khat"
-    if common:
-        L_all = common_factor(pieces, opts, params, inner, mask, lags)
+    posterior = opts.model.prepare(pieces, opts, params, kp, state.store, step.t, mask, lags)
 
     def one(v, mask_v, lags_v, ctx):
-        if frozen:
-            W = (W4, Wq[v])
-        elif not common:
-            khat = similarity(pieces, opts, params, inner, v, mask_v, lags_v, qlag[v])
-            W = (khat[None, :V, None, :V], khat[V, :V][None, :])
-        if opts.storage == "dual":
-            out = store_ops.dual_posterior(kern, kp, params["lam"], state.store, gram4, step.t, mask_v, lags_v,
-                                           *W, ctx)
-        else:
-            L = jnp.concatenate([L_all, L_all[v][None]]) if common else _factor(pieces, opts, khat)
-            src, L_src = jnp.arange(V), L[:V]
-            if pieces.sources == "self":  # only the agent's own prefix sums, not all V agents'
-                src, mask_v, lags_v, L_src = v[None], mask_v[v][None], lags_v[v][None], L[v][None]
-            out = store_ops.feature_posterior(kern, kp, params["lam"], state.store, step.t, src, mask_v, lags_v,
-                                              L_src, L[V], ctx, _linear(opts))
+        out = posterior(v, mask_v, lags_v, ctx)
         return scores(pieces.width, params, *out), out[3]
 
     s, count = jax.vmap(one)(jnp.arange(V), mask, lags, contexts)
     mimic = (step.t >= state.net.lag) & (state.net.lag > 0)
-    if opts.dist_mimic == "arm_projection":
-        s = jnp.where(mimic[:, None], projection(opts, kp, state, step.t, contexts), s)
+    s = opts.mimic.scores(opts, kp, state, step.t, contexts, s, mimic)
     noise = flat_uniform(jax.random.fold_in(key, TIE_FOLD), (V, K), dtype)
     return jnp.argmax(s + TIE * noise, axis=1).astype(jnp.int32), {"scores": s, "count": count, "mimic": mimic}
-
-
-def projection(opts: Options, kp, state: CoopState, t, contexts):
-    """Dist's "arm_projection": K_x(x, x_c) [V, K] for c = cent(v)'s arm of round t - lag_v."""
-    rows = jnp.maximum(t - state.net.lag, 0)
-    X = state.store.X
-    xc = X[rows % X.shape[0], state.net.host]  # [V, d]
-    return jax.vmap(lambda ctx, x: opts.kernel.fn(ctx, x[None], kp)[:, 0])(contexts, xc)
 
 
 def sources_at(net: Network, t):
@@ -191,12 +175,73 @@ def sources_at(net: Network, t):
     return mask, lags
 
 
-def similarity(pieces: Pieces, opts: Options, params, inner, v, mask, lags, qlag):
-    """K_hat_z [V + 1, V + 1] over the V sources (as seen with `lags`) and the query agent v (last
-    row); zero for sources not used or without samples; all ones when W = 1."""
+# ---- storage x embedding: prepare(...) -> posterior(v, mask_v, lags_v, ctx) = (mean, var, gain, count)
+def dual_current(pieces, opts, params, kp, store, t, mask, lags):
+    """Dual storage, embedding "current": each agent's K_hat_z over its sources as it sees them."""
+    gram4 = _gram4(opts, kp, store)
+    inner = lambda src, lg: store_ops.dual_embedding_inner(store, gram4, t, src, lg)  # noqa: E731
     V = mask.shape[0]
-    if pieces.similarity == "one":
-        return jnp.ones((V + 1, V + 1), float_dtype())
+
+    def posterior(v, mask_v, lags_v, ctx):
+        khat = pieces.similarity.khat(opts, params, inner, v, mask_v, lags_v, QUERY_LAG)
+        return store_ops.dual_posterior(opts.kernel, kp, params["lam"], store, gram4, t, mask_v, lags_v,
+                                        khat[None, :V, None, :V], khat[V, :V][None, :], ctx)
+    return posterior
+
+
+def dual_frozen(pieces, opts, params, kp, store, t, mask, lags):
+    """Dual storage, embedding "frozen_at_send": one [T, V, T, V] slot similarity for all agents."""
+    del pieces, mask, lags
+    gram4 = _gram4(opts, kp, store)
+    W4, Wq = frozen_similarity(opts, params, gram4, t)
+
+    def posterior(v, mask_v, lags_v, ctx):
+        return store_ops.dual_posterior(opts.kernel, kp, params["lam"], store, gram4, t, mask_v, lags_v,
+                                        W4, Wq[v], ctx)
+    return posterior
+
+
+def feature_current(pieces, opts, params, kp, store, t, mask, lags):
+    """Feature storage, embedding "current": each agent factors its own K_hat_z."""
+    inner = lambda src, lg: store_ops.feature_embedding_inner(store, t, src, lg)  # noqa: E731
+
+    def posterior(v, mask_v, lags_v, ctx):
+        khat = pieces.similarity.khat(opts, params, inner, v, mask_v, lags_v, QUERY_LAG)
+        return _feature_posterior(pieces, opts, params, kp, store, t, v, mask_v, lags_v,
+                                  pieces.similarity.factor(opts, khat), ctx)
+    return posterior
+
+
+def feature_common(pieces, opts, params, kp, store, t, mask, lags):
+    """Feature storage, embedding "common_lag": one factor a round, agent v's query row is row v."""
+    inner = lambda src, lg: store_ops.feature_embedding_inner(store, t, src, lg)  # noqa: E731
+    L_all = common_factor(pieces, opts, params, inner, mask, lags)
+
+    def posterior(v, mask_v, lags_v, ctx):
+        L = jnp.concatenate([L_all, L_all[v][None]])
+        return _feature_posterior(pieces, opts, params, kp, store, t, v, mask_v, lags_v, L, ctx)
+    return posterior
+
+
+def _feature_posterior(pieces, opts, params, kp, store, t, v, mask_v, lags_v, L, ctx):
+    V = mask_v.shape[0]
+    src, L_src = jnp.arange(V), L[:V]
+    if pieces.alone:  # only the agent's own prefix sums, not all V agents'
+        src, mask_v, lags_v, L_src = v[None], mask_v[v][None], lags_v[v][None], L[v][None]
+    return store_ops.feature_posterior(opts.kernel, kp, params["lam"], store, t, src, mask_v, lags_v, L_src, L[V],
+                                       ctx, opts.linear)
+
+
+def _gram4(opts, kp, store):
+    flat = store.X.reshape(-1, store.X.shape[-1])
+    return opts.kernel.fn(flat, flat, kp).reshape(store.y.shape * 2)
+
+
+# ---- similarity pieces: khat(...) -> K_hat_z [V + 1, V + 1]; factor(opts, khat) -> L
+def mmd_similarity(opts: Options, params, inner, v, mask, lags, qlag):
+    """K_hat_z [V + 1, V + 1] over the V sources (as seen with `lags`) and the query agent v (last
+    row); zero for sources not used or without samples."""
+    V = mask.shape[0]
     src = jnp.concatenate([jnp.arange(V), v[None]])
     lg = jnp.concatenate([lags, qlag[None]])
     E, n = inner(src, lg)
@@ -207,6 +252,24 @@ def similarity(pieces: Pieces, opts: Options, params, inner, v, mask, lags, qlag
     return jnp.where(valid[:, None] & valid[None, :], khat, 0.0)
 
 
+def mmd_factor(opts: Options, khat):
+    """L with K_hat_z ~ L L^T from its top r_max eigenpairs."""
+    return store_ops.factor(khat, min(opts.r_max, khat.shape[0]))
+
+
+def unit_similarity(opts: Options, params, inner, v, mask, lags, qlag):
+    """W = 1: all ones [V + 1, V + 1]."""
+    del opts, params, inner, v, lags, qlag
+    V = mask.shape[0]
+    return jnp.ones((V + 1, V + 1), float_dtype())
+
+
+def unit_factor(opts: Options, khat):
+    """L = a column of ones (rank one)."""
+    del opts
+    return jnp.ones((khat.shape[0], 1), khat.dtype)
+
+
 def common_factor(pieces: Pieces, opts: Options, params, inner, mask, lags):
     """Embedding "common_lag" (feature storage, spec 8.3 and §7 #10's alternative): L[V, r] of ONE
     K_hat_z per round over every source as of the largest lag any agent uses this round (so no
@@ -214,9 +277,9 @@ def common_factor(pieces: Pieces, opts: Options, params, inner, mask, lags):
     eigendecomposition a round instead of one per agent."""
     V = mask.shape[0]
     lag = jnp.max(jnp.where(mask, lags, 1)).astype(jnp.int32)
-    khat = similarity(pieces, opts, params, inner, jnp.zeros((), jnp.int32), jnp.ones((V,), bool),
-                      jnp.full((V,), lag), lag)
-    return _factor(pieces, opts, khat[:V, :V])
+    khat = pieces.similarity.khat(opts, params, inner, jnp.zeros((), jnp.int32), jnp.ones((V,), bool),
+                                  jnp.full((V,), lag), lag)
+    return pieces.similarity.factor(opts, khat[:V, :V])
 
 
 def frozen_similarity(opts: Options, params, gram4, t):
@@ -233,48 +296,90 @@ def frozen_similarity(opts: Options, params, gram4, t):
 
 
 def khat_of(opts: Options, params, mmd2, same):
-    """exp(-MMD / (2 sigma_z^2)) (MMD^2 with mmd "squared"), exactly 1 where `same`."""
+    """exp(-opts.mmd(MMD^2) / (2 sigma_z^2)), exactly 1 where `same`."""
     mmd2 = jnp.where(same, 0.0, jnp.maximum(mmd2, 0.0))
-    dist = mmd2 if opts.mmd == "squared" else jnp.sqrt(jnp.where(same, 1.0, mmd2)) * ~same
-    return jnp.exp(-dist / (2.0 * params["sigma_z"] ** 2))
+    return jnp.exp(-opts.mmd(mmd2, same) / (2.0 * params["sigma_z"] ** 2))
 
 
-def scores(width: str, params, mean, var, gain, count):
-    """mean + w sqrt(var) (module docstring), 0 where the agent has no data."""
+def unsquared(mmd2, same):
+    """MMD in the exponent (the paper's K_hat_z)."""
+    return jnp.sqrt(jnp.where(same, 1.0, mmd2)) * ~same
+
+
+def squared(mmd2, same):
+    """MMD^2 in the exponent."""
+    del same
+    return mmd2
+
+
+# ---- width pieces: (params, gain) -> w
+def eta_width(params, gain):
+    """eta / sqrt(lam)."""
+    del gain
+    return params["eta"] / jnp.sqrt(params["lam"])
+
+
+def igp_width(params, gain):
+    """IGP-UCB: B + R sqrt(2 (gain + 1 + ln(1/delta)))."""
+    return params["B"] + params["R"] * jnp.sqrt(2.0 * (gain + 1.0 + jnp.log(1.0 / params["delta"])))
+
+
+def oful_width(params, gain):
+    """OFUL: (R sqrt(2 gain + 2 ln(1/delta)) + sqrt(lam) S) / sqrt(lam)."""
     lam = params["lam"]
-    if width == "eta":
-        w = params["eta"] / jnp.sqrt(lam)
-    elif width == "igp":
-        w = params["B"] + params["R"] * jnp.sqrt(2.0 * (gain + 1.0 + jnp.log(1.0 / params["delta"])))
-    else:
-        w = (params["R"] * jnp.sqrt(2.0 * gain + 2.0 * jnp.log(1.0 / params["delta"]))
-             + jnp.sqrt(lam) * params["S"]) / jnp.sqrt(lam)
-    return jnp.where(count > 0, mean + w * jnp.sqrt(var), 0.0)
+    return (params["R"] * jnp.sqrt(2.0 * gain + 2.0 * jnp.log(1.0 / params["delta"]))
+            + jnp.sqrt(lam) * params["S"]) / jnp.sqrt(lam)
+
+
+def scores(width, params, mean, var, gain, count):
+    """mean + w sqrt(var) (module docstring), 0 where the agent has no data."""
+    return jnp.where(count > 0, mean + width(params, gain) * jnp.sqrt(var), 0.0)
+
+
+# ---- Dist's mimic pieces: scores(...) -> [V, K]; size(d, count) -> scalars of one model transfer
+def centre_model_scores(opts, kp, state, t, contexts, s, mimic):
+    """"centre_model": a mimicking agent scores its contexts with its centre's model (already in s)."""
+    del opts, kp, state, t, contexts, mimic
+    return s
+
+
+def arm_projection_scores(opts: Options, kp, state: CoopState, t, contexts, s, mimic):
+    """"arm_projection": a mimicking agent scores K_x(x, x_c) [V, K], c = cent(v)'s arm of round t - lag_v."""
+    rows = jnp.maximum(t - state.net.lag, 0)
+    X = state.store.X
+    xc = X[rows % X.shape[0], state.net.host]  # [V, d]
+    projected = jax.vmap(lambda ctx, x: opts.kernel.fn(ctx, x[None], kp)[:, 0])(contexts, xc)
+    return jnp.where(mimic[:, None], projected, s)
 
 
 # ------------------------------------------------------------------------------ update
 def update(pieces: Pieces, opts: Options, params, state: CoopState, step, actions, rewards, aux, key):
     """Store round t's observations of every agent; count the round's messages."""
+    del pieces
     dtype = float_dtype()
-    t = step.t
     chosen = jnp.take_along_axis(step.contexts, actions[:, None, None], axis=1)[:, 0, :].astype(dtype)
-    rewards = rewards.astype(dtype)
-    errors = jnp.zeros((), jnp.int32)
-    if opts.storage == "dual":
-        store = store_ops.dual_update(state.store, t, chosen, rewards)
-    else:
-        kern = opts.kernel
-        kp = kernel_args(kern, params, dtype)
-        store = state.store
-        if not _linear(opts):
-            store = jax.lax.cond(t == 0, lambda s: store_ops.choose_landmarks(kern, kp, s, key, step.contexts.astype(
-                dtype), False), lambda s: s, store)
-        phi = store_ops.features(kern, kp, store, chosen, _linear(opts))
-        store = store_ops.feature_update(store, t, phi, rewards, chosen)
-        mask, lags = sources_at(state.net, t + 1)
-        late = mask & (lags > store.G.shape[0]) & (t + 2 - lags > 0)
-        errors = jnp.where(jnp.any(late), ERR_RING, 0).astype(jnp.int32)
-    return CoopState(state.net, store), counts(opts, state.net, t, step.contexts.shape[-1], dtype, errors, aux)
+    store, errors = opts.model.update(opts, params, state, step, chosen, rewards.astype(dtype), key)
+    return CoopState(state.net, store), counts(opts, state.net, step.t, step.contexts.shape[-1], dtype, errors, aux)
+
+
+def dual_update(opts, params, state: CoopState, step, chosen, rewards, key):
+    del opts, params, key
+    return store_ops.dual_update(state.store, step.t, chosen, rewards), jnp.zeros((), jnp.int32)
+
+
+def feature_update(opts, params, state: CoopState, step, chosen, rewards, key):
+    """Round 0 draws the Nystrom landmarks (rbf); a delay beyond the ring sets ERR_RING."""
+    dtype, t = float_dtype(), step.t
+    kp = kernel_args(opts.kernel, params, dtype)
+    store = state.store
+    if not opts.linear:
+        store = jax.lax.cond(t == 0, lambda s: store_ops.choose_landmarks(opts.kernel, kp, s, key, step.contexts.astype(
+            dtype), False), lambda s: s, store)
+    phi = store_ops.features(opts.kernel, kp, store, chosen, opts.linear)
+    store = store_ops.feature_update(store, t, phi, rewards, chosen)
+    mask, lags = sources_at(state.net, t + 1)
+    late = mask & (lags > store.G.shape[0]) & (t + 2 - lags > 0)
+    return store, jnp.where(jnp.any(late), ERR_RING, 0).astype(jnp.int32)
 
 
 def counts(opts: Options, net: Network, t, d: int, dtype, errors, aux):
@@ -282,7 +387,7 @@ def counts(opts: Options, net: Network, t, d: int, dtype, errors, aux):
     mimicking agents also count one model transfer each: (d + 2) n_c scalars, or d (arm_projection)."""
     live = net.talks & (t + 1 - net.delay >= 0)
     deliveries = jnp.sum(live)
-    size = d if opts.dist_mimic == "arm_projection" else (d + 2) * aux["count"]
+    size = opts.mimic.size(d, aux["count"])
     return report(dtype, comm_up=(d + 2) * deliveries, rounds=jnp.any(net.talks), errors=errors,
                   originated=jnp.where(jnp.any(net.talks), net.host.shape[0], 0), deliveries=deliveries,
                   hops=jnp.sum(jnp.where(live, net.dist, 0)), accepted=jnp.sum(live & net.accepts),
@@ -293,7 +398,7 @@ def counts(opts: Options, net: Network, t, d: int, dtype, errors, aux):
 def tie_uniforms(key, V: int, K: int, T: int):
     """U [T, V, K] (float64): the tie-breaking uniforms `select` draws at rounds 0..T-1 from the
     runner's algorithm key `key` (for the NumPy reference, which takes U as an input)."""
-    from ..runner import algorithm_step_keys  # the runner builds on the algorithms
+    from ...runner import algorithm_step_keys  # the runner builds on the algorithms
 
     with jax.enable_x64(True):
         def one(t):
@@ -302,28 +407,64 @@ def tie_uniforms(key, V: int, K: int, T: int):
         return jax.device_get(jax.vmap(one)(jnp.arange(T, dtype=jnp.int32)))
 
 
-def _linear(opts: Options) -> bool:
-    return opts.kernel.name == "linear"
+def dual_init(opts: Options, spec):
+    return store_ops.dual_init(spec.horizon, spec.num_agents, spec.dim, float_dtype())
 
 
-def _factor(pieces: Pieces, opts: Options, khat):
-    if pieces.similarity == "one":
-        return jnp.ones((khat.shape[0], 1), khat.dtype)
-    return store_ops.factor(khat, min(opts.r_max, khat.shape[0]))
+def feature_init(opts: Options, spec):
+    V, d = spec.num_agents, spec.dim
+    if not opts.linear and opts.landmarks > V * spec.num_arms:
+        raise ConfigError(f"landmarks = {opts.landmarks} exceeds the {V * spec.num_arms} contexts of a round; "
+                          f"lower landmarks")
+    m = d if opts.linear else opts.landmarks
+    R = spec.horizon + 1 if opts.ring_rounds is None else opts.ring_rounds
+    return store_ops.feature_init(R, V, m, d, float_dtype())
+
+
+class Similarity(NamedTuple):
+    khat: Callable
+    factor: Callable
+
+
+class Model(NamedTuple):
+    """A storage with one embedding of the sources: init(opts, spec) -> store, prepare (above),
+    update(opts, params, state, step, chosen, rewards, key) -> (store, errors)."""
+
+    init: Callable
+    prepare: Callable
+    update: Callable
+
+
+class Mimic(NamedTuple):
+    scores: Callable
+    size: Callable
+
+
+MMD = Similarity(mmd_similarity, mmd_factor)
+UNIT = Similarity(unit_similarity, unit_factor)
+MODELS = {("dual", "current"): Model(dual_init, dual_current, dual_update),
+          ("dual", "frozen_at_send"): Model(dual_init, dual_frozen, dual_update),
+          ("feature", "current"): Model(feature_init, feature_current, feature_update),
+          ("feature", "common_lag"): Model(feature_init, feature_common, feature_update)}
+MIMICS = {"centre_model": Mimic(centre_model_scores, lambda d, count: (d + 2) * count),
+          "arm_projection": Mimic(arm_projection_scores, lambda d, count: d)}
+MMDS = {"unsquared": unsquared, "squared": squared}
+QUERY_LAG = np.ones((), np.int32)  # the query agent's own embedding: all its samples before t
 
 
 # ------------------------------------------------------------------------------ factories
 def assemble(name: str, pieces: Pieces, given: dict, *, kernel="linear", storage="dual", mmd="unsquared",
              r_max=16, landmarks=64, ring_rounds=None, embedding="current", dist_mimic="centre_model",
              description="") -> Algorithm:
-    """A `core.Algorithm` from the pieces, the float hyper-parameters `given` and the static options.
+    """A `core.Algorithm` from the pieces, the float hyper-parameters `given` and the static options,
+    every string option turned into its piece here (select and update compare no strings).
 
     A method that pools several sources through K_hat_z or a kernel's features runs one run a vmap on
     a CPU (`Algorithm.cpu_vmap`): each agent factors its own [r m, r m] system (or gathers every
     source's prefix sums), which a vmap of runs does not batch and whose chunk leaves the caches
     (bench/README). The independent methods and pooled LinUCB (r = 1, m = d) keep the default."""
     check_static(name, "storage", storage, ("dual", "feature"))
-    check_static(name, "mmd", mmd, ("unsquared", "squared"))
+    check_static(name, "mmd", mmd, tuple(MMDS))
     check_static(name, "embedding", embedding, ("current", "frozen_at_send", "common_lag"))
     if storage == "feature" and embedding == "frozen_at_send":
         raise ConfigError(f"{name}: the feature storage keeps one embedding per source; use embedding='current' "
@@ -334,15 +475,16 @@ def assemble(name: str, pieces: Pieces, given: dict, *, kernel="linear", storage
     kern = resolve_kernel(name, kernel)
     if storage == "feature" and kern.name not in ("linear", "rbf"):
         raise ConfigError(f"{name}: the feature storage supports the linear and rbf kernels, got {kern.name}")
+    if pieces.similarity is UNIT:
+        embedding = "current"  # W = 1 has no embedding to estimate
     ring = None if ring_rounds is None else check_capacity(name, "ring_rounds", ring_rounds)
-    opts = Options(kern, storage, mmd, check_capacity(name, "r_max", r_max),
-                   check_capacity(name, "landmarks", landmarks), ring, embedding,
-                   check_static(name, "dist_mimic", dist_mimic, ("centre_model", "arm_projection")))
+    opts = Options(kern, MODELS[(storage, embedding)], MMDS[mmd], check_capacity(name, "r_max", r_max),
+                   check_capacity(name, "landmarks", landmarks), ring,
+                   MIMICS[check_static(name, "dist_mimic", dist_mimic, tuple(MIMICS))], kern.name == "linear")
     params = signed_params(name, {k: SIGNS[k] for k in given}, given)
     return Algorithm(name, params, partial(init, pieces, opts), partial(select, pieces, opts),
                      partial(update, pieces, opts), None, {ERR_RING: RING_MESSAGE}, description,
-                     cpu_vmap=None if pieces.sources == "self" or (pieces.similarity == "one" and _linear(opts))
-                     else 1)
+                     cpu_vmap=None if pieces.alone or (pieces.similarity is UNIT and opts.linear) else 1)
 
 
 def coop_kernel_ucb(kernel="linear", lam=1.0, eta=1.0, lengthscale=1.0, sigma_z=1.0, *, storage="dual",
@@ -354,7 +496,7 @@ def coop_kernel_ucb(kernel="linear", lam=1.0, eta=1.0, lengthscale=1.0, sigma_z=
     None: the horizon). mmd: "unsquared" or "squared". embedding: "current", "frozen_at_send" (dual) or
     "common_lag" (feature, one K_hat_z a round: the paper-size choice).
     """
-    return assemble("Coop-KernelUCB", Pieces("clique", "khat", "eta"),
+    return assemble("Coop-KernelUCB", Pieces(clique, MMD, eta_width),
                     dict(lam=lam, eta=eta, lengthscale=lengthscale, sigma_z=sigma_z), kernel=kernel, storage=storage,
                     mmd=mmd, r_max=r_max, landmarks=landmarks, ring_rounds=ring_rounds, embedding=embedding,
                     description="Coop-KernelUCB, clique-filtered messages of the gamma-power graph, MMD similarity")
@@ -366,7 +508,7 @@ def eager_kernel_ucb(kernel="linear", lam=1.0, eta=1.0, lengthscale=1.0, sigma_z
 
     Options as coop_kernel_ucb.
     """
-    return assemble("Eager-KernelUCB", Pieces("within", "khat", "eta"),
+    return assemble("Eager-KernelUCB", Pieces(within, MMD, eta_width),
                     dict(lam=lam, eta=eta, lengthscale=lengthscale, sigma_z=sigma_z), kernel=kernel, storage=storage,
                     mmd=mmd, r_max=r_max, landmarks=landmarks, ring_rounds=ring_rounds, embedding=embedding,
                     description="Eager-KernelUCB, every message within gamma hops, MMD similarity")
@@ -381,7 +523,7 @@ def dist_kernel_ucb_coop(kernel="linear", lam=1.0, eta=1.0, lengthscale=1.0, sig
     t - delay[p, cent(p)] on its own contexts (dist_mimic "centre_model"), or plays the context
     nearest by K_x to cent(p)'s arm of that round ("arm_projection"). Options as coop_kernel_ucb.
     """
-    return assemble("Dist-KernelUCB", Pieces("dist", "khat", "eta"),
+    return assemble("Dist-KernelUCB", Pieces(dist_sources, MMD, eta_width),
                     dict(lam=lam, eta=eta, lengthscale=lengthscale, sigma_z=sigma_z), kernel=kernel, storage=storage,
                     mmd=mmd, r_max=r_max, landmarks=landmarks, ring_rounds=ring_rounds, embedding=embedding,
                     dist_mimic=dist_mimic,
@@ -393,7 +535,7 @@ def naive_linucb(lam=1.0, eta=1.0, *, storage="dual", ring_rounds=None) -> Algor
 
     storage: "dual" or "feature" (exact for the linear kernel).
     """
-    return assemble("Naive-LinUCB", Pieces("within", "one", "eta"), dict(lam=lam, eta=eta, lengthscale=1.0),
+    return assemble("Naive-LinUCB", Pieces(within, UNIT, eta_width), dict(lam=lam, eta=eta, lengthscale=1.0),
                     storage=storage, ring_rounds=ring_rounds,
                     description="Naive Cooperation, pooled LinUCB on the messages within gamma hops")
 
@@ -404,7 +546,7 @@ def naive_igp_ucb(kernel="rbf", lam=1.0, lengthscale=1.0, B=1.0, R=0.1, delta=0.
 
     Width B + R sqrt(2 (gain + 1 + ln(1/delta))), gain = 0.5 logdet(I + K / lam).
     """
-    return assemble("Naive-IGP-UCB", Pieces("within", "one", "igp"),
+    return assemble("Naive-IGP-UCB", Pieces(within, UNIT, igp_width),
                     dict(lam=lam, lengthscale=lengthscale, B=B, R=R, delta=delta), kernel=kernel, storage=storage,
                     landmarks=landmarks, ring_rounds=ring_rounds,
                     description="Naive Cooperation, pooled IGP-UCB on the messages within gamma hops")
@@ -417,7 +559,7 @@ def ind_kernel_ucb(kernel="rbf", lam=1.0, eta=1.0, lengthscale=1.0, *, storage="
     The registered kernel_ucb / linucb take the first arm on ties; this one breaks them with the
     cooperative methods' U, so it shares their first pulls.
     """
-    return assemble("Ind-KernelUCB", Pieces("self", "one", "eta", False),
+    return assemble("Ind-KernelUCB", Pieces(own_data, UNIT, eta_width, alone=True),
                     dict(lam=lam, eta=eta, lengthscale=lengthscale), kernel=kernel, storage=storage,
                     landmarks=landmarks, ring_rounds=ring_rounds,
                     description="independent KernelUCB per agent, no communication")
@@ -425,7 +567,7 @@ def ind_kernel_ucb(kernel="rbf", lam=1.0, eta=1.0, lengthscale=1.0, *, storage="
 
 def oful(lam=1.0, R=0.1, S=1.0, delta=0.05, *, storage="dual", ring_rounds=None) -> Algorithm:
     """Independent OFUL: theta.x + (R sqrt(logdet(A / lam) + 2 ln(1/delta)) + sqrt(lam) S) |x|_{A^-1}."""
-    return assemble("OFUL", Pieces("self", "one", "oful", False), dict(lam=lam, R=R, S=S, delta=delta, lengthscale=1.0),
+    return assemble("OFUL", Pieces(own_data, UNIT, oful_width, alone=True), dict(lam=lam, R=R, S=S, delta=delta, lengthscale=1.0),
                     storage=storage, ring_rounds=ring_rounds,
                     description="independent OFUL per agent, no communication")
 
@@ -433,7 +575,7 @@ def oful(lam=1.0, R=0.1, S=1.0, delta=0.05, *, storage="dual", ring_rounds=None)
 def igp_ucb(kernel="rbf", lam=1.0, lengthscale=1.0, B=1.0, R=0.1, delta=0.05, *, storage="dual",
             landmarks=64, ring_rounds=None) -> Algorithm:
     """Independent IGP-UCB: mean + (B + R sqrt(2 (gain + 1 + ln(1/delta)))) sigma, own data."""
-    return assemble("IGP-UCB", Pieces("self", "one", "igp", False),
+    return assemble("IGP-UCB", Pieces(own_data, UNIT, igp_width, alone=True),
                     dict(lam=lam, lengthscale=lengthscale, B=B, R=R, delta=delta), kernel=kernel, storage=storage,
                     landmarks=landmarks, ring_rounds=ring_rounds,
                     description="independent IGP-UCB per agent, no communication")

@@ -36,11 +36,11 @@ from jax import lax
 from bandits_jax.kernels.linalg import pad_rows
 from bandits_jax.kernels.ntk import PARAMETERIZATIONS, init_mlp, mlp_apply, ntk_values_and_features
 
-from ..core import Algorithm, ConfigError, EnvSpec, Param, Sizing, declare_params, float_dtype, report
+from ...core import Algorithm, ConfigError, EnvSpec, Param, Sizing, declare_params, float_dtype, report
 from . import fn_ucb_cov as cov
-from .base import batch_cond, check_static
+from ..base import batch_cond, check_static
 from .fn_ucb_cov import Covariances
-from .neural import check_even_dim, check_int, feature_scale, gradient_descent, rows1, training_loss
+from ..single.neural import check_even_dim, check_int, feature_scale, gradient_descent, rows1, training_loss
 
 NAME = "FN-UCB"
 NAME_AUTHORS = "FN-UCB (authors' code)"

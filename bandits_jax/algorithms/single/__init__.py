@@ -1,0 +1,19 @@
+"""Single-agent baselines and best-arm identification: the learners every family is compared with.
+
+NAMES maps each registered name of this lineage to ("module:factory" in this folder, the paper or
+role it is reproduced for); `bandits_jax.algorithms` gathers the tables of all lineages.
+"""
+
+PAPER = ""  # no paper of its own: the baselines of the five
+
+NAMES = {
+    "uniform_random": ("uniform:uniform_random", "baseline of every experiment"),
+    "linucb": ("linear:linucb", "baseline in Dai et al. 2023"),
+    "lints": ("linear:lints", "baseline in Dai et al. 2023"),
+    "kernel_ucb": ("kernel:kernel_ucb", "baseline in Dai et al. 2023"),
+    "kernel_ts": ("kernel:kernel_ts", "baseline in Dai et al. 2023"),
+    "neural_ucb": ("neural:neural_ucb", "baseline in Dai et al. 2023"),
+    "neural_ts": ("neural:neural_ts", "baseline in Dai et al. 2023"),
+    "uniform_allocation": ("elimination:uniform_allocation", "baseline of best-arm identification"),
+    "successive_elimination": ("elimination:successive_elimination", "best-arm identification (Even-Dar et al. 2006)"),
+}

@@ -1,0 +1,73 @@
+"""A run's identity: a hash of everything that fixes its numbers once its seed is given.
+
+The sweep's curve cache finds a finished curve again by this identity, whatever experiment or name it
+was computed under (`sweep.py`); the records keep it beside each curve.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .core import Trial, check_stream
+from .runner import horizon_sizes, make_step, precision_scope, run_start
+from .trials import trial_run
+
+
+def run_identity(problem, algorithm, params: dict, *, base_key: int = 0, precision: str = "float64") -> str:
+    """A hash (32 hex digits) of everything that fixes a run's numbers once its seed is given.
+
+    It hashes the traced programs (jaxprs) of the run's start and of one step (of the whole trial for
+    a `Trial`), the arrays they close over (data sets, fixed vectors), the hyper-parameter values
+    `params` ({name: float}), the algorithm's stream where it is not 0 (a stream-0 curve keeps the
+    identity it had before streams existed), the horizon, base key and precision, and the versions
+    of bandits_jax, jax and jaxlib. Names play no part: two curves of two experiments built the same
+    way share an identity, so the sweep's curve cache finds one for the other; any change of an
+    option, of the stream, of the data or of the code inside the compiled step gives another
+    identity. Vmap size and segment length are left out: they change numbers by float rounding at
+    most.
+    """
+    with precision_scope(precision):
+        values = {k: jnp.asarray(float(v)) for k, v in sorted(params.items())}
+        seed = jnp.uint32(0)
+        if isinstance(algorithm, Trial):
+            programs = [jax.make_jaxpr(trial_run(problem, algorithm, base_key))(seed, values)]
+            horizon = None
+        else:
+            start = run_start(problem, algorithm, base_key, horizon_sizes(algorithm, problem.spec))
+            _, _, instance, state = jax.eval_shape(start, seed, values)
+            key = jax.random.PRNGKey(0)
+            programs = [jax.make_jaxpr(start)(seed, values),
+                        jax.make_jaxpr(make_step(problem, algorithm))(values, state, instance, key, key, jnp.int32(0))]
+            horizon = problem.spec.horizon
+        digest = hashlib.sha256()
+        for program in programs:
+            digest.update(_ADDRESS.sub("", str(program.jaxpr)).encode())
+            for const in program.consts:
+                const = np.asarray(const)
+                digest.update(f"{const.shape} {const.dtype}".encode())
+                digest.update(np.ascontiguousarray(const).tobytes())
+    fixed = {"params": {k: float(v) for k, v in sorted(params.items())}, "horizon": horizon, "base_key": base_key,
+             "precision": precision, "versions": [package_version(p) for p in ("bandits_jax", "jax", "jaxlib")]}
+    stream = check_stream(algorithm.name, algorithm.stream)
+    if stream:
+        fixed["stream"] = stream
+    digest.update(json.dumps(fixed, sort_keys=True).encode())
+    return digest.hexdigest()[:32]
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")  # object addresses differ between processes
+
+
+def package_version(package: str) -> str:
+    """The installed version of `package` ("not installed" when it is not)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "not installed"
