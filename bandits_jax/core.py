@@ -1,30 +1,9 @@
-"""The contracts every part of the simulator speaks: a problem, an algorithm, and one step.
+"""The contracts every part of the simulator speaks: a problem (`Problem`, `EnvSpec`), an algorithm
+(`Algorithm` of pure `init`, `select`, `update`), one step (`Step`, `Report`) and a phase-level trial
+(`Trial` on an `Arms` world), with the checks they share (hyper-parameters, options, sizes).
 
-A *problem* is the world. It draws an instance once per seed (`init`), then at each global step
-`t` hands every agent K contexts and knows their noiseless mean rewards. Rewards for ALL K arms
-are drawn from the problem's own key, so two algorithms on one seed see the same contexts and
-noise (common random numbers). `public(instance)` is what the agents may know of the instance;
-`spec.one_active` declares a protocol in which one agent acts per step.
-
-An *algorithm* is a NamedTuple of pure functions, module-level functions bound to a frozen
-configuration (in the manner of optax):
-
-    init(key, spec, params, sizes, public) -> state
-    select(params, state, step, key) -> (actions[N] int32, aux)
-    update(params, state, step, actions[N], rewards[N], aux, key) -> (state, Report)
-
-`step` is a `Step`: the time index `t` (the same for every run of a batch), the contexts
-[N, K, d] and the arrival mask [N]. `aux` is whatever `select` computed that `update` needs.
-`params` are the float hyper-parameters (`Algorithm.params`), passed as traced scalars, so a grid
-is a `vmap`. `Report` carries communication (scalars up, scalars down, rounds), integer error
-bits (`Algorithm.errors`) and named per-step diagnostics. Growing buffers declare a `Sizing`
-(`rows(spec, t_end)` or `demand(state)`, and `resize`).
-
-Phase-level experiments (pure exploration) have no step loop: a `Trial` runs one whole trial in
-one call, `run(key, params, arms, public, pull) -> {outcome: scalar}`, on an `Arms` world, with
-its `Outcome`s declared.
-
-Walk-through: docs/design.md.
+What each function receives and returns, with shapes, and the rules a step keeps are written once, in
+docs/design.md ("The contracts"); each class's docstring gives its fields.
 """
 from __future__ import annotations
 
