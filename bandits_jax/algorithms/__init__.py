@@ -4,12 +4,13 @@
     build_algorithm(Spec("n_kernel_ucb", {}, (("capped_history", {"rows": 256}),)))
 
 Each family lives in a folder of its own (`LINEAGES`: single-agent baselines, FN-UCB, the distributed
-kernel bandits, DUETS, CoPE-KB, Coop-KernelUCB) whose `__init__.py` lists its names and their paper in
-`NAMES`. `ALGORITHMS` maps each name to "lineage.module:factory" (or to a factory, for names added
-with `register_algorithm`); a factory checks its options (ConfigError before anything compiles) and
-returns a `core.Algorithm` (or a `core.Trial` for the phase-level ones). `WRAPPERS` maps each
-wrapper name to a function `wrapper(algorithm, **options) -> algorithm`. A name's description is
-the first line of its factory's docstring (`bandits-jax list --algorithms`).
+kernel bandits, DUETS, CoPE-KB, Coop-KernelUCB) whose `__init__.py` holds `PAPER` and `NAMES =
+{name: ("module:factory" in that folder, the paper or role it is reproduced for)}`. `ALGORITHMS` maps
+each name to "lineage.module:factory" (or to a factory, for names added with `register_algorithm`); a
+factory checks its options (ConfigError before anything compiles) and returns a `core.Algorithm` (or a
+`core.Trial` for the phase-level ones). `WRAPPERS` maps each wrapper name to a function
+`wrapper(algorithm, **options) -> algorithm`. A name's description is the first line of its factory's
+docstring (`bandits-jax list --algorithms`).
 """
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""Cooperative multi-agent kernel bandits on a graph: Coop-KernelUCB and its baselines.
-
-NAMES maps each registered name of this lineage to ("module:factory" in this folder, the paper or
-role it is reproduced for); `bandits_jax.algorithms` gathers the tables of all lineages.
-"""
+"""Cooperative multi-agent kernel bandits on a graph: Coop-KernelUCB and its baselines."""
 
 PAPER = "Coop-KernelUCB (Dubey and Pentland 2020)"
 

@@ -1,8 +1,4 @@
-"""Collaborative pure exploration in kernel bandits: CoKernelFC and CoKernelFB with their baselines.
-
-NAMES maps each registered name of this lineage to ("module:factory" in this folder, the paper or
-role it is reproduced for); `bandits_jax.algorithms` gathers the tables of all lineages.
-"""
+"""Collaborative pure exploration in kernel bandits: CoKernelFC and CoKernelFB with their baselines."""
 
 PAPER = "CoPE-KB (Du, Kuroki and Huang 2023)"
 

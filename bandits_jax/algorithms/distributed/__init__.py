@@ -1,8 +1,4 @@
-"""Distributed asynchronous kernel bandits: Async-KernelUCB and the distributed baselines of its paper.
-
-NAMES maps each registered name of this lineage to ("module:factory" in this folder, the paper or
-role it is reproduced for); `bandits_jax.algorithms` gathers the tables of all lineages.
-"""
+"""Distributed asynchronous kernel bandits: Async-KernelUCB and the distributed baselines of its paper."""
 
 PAPER = "Asynchronous kernel bandits (Li et al. 2023)"
 

@@ -1,8 +1,4 @@
-"""Federated neural bandits: FN-UCB.
-
-NAMES maps each registered name of this lineage to ("module:factory" in this folder, the paper or
-role it is reproduced for); `bandits_jax.algorithms` gathers the tables of all lineages.
-"""
+"""Federated neural bandits: FN-UCB."""
 
 PAPER = "Federated Neural Bandits (Dai et al. 2023)"
 

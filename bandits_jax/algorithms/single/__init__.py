@@ -1,8 +1,4 @@
-"""Single-agent baselines and best-arm identification: the learners every family is compared with.
-
-NAMES maps each registered name of this lineage to ("module:factory" in this folder, the paper or
-role it is reproduced for); `bandits_jax.algorithms` gathers the tables of all lineages.
-"""
+"""Single-agent baselines and best-arm identification: the learners every family is compared with."""
 
 PAPER = ""  # no paper of its own: the baselines of the five
 
