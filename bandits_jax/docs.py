@@ -5,7 +5,8 @@
 
 One row per name of `algorithms.ALGORITHMS` whose target is a "lineage.module:factory" string (names a
 user or a test adds with `register_algorithm` are left out): the name, its file, the paper it belongs to
-(from its lineage folder's NAMES table) and the first sentence of its factory's description. `tests/test_readme.py` checks that the README holds this table.
+(from its lineage folder's NAMES table) and the first sentence of its factory's description.
+`tests/test_readme.py` checks that the README holds this table.
 """
 from __future__ import annotations
 

@@ -32,6 +32,7 @@ def test_every_reference_comparison_is_a_numerics_test():
     """A test file that compares against the NumPy reference loops is marked numerics, so that CI runs
     it with XLA's default settings (.ci/run) rather than the fast suite's."""
     tests = Path(__file__).parent
-    comparing = [p for p in sorted(tests.glob("test_*.py")) if re.search(r"^(from|import) reference\b", p.read_text(), re.M)]
+    comparing = [p for p in sorted(tests.glob("test_*.py"))
+                 if re.search(r"^(from|import) reference\b", p.read_text(), re.M)]
     unmarked = [p.name for p in comparing if "pytestmark = pytest.mark.numerics" not in p.read_text()]
     assert len(comparing) >= 10 and not unmarked

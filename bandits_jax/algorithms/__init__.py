@@ -27,15 +27,17 @@ def _lineage_names() -> dict:
     """{name: "lineage.module:factory"} over the NAMES tables of the lineage folders, in LINEAGES order."""
     names = {}
     for lineage in LINEAGES:
-        table = importlib.import_module(f"{__name__}.{lineage}").NAMES
-        names.update({name: f"{lineage}.{target}" for name, (target, _) in table.items()})
+        names.update({name: f"{lineage}.{target}" for name, (target, _) in _names(lineage).items()})
     return names
 
 
 def paper_of(name: str) -> str:
     """The paper (or role) a packaged name is reproduced for, from its lineage's NAMES table."""
-    lineage = ALGORITHMS[name].split(".")[0]
-    return importlib.import_module(f"{__name__}.{lineage}").NAMES[name][1]
+    return _names(ALGORITHMS[name].split(".")[0])[name][1]
+
+
+def _names(lineage: str) -> dict:
+    return importlib.import_module(f"{__name__}.{lineage}").NAMES
 
 
 ALGORITHMS = _lineage_names()
@@ -115,5 +117,6 @@ def _load(target):
     return getattr(importlib.import_module(f"{__name__}.{module}"), function)
 
 
-__all__ = ["ALGORITHMS", "LINEAGES", "paper_of", "WRAPPERS", "make_algorithm", "build_algorithm", "wrap_algorithm", "register_algorithm",
+__all__ = ["ALGORITHMS", "LINEAGES", "paper_of", "WRAPPERS", "make_algorithm", "build_algorithm", "wrap_algorithm",
+           "register_algorithm",
            "register_wrapper", "algorithm_factory", "algorithm_options", "algorithm_descriptions"]

@@ -179,7 +179,7 @@ def sources_at(net: Network, t):
 def dual_current(pieces, opts, params, kp, store, t, mask, lags):
     """Dual storage, embedding "current": each agent's K_hat_z over its sources as it sees them."""
     gram4 = _gram4(opts, kp, store)
-    inner = lambda src, lg: store_ops.dual_embedding_inner(store, gram4, t, src, lg)  # noqa: E731
+    inner = partial(store_ops.dual_embedding_inner, store, gram4, t)
     V = mask.shape[0]
 
     def posterior(v, mask_v, lags_v, ctx):
@@ -203,7 +203,7 @@ def dual_frozen(pieces, opts, params, kp, store, t, mask, lags):
 
 def feature_current(pieces, opts, params, kp, store, t, mask, lags):
     """Feature storage, embedding "current": each agent factors its own K_hat_z."""
-    inner = lambda src, lg: store_ops.feature_embedding_inner(store, t, src, lg)  # noqa: E731
+    inner = partial(store_ops.feature_embedding_inner, store, t)
 
     def posterior(v, mask_v, lags_v, ctx):
         khat = pieces.similarity.khat(opts, params, inner, v, mask_v, lags_v, QUERY_LAG)
@@ -214,7 +214,7 @@ def feature_current(pieces, opts, params, kp, store, t, mask, lags):
 
 def feature_common(pieces, opts, params, kp, store, t, mask, lags):
     """Feature storage, embedding "common_lag": one factor a round, agent v's query row is row v."""
-    inner = lambda src, lg: store_ops.feature_embedding_inner(store, t, src, lg)  # noqa: E731
+    inner = partial(store_ops.feature_embedding_inner, store, t)
     L_all = common_factor(pieces, opts, params, inner, mask, lags)
 
     def posterior(v, mask_v, lags_v, ctx):
@@ -567,7 +567,8 @@ def ind_kernel_ucb(kernel="rbf", lam=1.0, eta=1.0, lengthscale=1.0, *, storage="
 
 def oful(lam=1.0, R=0.1, S=1.0, delta=0.05, *, storage="dual", ring_rounds=None) -> Algorithm:
     """Independent OFUL: theta.x + (R sqrt(logdet(A / lam) + 2 ln(1/delta)) + sqrt(lam) S) |x|_{A^-1}."""
-    return assemble("OFUL", Pieces(own_data, UNIT, oful_width, alone=True), dict(lam=lam, R=R, S=S, delta=delta, lengthscale=1.0),
+    return assemble("OFUL", Pieces(own_data, UNIT, oful_width, alone=True),
+                    dict(lam=lam, R=R, S=S, delta=delta, lengthscale=1.0),
                     storage=storage, ring_rounds=ring_rounds,
                     description="independent OFUL per agent, no communication")
 

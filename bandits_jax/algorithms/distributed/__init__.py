@@ -12,5 +12,6 @@ NAMES = {
     "fed_lin_ucb": ("dis_linear:fed_lin_ucb", "baseline in Li et al. 2023"),
     "fed_glb_ucb": ("fed_glb:fed_glb_ucb", "baseline in Li et al. 2023"),
     "approx_dis_kernel_ucb": ("approx_dis_kernel:approx_dis_kernel_ucb", "baseline in Li et al. 2023"),
-    "approx_dis_kernel_ucb_duets": ("approx_dis_kernel:approx_dis_kernel_ucb_duets", "baseline in Pavlovic et al. 2024"),
+    "approx_dis_kernel_ucb_duets": ("approx_dis_kernel:approx_dis_kernel_ucb_duets",
+                                    "baseline in Pavlovic et al. 2024"),
 }

@@ -37,8 +37,8 @@ from bandits_jax.kernels.functions import Kernel
 from bandits_jax.kernels.linalg import pad_last, pad_ridge_inverse, pad_rows, sherman_morrison
 
 from ...core import Algorithm, EnvSpec, Sizes, Sizing, flat_uniform, float_dtype, report
-from ..base import (ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, active_index, argmax_random_ties, check_capacity, check_tolerance,
-                   kernel_params, multi_active_error, one_hot_action, resolve_kernel, signed_params)
+from ..base import (ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, active_index, argmax_random_ties, check_capacity,
+                   check_tolerance, kernel_params, multi_active_error, one_hot_action, resolve_kernel, signed_params)
 
 NAME = "Async-KernelUCB"
 ERR_DICT = 1

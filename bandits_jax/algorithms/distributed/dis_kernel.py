@@ -43,7 +43,8 @@ from ..base import (ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, argmax_or_uniform, a
                    signed_params, ucb_select)
 from .dis_protocol import (BUFFER_MESSAGE, CAPACITY_MESSAGE, ERR_BUFFER, ERR_CAPACITY, LOCK_STEP_VMAP, async_rows,
                            duets_report, duets_rows, duets_trigger)
-from ..single.kernel import LEARNERS, STORAGES, KernelConfig, KernelState, Learner, init1, posterior, resize1, rows1, update1
+from ..single.kernel import (LEARNERS, STORAGES, KernelConfig, KernelState, Learner, init1, posterior, resize1, rows1,
+                             update1)
 
 DISTINCT_MESSAGE = "more distinct contexts than distinct_capacity; raise distinct_capacity"
 

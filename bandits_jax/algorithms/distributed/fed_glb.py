@@ -35,8 +35,8 @@ from bandits_jax.kernels.linalg import pad_rows
 from bandits_jax.kernels.ridge import ridge_logdet, ridge_scores
 
 from ...core import Algorithm, EnvSpec, Sizes, Sizing, flat_uniform, float_dtype, report
-from ..base import (ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, active_index, argmax_random_ties, batch_cond, check_capacity,
-                   multi_active_error, one_hot_action, signed_params)
+from ..base import (ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, active_index, argmax_random_ties, batch_cond,
+                   check_capacity, multi_active_error, one_hot_action, signed_params)
 
 NAME = "FedGLB-UCB"
 ERR_HISTORY = 2
