@@ -1,6 +1,7 @@
-"""The `bandits-jax` command: list, show, run, plot, report, bench.
+"""The `bandits-jax` command: list, show, run, arena, plot, report, bench.
 
     bandits-jax run NAME | FILE.toml | --problem SPEC --algorithm SPEC [--algorithm SPEC ...]
+    bandits-jax arena --size small [--problem SPEC ...] [--algorithm SPEC ...] [--plugin MODULE ...]
     bandits-jax run NAME --coordinator HOST:PORT --num-processes P --process-id I   (each of P processes)
 
 Bad input (an unknown experiment, algorithm or key, a malformed spec, a wrong type, a negative
@@ -31,6 +32,7 @@ def _parser() -> argparse.ArgumentParser:
     lister = sub.add_parser("list", help="list the experiments (or the algorithms, or the problems), one per line")
     lister.add_argument("--algorithms", action="store_true", help="list the registered algorithms instead")
     lister.add_argument("--problems", action="store_true", help="list the registered problems instead")
+    _plugin_flag(lister)
     run = sub.add_parser("run", help="run (or resume) an experiment, an experiment file, or algorithms on a problem")
     run.add_argument("name", nargs="?", help="a registered experiment, or an experiment file (.toml)")
     run.add_argument("--problem", metavar="NAME[:KEY=VALUE,...]",
@@ -61,6 +63,31 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--only", action="append", default=[], metavar="ALGORITHM",
                      help="run only this algorithm (repeatable); its seeds are stored as usual, so a later "
                           "run without --only reuses them")
+    run.add_argument("--step-progress", action="store_true",
+                     help="report the step each chunk has reached from inside the compiled run; such programs "
+                          "hold a host callback and are not kept by the compile cache (without the cache, on)")
+    _plugin_flag(run)
+    _compile_cache_flag(run)
+    arena = sub.add_parser("arena", help="every registered regret algorithm (yours too) on the benchmark problems "
+                                         "it fits, at defaults and tuned on other seeds (bandits_jax/arena.py)")
+    arena.add_argument("--size", default="small", help="smoke, small (this machine, tens of minutes) or large "
+                                                       "(a GPU); default small")
+    arena.add_argument("--problem", action="append", default=[], metavar="LABEL|SPEC",
+                       help="a benchmark problem's label, any problem spec, or all (repeatable; default all)")
+    arena.add_argument("--algorithm", action="append", default=[], metavar="NAME[:KEY=VALUE,...]",
+                       help="a registered algorithm or spec, or all (repeatable; default all regret algorithms)")
+    arena.add_argument("--seeds", type=int, help="reported seeds (0..S-1; default the size's)")
+    arena.add_argument("--tuning-seeds", type=int, help="tuning seeds (from 1000000; default the size's)")
+    arena.add_argument("--factors", metavar="F,F,...",
+                       help="the grid: factors on each algorithm's exploration parameters (default 0.1,0.3,1,3)")
+    arena.add_argument("--out", type=Path, help="output folder (default: results/arena/<size>)")
+    arena.add_argument("--curves", type=Path, metavar="DIR", help="the curve cache (as for run)")
+    arena.add_argument("--no-curve-cache", action="store_true", help="neither take curves from the cache nor add them")
+    arena.add_argument("--check", action="store_true",
+                       help="print the fit matrix and the tuning plan, and stop: nothing is compiled or written")
+    arena.add_argument("--quiet", action="store_true", help="no progress output")
+    _plugin_flag(arena)
+    _compile_cache_flag(arena)
     plot = sub.add_parser("plot", help="(re)draw plot.png of a results folder, or one figure of several")
     plot.add_argument("dir", type=Path, nargs="+")
     plot.add_argument("--figure", type=Path, metavar="PNG",
@@ -87,6 +114,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="hand-written verdicts: text before the first '## NAME' opens the page, each "
                           "'## NAME' section goes above that experiment's tables")
     rep.add_argument("--title", help="the page's heading (default: '<family>: reproduction')")
+    rep.add_argument("--arena", type=Path, metavar="DIR",
+                     help="record the arena folder DIR into docs/arena/data (a record is taken as it is) and write "
+                          "docs/arena.md and its figure from the record")
     show = sub.add_parser("show", help="print the configuration keys of an experiment")
     show.add_argument("name")
     show.add_argument("--size", default="paper")
@@ -96,6 +126,18 @@ def _parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="run the benchmarks (same as python -m bench)")
     bench.add_argument("args", nargs=argparse.REMAINDER)
     return p
+
+
+def _plugin_flag(parser) -> None:
+    parser.add_argument("--plugin", action="append", default=[], metavar="MODULE",
+                        help="import a module (or a .py file) that registers algorithms or problems first "
+                             "(repeatable; entry points of bandits_jax.algorithms are always loaded)")
+
+
+def _compile_cache_flag(parser) -> None:
+    parser.add_argument("--no-compile-cache", action="store_true",
+                        help="do not keep compiled programs (default: in $BANDITS_JAX_COMPILE_CACHE, else "
+                             "~/.cache/bandits_jax/jax; bandits_jax/compile_cache.py)")
 
 
 def _overrides(args) -> dict:
@@ -123,6 +165,14 @@ def main(argv=None) -> int:
             distributed.check_before_joining(lambda: _check_run(args))  # bad input stops this process alone
             distributed.initialize(args.coordinator, args.num_processes, args.process_id)  # before the guard
         cpu_guard()  # before anything computes (bandits_jax/_cpu.py)
+        if args.command in ("list", "run", "arena"):
+            from .plugins import load_plugins
+
+            load_plugins(args.plugin)
+        if args.command in ("run", "arena"):
+            from .compile_cache import chosen_dir, enable
+
+            cached = enable(chosen_dir(not args.no_compile_cache))
         if args.command == "list":
             _list(args)
             return 0
@@ -146,7 +196,23 @@ def main(argv=None) -> int:
                 run_experiment(exp, size=size, overrides=_overrides(args), out=args.out,
                                chunk=args.chunk, quiet=args.quiet, plot=not args.no_plot,
                                curves=False if args.no_curve_cache else args.curves, only=tuple(args.only),
-                               check=args.check)
+                               check=args.check, step_progress=args.step_progress or cached is None)
+            return 0
+        if args.command == "arena":
+            from .arena import GRID_FACTORS, run_arena
+
+            factors = GRID_FACTORS if args.factors is None else _floats(args.factors, "--factors")
+            run_arena(args.size, tuple(args.problem) or ("all",), tuple(args.algorithm) or ("all",), args.out,
+                      args.seeds, args.tuning_seeds, factors, quiet=args.quiet, check=args.check,
+                      curves=False if args.no_curve_cache else args.curves)
+            return 0
+        if args.command == "report" and args.arena is not None:
+            from .arena import write_arena_page
+
+            if args.dir or args.record or args.pages:
+                raise ConfigError("report --arena DIR takes no other folders, --record or --pages")
+            for path in write_arena_page(args.arena):
+                print(path)
             return 0
         if args.command == "report":
             from .report import report, write_pages
@@ -192,6 +258,13 @@ def main(argv=None) -> int:
         print(f"bandits-jax: error: {err}", file=sys.stderr)
         return distributed.EXIT_STOPPED
     return 1
+
+
+def _floats(text: str, flag: str) -> tuple:
+    try:
+        return tuple(float(x) for x in text.split(","))
+    except ValueError:
+        raise ConfigError(f"{flag} takes numbers separated by commas, got {text!r}") from None
 
 
 def _check_run(args) -> None:

@@ -31,11 +31,14 @@ PLAIN_UPDATES = 5  # lines per chunk elsewhere
 class SweepProgress:
     """Progress of one sweep, written to `stream` (default: sys.stderr as it is now)."""
 
-    def __init__(self, quiet: bool = False, stream=None):
+    def __init__(self, quiet: bool = False, stream=None, steps: bool = True):
+        """steps: report the step a chunk has reached from inside its compiled scan (a host callback);
+        False reports chunks only, and leaves the compiled programs free of callbacks, which JAX's
+        persistent compilation cache can then keep (`compile_cache`)."""
         self.quiet = quiet
         self.stream = sys.stderr if stream is None else stream
         self.live = not quiet and _is_terminal(self.stream)
-        self.callback = None if quiet else self.report  # what run_batch is given as `progress`
+        self.callback = None if quiet or not steps else self.report  # what run_batch is given as `progress`
         self._lock = threading.Lock()  # callbacks may come from several devices' threads at once
         self._bar = None
         self._where, self._steps, self._chunks = "", 1, 1

@@ -82,6 +82,9 @@ def run_experiment(
     curves=None,
     only: tuple = (),
     check: bool = False,
+    summary: bool = True,
+    raise_errors: bool = True,
+    step_progress: bool = True,
 ) -> Path:
     """Run (or resume) experiment `name` (a registered name, or an `Experiment`); returns the output folder.
 
@@ -91,6 +94,11 @@ def run_experiment(
     curves: the curve cache folder (None: `default_curves_dir()`; False: no cache).
     check: validate everything a run validates (configuration, curves, every curve's traced start
     and step, memory, the folders), print the plan, and stop: nothing is compiled or written.
+    summary: print the summary table at the end (unless quiet).
+    raise_errors: end with a ConfigError when a curve (not a grid point) carries error bits; False
+    leaves them in the metadata's "errors" (the arena reports them in its tables).
+    step_progress: report the steps a chunk has reached (`SweepProgress`); False reports chunks only,
+    and the compiled programs, free of host callbacks, can be kept by the persistent compilation cache.
     """
     exp = name if isinstance(name, Experiment) else get_experiment(name)
     name = exp.name
@@ -110,7 +118,7 @@ def run_experiment(
         return out
     _claim_out_dir(out, exp.name, size, config)
     seeds = list(range(config["first_seed"], config["first_seed"] + config["seeds"]))
-    progress = SweepProgress(quiet)
+    progress = SweepProgress(quiet, steps=step_progress)
     for run in resolved:  # before anything is computed
         for point in run.curve.point_names():
             _claim_stream(out, point, run.algorithm.stream)
@@ -127,11 +135,12 @@ def run_experiment(
 
         plot_results(out)
     if not quiet:
-        print(summary_markdown(Results(arrays, np.asarray(seeds), metadata)))
+        if summary:
+            print(summary_markdown(Results(arrays, np.asarray(seeds), metadata)))
         print(f"results written to {out}")
     grid_points = {p for points in metadata["grids"].values() for p in points}
     broken = [message for curve, message in metadata["errors"].items() if curve not in grid_points]
-    if broken:
+    if broken and raise_errors:
         raise ConfigError(f"{name}: runs failed (their outputs are stored in {out}, listed under 'errors' in "
                           f"metadata.json): " + " | ".join(broken))
     return out
@@ -172,9 +181,10 @@ def _compute(out, resolved, seeds, config, chunk, seed_bytes, cache_dir, identit
     """Store every curve's seeds of this process's share (`distributed.share`; all seeds in a
     one-process run): taken from the cache where it holds them, computed chunk by chunk otherwise;
     `progress` (a `SweepProgress`) shows it. Returns {curve: timing of this process's share}."""
-    timing, compiled = {}, {}
+    timing = {}
     mine = distributed.share(seeds)
     for run in resolved:
+        compiled = {}  # a curve's programs serve its own chunks only: freed before the next curve compiles
         problem, alg, grid = run.problem, run.algorithm, run.curve.grid
         point_names = run.curve.point_names()
         for point in point_names:

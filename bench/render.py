@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from . import compiles, cope_bench, coop_bench, duets_bench, harness, precision, scale, seed_batching, step_cost
+from . import arena_cache, compiles, cope_bench, coop_bench, duets_bench, harness, precision, scale, seed_batching, step_cost
 
 HERE = Path(__file__).resolve().parent
 README = HERE / "README.md"
@@ -47,6 +47,7 @@ TABLES = {
     "scale": ("scale.json", lambda doc: scale.markdown(doc["scale_section"])),
     "gpu_scale": ("gpu_h100/run3_scale.json", lambda doc: scale.markdown(doc["scale_section"])),
     "compiles": ("compile_flat_draws.json", compiles.table),
+    "arena_cache": ("arena_cache.json", arena_cache.table),
     "step_cost": ("step_cost.json", lambda doc: step_cost.table(step_cost.costliest(doc["step_cost"]))),
     "precision": ("precision.json", lambda doc: precision.table(doc["precision_section"])),
     "precision_notes": ("precision.json", lambda doc: precision.standard_error_notes(doc["precision_section"])),

@@ -15,6 +15,9 @@ _CACHE = os.environ["BANDITS_JAX_TEST_COMPILE_CACHE"]
 if _CACHE != "off":
     os.environ.update(JAX_COMPILATION_CACHE_DIR=_CACHE, JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0.2",
                       JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
+# the command line's own cache (bandits_jax/compile_cache.py) is this one, or off with it: the
+# command-line tests write nothing into the user's cache folder
+os.environ["BANDITS_JAX_COMPILE_CACHE"] = _CACHE
 
 # The suite compiles hundreds of small programs and runs each for a few steps, so much of its time
 # is LLVM optimising the generated CPU code. LLVM at level 1 without its expensive passes takes about

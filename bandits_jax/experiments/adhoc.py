@@ -48,7 +48,7 @@ def adhoc_experiment(problem: str, algorithms: list) -> Experiment:
         if given is not None and config["horizon"] != given:
             raise ConfigError(f"the specs set horizon={given} and --horizon is {config['horizon']}: give the number "
                               f"of steps once")
-        return [_with_horizon(Curve(text, pspec, spec, tags={"method": spec.name, **spec.options}), config)
+        return [with_horizon(Curve(text, pspec, spec, tags={"method": spec.name, **spec.options}), config)
                 for text, spec in specs]
 
     digest = hashlib.sha1(repr((problem, algorithms)).encode()).hexdigest()[:8]
@@ -96,7 +96,7 @@ def toml_experiment(path) -> tuple:
     common = {k: v for k, v in config.items() if k in COMMON_DEFAULTS}
 
     def build(cfg):
-        return [_with_horizon(c, cfg) for c in curves]
+        return [with_horizon(c, cfg) for c in curves]
 
     _check_head(path, head)
     exp = Experiment(head.get("name", Path(path).stem), head.get("description", ""), defaults, {size: common},
@@ -123,7 +123,7 @@ def _check_head(path, head: dict) -> None:
             raise ConfigError(f"{path}: [experiment] {key} must be a string, got {head[key]!r}")
 
 
-def _with_horizon(curve: Curve, config: dict) -> Curve:
+def with_horizon(curve: Curve, config: dict) -> Curve:
     """The curve with config["horizon"] as its problem's and algorithm's `horizon` option wherever their
     builder takes one (the number of steps is a run key, set with --horizon)."""
     from ..algorithms import algorithm_options

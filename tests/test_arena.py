@@ -1,0 +1,177 @@
+"""The arena (bandits_jax/arena.py): its parts against hand-worked cases, a user's plugin run in it on
+equal terms, its refusals before anything compiles, and docs/arena.md regenerated from its record."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bandits_jax import algorithms, arena
+from bandits_jax.cli import main
+from bandits_jax.results import load_results
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORD = ROOT / "docs" / "arena" / "data" / "arena-small"
+
+TOY = textwrap.dedent('''
+    """A user's own algorithm: LinUCB under another name, so its numbers must equal LinUCB's."""
+    from bandits_jax.algorithms import make_algorithm, register_algorithm
+
+
+    def toy_ucb(lam=1.0, beta=1.0):
+        """Toy: LinUCB renamed."""
+        return make_algorithm("linucb", lam=lam, beta=beta)._replace(name="Toy")
+
+
+    register_algorithm("toy_ucb", toy_ucb)
+''')
+
+
+@pytest.fixture
+def own_registry(monkeypatch):
+    """ALGORITHMS as a copy, so a plugin's names leave with the test."""
+    monkeypatch.setattr(algorithms, "ALGORITHMS", dict(algorithms.ALGORITHMS))
+
+
+def test_ranks_share_ties_and_put_nan_last():
+    assert arena.ranks([3.0, 1.0, 3.0, float("nan"), 2.0]) == [3.5, 1.0, 3.5, 5.0, 2.0]
+
+
+def test_pareto_front_keeps_the_undominated_points():
+    points = [(0, 5.0), (10, 2.0), (10, 3.0), (100, 2.0), (5, 5.0), (1000, 1.0)]
+    assert arena.pareto_front(points) == [True, True, False, False, False, True]
+
+
+def test_exploration_is_declared_or_the_conventional_name():
+    assert arena.exploration("fn_ucb", {"nu_tkn": 0.1, "nu_tk": 0.1, "lam": 0.1}) == ("nu_tkn", "nu_tk")
+    assert arena.exploration("mine", {"lam": 1.0, "alpha": 2.0, "nu": 3.0}) == ("alpha",)
+    assert arena.exploration("uniform_random", {}) == ()
+    assert arena.grid_points({"beta": 2.0, "lam": 1.0}, ("beta",), (0.5, 1.0)) == (
+        ("x0.5", {"beta": 1.0}), ("x1", {"beta": 2.0}))
+
+
+def test_all_means_every_regret_algorithm_and_the_whole_benchmark():
+    names = [e.label for e in arena.arena_algorithms(("all",))]
+    assert "fn_ucb" in names and "duets" in names and "coop_kernel_ucb" in names
+    assert "cokernel_fc" not in names  # a phase-level trial has no regret
+    assert [p.label for p in arena.arena_problems("smoke")] == [b.label for b in arena.BENCH]
+    mine = arena.arena_problems("smoke", ("cosine", "linear:num_agents=2,horizon=12"))
+    assert [p.label for p in mine] == ["cosine", "linear:num_agents=2,horizon=12"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--size", "huge"], "no size 'huge'"),
+    (["--factors", "0.1,-1"], "distinct positive"),
+    (["--factors", "a,b"], "--factors takes numbers"),
+    (["--seeds", "1"], "at least 2 seeds"),
+    (["--algorithm", "no_such"], "unknown algorithm 'no_such'"),
+    (["--problem", "no_such"], "unknown problem 'no_such'"),
+    (["--plugin", "no_such_module_anywhere"], "--plugin no_such_module_anywhere: cannot import it"),
+    (["--algorithm", "duets", "--problem", "async-f1"], "no algorithm fits any problem"),
+])
+def test_bad_input_is_refused_before_anything_is_written(tmp_path, capsys, argv, message):
+    out = tmp_path / "arena"
+    assert main(["arena", "--size", "smoke", "--out", str(out), "--quiet", *argv]) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_a_plugin_joins_the_arena_on_equal_terms(tmp_path, own_registry, capsys):
+    """A toy algorithm from a temporary module: it fits where LinUCB fits, draws the same random numbers
+    (its regret equals LinUCB's seed for seed, at defaults and tuned), and its tuned point is the grid's
+    best on the tuning seeds, which are not the reported ones."""
+    plugin = tmp_path / "toy_plugin.py"
+    plugin.write_text(TOY)
+    out = tmp_path / "arena"
+    argv = ["arena", "--size", "smoke", "--plugin", str(plugin), "--problem", "cosine", "--problem", "async-f1",
+            "--algorithm", "toy_ucb", "--algorithm", "linucb", "--algorithm", "duets", "--out", str(out), "--quiet",
+            "--no-curve-cache"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "toy_ucb" in printed and "fit matrix" in printed
+    doc = json.loads((out / "arena.json").read_text())
+    assert doc["fits"]["cosine"]["toy_ucb"] == "" and "candidate" in doc["fits"]["cosine"]["duets"]
+    res, tuning = load_results(out), load_results(out / "tuning")
+    assert set(res.seeds.tolist()).isdisjoint(tuning.seeds.tolist())
+    for problem in ("cosine", "async-f1"):
+        toy, lin = res.arrays[f"{problem}: toy_ucb"], res.arrays[f"{problem}: linucb"]
+        np.testing.assert_array_equal(toy["regret"], lin["regret"])
+        pick = doc["chosen"][problem]["toy_ucb"]
+        assert pick == doc["chosen"][problem]["linucb"]
+        assert pick["tuning"][f"x{pick['factor']:g}"] == min(pick["tuning"].values())
+        if pick["factor"] != 1.0:
+            assert pick["hparams"] == {"beta": pytest.approx(pick["factor"])}
+            np.testing.assert_array_equal(res.arrays[f"{problem}: toy_ucb (tuned)"]["regret"],
+                                          res.arrays[f"{problem}: linucb (tuned)"]["regret"])
+    page = (out / "arena.md").read_text()
+    assert "| toy_ucb |" in page and (out / "pareto.png").stat().st_size > 0
+    rows = arena.problem_rows(res, doc, "cosine")
+    assert {r["algorithm"] for r in rows} == {"toy_ucb", "linucb"} and all(r["rank"] == 1.5 for r in rows)
+    assert main(argv) == 0  # a second run resumes: everything is read back, nothing is computed
+    assert json.loads((out / "arena.json").read_text())["timing"]["run_seconds"] == 0.0
+
+
+def test_an_entry_point_registers_a_factory(tmp_path, own_registry, monkeypatch):
+    (tmp_path / "toy_entry.py").write_text(TOY.replace('register_algorithm("toy_ucb", toy_ucb)', ""))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    point = metadata.EntryPoint("toy_entry_ucb", "toy_entry:toy_ucb", "bandits_jax.algorithms")
+    monkeypatch.setattr(metadata, "entry_points",
+                        lambda group: [point] if group == "bandits_jax.algorithms" else [])
+    from bandits_jax.plugins import load_plugins
+
+    assert load_plugins() == ["bandits_jax.algorithms:toy_entry_ucb"]
+    assert algorithms.make_algorithm("toy_entry_ucb", beta=0.5).name == "Toy"
+
+
+def test_the_compile_cache_folder_follows_the_variable(monkeypatch, tmp_path):
+    from bandits_jax import compile_cache
+
+    monkeypatch.setenv(compile_cache.ENV, "off")
+    assert compile_cache.chosen_dir() is None
+    monkeypatch.setenv(compile_cache.ENV, str(tmp_path))
+    assert compile_cache.chosen_dir() == tmp_path and compile_cache.chosen_dir(False) is None
+
+
+RERUN = textwrap.dedent('''
+    import json, sys
+    from bandits_jax import cpu_guard
+    cpu_guard()
+    from bandits_jax.compile_cache import CompileCount, enable
+    from bandits_jax.experiments.adhoc import adhoc_experiment, ADHOC_SIZE
+    from bandits_jax.sweep import run_experiment
+    enable(sys.argv[1])
+    count = CompileCount()
+    exp = adhoc_experiment("cosine:num_agents=2,horizon=8", ["linucb"])
+    run_experiment(exp, ADHOC_SIZE, {"seeds": 2}, out=sys.argv[2], quiet=True, plot=False, curves=False,
+                   step_progress=sys.argv[3] == "steps")
+    print(json.dumps(count.counts()))
+''')
+
+
+def test_a_second_run_compiles_nothing_it_compiled_before(tmp_path):
+    """Two processes, one cache folder: the second loads every program the first compiled."""
+    script = tmp_path / "rerun.py"
+    script.write_text(RERUN)
+
+    def counts(out):
+        done = subprocess.run([sys.executable, str(script), str(tmp_path / "cache"), str(tmp_path / out), "chunks"],
+                              capture_output=True, text=True, check=True, cwd=ROOT)
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    first, second = counts("a"), counts("b")
+    assert first["compiled"] > 0 and first["loaded"] == 0
+    assert second == {"compiled": 0, "loaded": first["compiled"]}
+
+
+@pytest.mark.skipif(not RECORD.exists(), reason="no arena record is committed")
+def test_the_arena_page_is_generated_from_its_record(tmp_path):
+    assert arena.arena_page(RECORD) == (ROOT / "docs" / "arena.md").read_text(), \
+        "docs/arena.md differs from its record: run `bandits-jax report --arena docs/arena/data/arena-small`"
+    assert arena.plot_pareto(RECORD, tmp_path / "p.png").stat().st_size > 0
+    assert (ROOT / "docs" / "arena" / "pareto-small.png").exists()
