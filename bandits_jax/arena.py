@@ -231,21 +231,26 @@ def _choices(tuning_dir: Path, tuning: list, factors) -> dict:
 
 
 def _timing(out: Path, started: float, count: CompileCount) -> dict:
-    """Wall-clock seconds of this call, the sweeps' compile and run seconds (a grid's call counted once),
-    and the programs compiled or loaded from the persistent compilation cache."""
+    """Wall-clock seconds of this call; the compile and run seconds of every stored chunk of both sweeps,
+    whichever call computed it (a resumed arena counts its earlier calls' work; a grid's call once);
+    the programs this call compiled or loaded from the persistent compilation cache."""
+    import jax
+
+    from .sweep import CHUNKS, _slug
+
     compile_s = run_s = 0.0
     for folder in (out / "tuning", out):
         if not (folder / "metadata.json").exists():
             continue
-        seen = set()
-        for name, t in json.loads((folder / "metadata.json").read_text())["timing"].items():
-            call = t.get("shared_grid_call", name)
-            if call not in seen:
-                seen.add(call)
-                compile_s += t["compile_seconds"]
-                run_s += t["run_seconds"]
-    import jax
-
+        md = json.loads((folder / "metadata.json").read_text())
+        repeats = {p for points in md.get("grids", {}).values() for p in points[1:]}  # the same call's seconds
+        for curve in md["algorithms"]:
+            if curve in repeats:
+                continue
+            for chunk in sorted((folder / CHUNKS / _slug(curve)).glob("seeds_*.npz")):
+                with np.load(chunk) as data:
+                    compile_s += float(data["compile_seconds"])
+                    run_s += float(data["run_seconds"])
     return {"wall_seconds": time.perf_counter() - started, "compile_seconds": compile_s, "run_seconds": run_s,
             "compile_cache": jax.config.jax_compilation_cache_dir is not None, **count.counts()}
 
@@ -340,12 +345,14 @@ def problem_rows(res, arena: dict, problem: str) -> list:
             r[key] = rank
     front = pareto_front([(r["comm"], r["tuned"][0]) for r in rows])
     for r, on in zip(rows, front):
-        r["pareto"] = on
+        r["pareto"], r["field"] = on, len(rows)
     return sorted(rows, key=lambda r: (r["rank"], r["algorithm"]))
 
 
 def overall_rows(res, arena: dict) -> list:
-    """One row per algorithm: problems it fits, mean rank (tuned and default) over them, fronts it is on."""
+    """One row per algorithm: problems it fits, mean rank (tuned and default) over them, the mean of its
+    relative tuned rank (rank - 1) / (algorithms on the problem - 1), 0 best and 1 worst, which the
+    table sorts by (problems have fields of different sizes), and the fronts it is on."""
     per = {p["label"]: problem_rows(res, arena, p["label"]) for p in arena["problems"]}
     rows = []
     for a in arena["algorithms"]:
@@ -355,9 +362,10 @@ def overall_rows(res, arena: dict) -> list:
         rows.append({"algorithm": a["label"], "family": a["family"], "fits": len(mine),
                      "mean_rank": float(np.mean([r["rank"] for r in mine])),
                      "mean_rank_default": float(np.mean([r["rank_default"] for r in mine])),
+                     "relative": float(np.mean([(r["rank"] - 1) / max(r["field"] - 1, 1) for r in mine])),
                      "fronts": [p for p, rows_ in per.items() for r in rows_ if r["algorithm"] == a["label"]
                                 and r["pareto"]]})
-    return sorted(rows, key=lambda r: (r["mean_rank"], r["algorithm"]))
+    return sorted(rows, key=lambda r: (r["relative"], r["algorithm"]))
 
 
 def ranks(values) -> list:
@@ -406,9 +414,9 @@ def arena_page(folder) -> str:
              "## Problems", "", "| problem | family | spec |", "|---|---|---|"]
     lines += [f"| {p['label']} | {p['family']} | `{p['spec']}` |" for p in arena["problems"]]
     lines += ["", *_fit_lines(arena), "", "## Overall", "",
-              "| algorithm | paper | problems fit | mean rank (tuned) | mean rank (default) | Pareto front of |",
-              "|---|---|---|---|---|---|"]
-    lines += [f"| {r['algorithm']} | {r['family']} | {r['fits']} | {r['mean_rank']:.2f} | "
+              "| algorithm | paper | problems fit | relative rank (tuned) | mean rank (tuned) | mean rank (default) "
+              "| Pareto front of |", "|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['algorithm']} | {r['family']} | {r['fits']} | {r['relative']:.2f} | {r['mean_rank']:.2f} | "
               f"{r['mean_rank_default']:.2f} | {', '.join(r['fronts']) or '-'} |" for r in overall_rows(res, arena)]
     for p in arena["problems"]:
         lines += ["", f"## {p['label']}", "",
@@ -444,7 +452,7 @@ def _fit_lines(arena: dict) -> list:
             if not why:
                 cells.append("fits")
                 continue
-            why = why.split(": ", 1)[-1].replace(p, "the problem")
+            why = why.split(": ", 1)[-1].replace(f" {p} has ", " the problem has ")
             if why not in reasons:
                 reasons.append(why)
             cells.append(f"- ({reasons.index(why) + 1})")
@@ -454,10 +462,11 @@ def _fit_lines(arena: dict) -> list:
 
 def _timing_lines(t: dict) -> list:
     return ["## Time", "",
-            f"The arena took {t['wall_seconds']:.0f} s of wall-clock time: {t['compile_seconds']:.0f} s compiling "
-            f"and {t['run_seconds']:.0f} s running in the sweeps, the rest tracing the fit checks, building "
-            f"problems and writing. It compiled {t['compiled']} programs and loaded {t['loaded']} from the "
-            f"persistent compilation cache ({'on' if t['compile_cache'] else 'off'})."]
+            f"The stored results took {t['compile_seconds']:.0f} s compiling and {t['run_seconds']:.0f} s running "
+            f"(every chunk of both sweeps, whichever call computed it). The last call took {t['wall_seconds']:.0f} "
+            f"s of wall-clock time, the fit checks, tracing, building problems and writing included; it compiled "
+            f"{t['compiled']} programs and loaded {t['loaded']} from the persistent compilation cache "
+            f"({'on' if t['compile_cache'] else 'off'})."]
 
 
 def plot_pareto(folder, path) -> Path:

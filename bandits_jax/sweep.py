@@ -95,8 +95,9 @@ def run_experiment(
     check: validate everything a run validates (configuration, curves, every curve's traced start
     and step, memory, the folders), print the plan, and stop: nothing is compiled or written.
     summary: print the summary table at the end (unless quiet).
-    raise_errors: end with a ConfigError when a curve (not a grid point) carries error bits; False
-    leaves them in the metadata's "errors" (the arena reports them in its tables).
+    raise_errors: end with a ConfigError when a curve (not a grid point) carries error bits, and stop a
+    chunk whose every run has failed (`run_batch`'s stop_on_error); False computes such runs to the
+    end and leaves their error bits in the metadata's "errors" (the arena reports them in its tables).
     step_progress: report the steps a chunk has reached (`SweepProgress`); False reports chunks only,
     and the compiled programs, free of host callbacks, can be kept by the persistent compilation cache.
     """
@@ -122,7 +123,8 @@ def run_experiment(
     for run in resolved:  # before anything is computed
         for point in run.curve.point_names():
             _claim_stream(out, point, run.algorithm.stream)
-    timing = _compute(out, resolved, seeds, config, chunk, seed_bytes, cache_dir, identities, progress)
+    timing = _compute(out, resolved, seeds, config, chunk, seed_bytes, cache_dir, identities, progress,
+                      stop_on_error=raise_errors)
     distributed.barrier("bandits_jax sweep: chunks stored")  # every process has stored its share
     if distributed.process()[0] != 0:
         return out  # process 0 assembles
@@ -177,7 +179,8 @@ def plan_text(exp, size: str, config: dict, named, out: Path) -> str:
     return "\n".join(lines + ["checked: nothing was compiled or written"])
 
 
-def _compute(out, resolved, seeds, config, chunk, seed_bytes, cache_dir, identities, progress) -> dict:
+def _compute(out, resolved, seeds, config, chunk, seed_bytes, cache_dir, identities, progress,
+             stop_on_error: bool = True) -> dict:
     """Store every curve's seeds of this process's share (`distributed.share`; all seeds in a
     one-process run): taken from the cache where it holds them, computed chunk by chunk otherwise;
     `progress` (a `SweepProgress`) shows it. Returns {curve: timing of this process's share}."""
@@ -192,7 +195,7 @@ def _compute(out, resolved, seeds, config, chunk, seed_bytes, cache_dir, identit
                 _take_cached(out, point, cache_dir / identities[point], mine, progress.log)
         compile_s, run_s, computed = _run_missing(out, problem, alg, grid, point_names, mine, chunk,
                                                   seed_bytes.get(run.curve.name), config, compiled,
-                                                  progress) if mine else (0.0, 0.0, 0)
+                                                  progress, stop_on_error) if mine else (0.0, 0.0, 0)
         for point in point_names:
             timing[point] = {"compile_seconds": compile_s, "run_seconds": run_s, "seeds_computed": computed,
                              **({"shared_grid_call": alg.name} if grid is not None else {})}
@@ -307,7 +310,7 @@ def _metadata(exp, size: str, config: dict, seeds, resolved, named, outcome_of_r
 
 
 def _run_missing(out: Path, problem, alg, grid, point_names, seeds, chunk, seed_bytes, config, compiled,
-                 progress) -> tuple:
+                 progress, stop_on_error: bool = True) -> tuple:
     """Compute and store, chunk by chunk, the seeds not yet stored for any point of one algorithm (all
     grid points and seeds of a chunk in one call), shown by `progress` as one curve; (compile seconds,
     run seconds, seeds computed). Without `chunk`, a regret curve's chunk is estimated from
@@ -339,7 +342,7 @@ def _run_missing(out: Path, problem, alg, grid, point_names, seeds, chunk, seed_
             else:
                 res = run_batch(problem, alg, list(block) * G, params, first_segment=config["first_segment"],
                                 progress=progress.callback, progress_every=progress.every(horizon),
-                                vmap_size=config["vmap_size"] or None, **common)
+                                vmap_size=config["vmap_size"] or None, stop_on_error=stop_on_error, **common)
             compile_s += res.compile_seconds
             run_s += res.run_seconds
             n = len(block)

@@ -6,7 +6,8 @@ cache, new results folder), "second" (the cache the first filled, another new re
 run computed again, nothing compiled again) and "resumed" (the second's folder again: every seed is
 read back, nothing computed). It records each run's wall-clock seconds around the whole process
 (imports and the fit checks included) and the arena's own timing (`arena.json`: compile and run
-seconds in the sweeps, programs compiled and loaded), with the load average before each run.
+seconds of its chunks, programs compiled and loaded), with the load average before each run; the
+resumed run computes no chunk, so its row shows no sweep seconds.
 `table` renders the JSON as the table of bench/README.md ("Compile cache").
 """
 from __future__ import annotations
@@ -50,8 +51,9 @@ def table(doc: dict) -> str:
              "|---|---|---|---|---|---|---|"]
     for name, run in doc["runs"].items():
         t = run["timing"]
-        lines.append(f"| {name} | {run['wall_seconds']:.1f} | {t['compile_seconds']:.1f} | {t['run_seconds']:.1f} | "
-                     f"{t['compiled']} | {t['loaded']} | {run['load_before']:.1f} |")
+        sweep = "- | -" if name == "resumed" else f"{t['compile_seconds']:.1f} | {t['run_seconds']:.1f}"
+        lines.append(f"| {name} | {run['wall_seconds']:.1f} | {sweep} | {t['compiled']} | {t['loaded']} | "
+                     f"{run['load_before']:.1f} |")
     first, second = doc["runs"]["first"]["wall_seconds"], doc["runs"]["second"]["wall_seconds"]
     return "\n".join(lines + ["", f"second run / first run, process wall-clock: {second / first:.2f}"])
 

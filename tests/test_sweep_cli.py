@@ -375,7 +375,7 @@ def test_console_script_runs_quickstart_smoke(tmp_path):
                            "--out", str(tmp_path / "q")], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "| NeuralUCB |" in proc.stdout and "| Random |" in proc.stdout and "| FN-UCB (N=2) |" in proc.stdout
-    assert "t = " in proc.stderr  # progress shown without --quiet
+    assert "running T = 40" in proc.stderr and "done (compile" in proc.stderr  # chunk progress without --quiet
     res = load_results(tmp_path / "q")
     assert res.arrays["KernelUCB"]["regret"].shape == (2, 40, 1)
 
