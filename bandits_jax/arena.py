@@ -16,7 +16,9 @@ printed first and kept.
 Equal terms:
 - random numbers: on a problem every algorithm runs the same seeds with key stream 0, so the problem's
   draws (contexts, the reward noise of every arm, arrivals, graphs) are the same numbers for each;
-- settings: each algorithm at its registered defaults ("default"), and at the best point of a grid
+- settings: each algorithm at its registered defaults ("default"; on the benchmark problem of its own
+  family, with the static options that family's experiment uses there, `Bench.setting`: the Coop
+  methods' RBF kernel and feature storage), and at the best point of a grid
   (`factors`, default `GRID_FACTORS`) scaling its exploration parameters (`exploration`) together;
   the grid runs as one vmapped call per pair (traced hyper-parameters, one compile) on the tuning
   seeds `TUNING_FIRST_SEED`.., disjoint from the reported seeds 0.., and its point of lowest mean
@@ -53,11 +55,15 @@ ARENA_FILE = "arena.json"
 
 
 class Bench(NamedTuple):
-    """A benchmark problem: its label, the family it comes from, and its spec with the size's fields."""
+    """A benchmark problem: its label, the family it comes from, its spec with the size's fields, and the
+    static options its family's own experiment gives the family's algorithms there ((lineage, {option:
+    value}); each algorithm of that lineage takes those its factory accepts, where its spec does not set
+    them)."""
 
     label: str
     family: str
     spec: str
+    setting: tuple = ()
 
 
 BENCH = (
@@ -65,7 +71,9 @@ BENCH = (
     Bench("async-f1", "Async-KernelUCB", "async-f1:num_agents={agents},horizon={horizon},num_arms=10,dim=10"),
     Bench("duets-h1", "DUETS",
           "duets-h1:num_agents={agents},horizon={horizon},num_candidates={candidates}+candidates_as_contexts"),
-    Bench("coop-rbf", "Coop-KernelUCB", "coop-rbf:num_agents={network},horizon={horizon}"),
+    Bench("coop-rbf", "Coop-KernelUCB", "coop-rbf:num_agents={network},horizon={horizon}",
+          ("coop", {"kernel": "rbf", "storage": "feature", "ring_rounds": 16, "embedding": "common_lag",
+                    "r_max": 8, "landmarks": 32})),  # the coop/* experiments' small size (experiments/coop.py)
 )
 SIZES = {  # agents of the cosine, async and DUETS problems, agents of the network, steps, seeds
     "smoke": dict(agents=2, network=4, horizon=12, candidates=40, seeds=2, tuning_seeds=2),
@@ -75,11 +83,13 @@ SIZES = {  # agents of the cosine, async and DUETS problems, agents of the netwo
 
 
 class Entry(NamedTuple):
-    """A problem or an algorithm of the arena: its label in tables and its spec."""
+    """A problem or an algorithm of the arena: its label in tables, its spec, its family and, for a
+    problem, the setting of its family's algorithms there (`Bench.setting`)."""
 
     label: str
     spec: Spec
     family: str = ""
+    setting: tuple = ()
 
 
 # ------------------------------------------------------------------------------ the arena's parts
@@ -88,7 +98,8 @@ def arena_problems(size: str, names=("all",)) -> list:
     from .problems import problem_options
 
     dims = size_of(size)
-    bench = {b.label: Entry(b.label, parse_spec(b.spec.format(**dims), "--problem"), b.family) for b in BENCH}
+    bench = {b.label: Entry(b.label, parse_spec(b.spec.format(**dims), "--problem"), b.family, b.setting)
+             for b in BENCH}
     entries = {}
     for name in names or ("all",):
         for entry in (bench.values() if name == "all" else
@@ -187,7 +198,8 @@ def run_arena(size: str = "small", problems=("all",), algorithms=("all",), out=N
     run_experiment(_experiment("arena", size, dims, 0, dims["seeds"],
                                lambda cfg: _reported_curves(pairs, grids, chosen, dims["horizon"])), out=out, **common)
     arena = {"size": size, "dims": dims, "factors": list(factors), "tuning_first_seed": TUNING_FIRST_SEED,
-             "problems": [{"label": p.label, "family": p.family, "spec": _text(p.spec)} for p in probs],
+             "problems": [{"label": p.label, "family": p.family, "spec": _text(p.spec),
+                           "setting": list(p.setting)} for p in probs],
              "algorithms": [{"label": a.label, "family": a.family} for a in algs],
              "fits": fits, "exploration": {a: list(g[1]) if g else [] for a, g in grids.items()},
              "chosen": chosen, "timing": _timing(out, started, count)}
@@ -268,9 +280,20 @@ def _experiment(name, size, dims, first_seed, seeds, build):
 def _curve(problem: Entry, algorithm: Entry, horizon: int, name: str, grid=None, tags=None) -> Curve:
     from .experiments.adhoc import with_horizon
 
-    curve = Curve(name, problem.spec, algorithm.spec, grid, 0,
+    curve = Curve(name, problem.spec, _in_setting(problem, algorithm.spec), grid, 0,
                   {"problem": problem.label, "method": algorithm.label, **(tags or {})})
     return with_horizon(curve, {"horizon": horizon})
+
+
+def _in_setting(problem: Entry, spec: Spec) -> Spec:
+    """The algorithm spec with the problem's family setting (`Bench.setting`) where it applies."""
+    from .algorithms import ALGORITHMS, algorithm_options
+
+    if not problem.setting or not str(ALGORITHMS.get(spec.name, "")).startswith(problem.setting[0] + "."):
+        return spec
+    accepted = algorithm_options(spec.name)
+    extra = {k: v for k, v in problem.setting[1].items() if k in accepted and k not in spec.options}
+    return spec.with_options(**extra)
 
 
 def _grid(algorithm: Entry, factors):
@@ -411,8 +434,9 @@ def arena_page(folder) -> str:
              f"mean over agents, after T = {dims['horizon']} steps, mean +- standard error over seeds. "
              "Generated by `bandits-jax report --arena` from the record in `docs/arena/data`.", "",
              _provenance(md), "", "![Regret against communication](arena/pareto-" + arena["size"] + ".png)", "",
-             "## Problems", "", "| problem | family | spec |", "|---|---|---|"]
-    lines += [f"| {p['label']} | {p['family']} | `{p['spec']}` |" for p in arena["problems"]]
+             "## Problems", "", "| problem | family | spec | its family's algorithms there |", "|---|---|---|---|"]
+    lines += [f"| {p['label']} | {p['family']} | `{p['spec']}` | {_setting_text(p.get('setting'))} |"
+              for p in arena["problems"]]
     lines += ["", *_fit_lines(arena), "", "## Overall", "",
               "| algorithm | paper | problems fit | relative rank (tuned) | mean rank (tuned) | mean rank (default) "
               "| Pareto front of |", "|---|---|---|---|---|---|---|"]
@@ -434,6 +458,13 @@ def _provenance(md: dict) -> str:
     return (f"_Computed at commit {str(md.get('commit', ''))[:12] or 'not recorded'} with bandits_jax "
             f"{versions.get('bandits_jax', '?')} and jax {versions.get('jax', '?')} on "
             f"{', '.join(md.get('devices', [])) or '?'}._")
+
+
+def _setting_text(setting) -> str:
+    """'coop/*: kernel=rbf, ...' for a problem's family setting, '-' for none."""
+    if not setting:
+        return "-"
+    return f"{setting[0]}/*: " + ", ".join(f"`{k}={v}`" for k, v in setting[1].items())
 
 
 def _pm(stat) -> str:

@@ -177,3 +177,13 @@ def test_the_arena_page_is_generated_from_its_record(tmp_path):
         "docs/arena.md differs from its record: run `bandits-jax report --arena docs/arena/data/arena-small`"
     assert arena.plot_pareto(RECORD, tmp_path / "p.png").stat().st_size > 0
     assert (ROOT / "docs" / "arena" / "pareto-small.png").exists()
+
+
+def test_a_family_setting_reaches_only_its_own_algorithms():
+    """On the Coop problem the Coop methods take their experiment's static options, each those its
+    factory accepts; other algorithms and a user's own options are left alone."""
+    coop = next(p for p in arena.arena_problems("smoke") if p.label == "coop-rbf")
+    spec = arena._in_setting(coop, arena.parse_spec("naive_linucb"))
+    assert spec.options == {"storage": "feature", "ring_rounds": 16}
+    assert arena._in_setting(coop, arena.parse_spec("coop_kernel_ucb:kernel=linear")).options["kernel"] == "linear"
+    assert arena._in_setting(coop, arena.parse_spec("kernel_ucb")).options == {}
