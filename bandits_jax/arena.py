@@ -501,8 +501,8 @@ def _timing_lines(t: dict) -> list:
 
 
 def plot_pareto(folder, path) -> Path:
-    """One panel per problem: tuned final regret against communication, one point per algorithm, the
-    Pareto front joined and its points named."""
+    """One panel per problem (two to a row): tuned final regret against communication, one point per
+    algorithm, the Pareto front drawn as the staircase it bounds and its points named."""
     from .plotting import save_figure
 
     folder = Path(folder)
@@ -512,19 +512,25 @@ def plot_pareto(folder, path) -> Path:
         import matplotlib.pyplot as plt
 
         problems = arena["problems"]
-        fig, axes = plt.subplots(1, len(problems), figsize=(5 * len(problems), 4.2), squeeze=False)
-        for ax, p in zip(axes[0], problems):
+        cols = min(2, len(problems))
+        rows_ = -(-len(problems) // cols)
+        fig, axes = plt.subplots(rows_, cols, figsize=(6 * cols, 4.2 * rows_), squeeze=False)
+        for ax in axes.flat[len(problems):]:
+            ax.set_visible(False)
+        for ax, p in zip(axes.flat, problems):
             rows = problem_rows(res, arena, p["label"])
             x = np.array([r["comm"] for r in rows]) + 1.0
             y = np.array([r["tuned"][0] for r in rows])
             front = np.array([r["pareto"] for r in rows])
             ax.scatter(x[~front], y[~front], color="0.6", s=18, label="dominated")
-            order = np.argsort(x[front])
-            ax.plot(x[front][order], y[front][order], "o-", color="C3", label="Pareto front")
-            for r, xi, yi in zip(rows, x, y):
-                if r["pareto"]:
-                    ax.annotate(r["algorithm"], (xi, yi), fontsize=7, xytext=(3, 3), textcoords="offset points")
+            order = np.flatnonzero(front)[np.argsort(x[front])]
+            ax.plot(x[order], y[order], "o-", color="C3", drawstyle="steps-post", label="Pareto front")
+            ax.plot(x[order], y[order], "o", color="C3")
+            for k, i in enumerate(order):  # alternate above and below so that close neighbours stay legible
+                ax.annotate(rows[i]["algorithm"], (x[i], y[i]), fontsize=7, textcoords="offset points",
+                            xytext=(4, 4 if k % 2 == 0 else -11))
             ax.set_xscale("log")
+            ax.margins(x=0.15)  # room for the names of the points at the edges
             ax.set_xlabel("scalars communicated + 1 (tuned)")
             ax.set_ylabel("final cumulative regret (tuned)")
             ax.set_title(p["label"])
