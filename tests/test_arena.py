@@ -119,6 +119,57 @@ def test_a_plugin_joins_the_arena_on_equal_terms(tmp_path, own_registry, capsys)
                                                                 doc["timing"]["run_seconds"])
 
 
+UNSTABLE = textwrap.dedent('''
+    """A user's algorithm that breaks at large exploration: LinUCB whose reports carry an error bit when
+    beta is above 2 (the grid's point x3 of beta = 1)."""
+    import jax.numpy as jnp
+
+    from bandits_jax.algorithms import make_algorithm, register_algorithm
+
+
+    def unstable_ucb(lam=1.0, beta=1.0):
+        """Unstable: LinUCB with an error bit above beta = 2."""
+        base = make_algorithm("linucb", lam=lam, beta=beta)
+
+        def update(params, state, step, actions, rewards, aux, key):
+            state, rep = base.update(params, state, step, actions, rewards, aux, key)
+            return state, rep._replace(errors=rep.errors | (params["beta"] > 2.0).astype(jnp.int32))
+
+        return base._replace(name="Unstable", update=update, errors={1: "beta above 2"})
+
+
+    register_algorithm("unstable_ucb", unstable_ucb)
+''')
+
+
+def test_a_grid_point_with_error_bits_never_wins_and_is_named(tmp_path, own_registry):
+    """A plugin whose point x3 sets an error bit, though its regret there is LinUCB's at x3, the lower
+    of the grid: the arena ends, names the broken grid curve, tunes LinUCB to x3 but the plugin to x1,
+    so its reported runs are sound and its tuned row is its default one; a reported run with error bits is marked."""
+    plugin = tmp_path / "unstable_plugin.py"
+    plugin.write_text(UNSTABLE)
+    out = tmp_path / "arena"
+    argv = ["arena", "--size", "smoke", "--plugin", str(plugin), "--problem", "cosine", "--algorithm",
+            "unstable_ucb", "--algorithm", "linucb", "--out", str(out), "--quiet", "--no-curve-cache",
+            "--factors", "1,3"]
+    with pytest.warns(UserWarning, match="beta above 2"):
+        assert main(argv) == 0
+    tuning = load_results(out / "tuning")
+    assert list(tuning.metadata["errors"]) == ["cosine: unstable_ucb [x3]"]
+    res, doc = load_results(out), json.loads((out / "arena.json").read_text())
+    lin, own = doc["chosen"]["cosine"]["linucb"], doc["chosen"]["cosine"]["unstable_ucb"]
+    assert own["tuning"] == lin["tuning"] and lin["tuning"]["x3"] < lin["tuning"]["x1"]
+    assert (lin["factor"], own["factor"]) == (3.0, 1.0)
+    np.testing.assert_array_equal(res.arrays["cosine: unstable_ucb"]["regret"],
+                                  res.arrays["cosine: linucb"]["regret"])
+    rows = {r["algorithm"]: r for r in arena.problem_rows(res, doc, "cosine")}
+    assert rows["unstable_ucb"]["tuned"] == rows["unstable_ucb"]["default"] != rows["linucb"]["tuned"]
+    assert not rows["unstable_ucb"]["errors"] and "error bits" not in (out / "arena.md").read_text()
+    res.metadata["errors"] = {"cosine: unstable_ucb": "beta above 2"}
+    marked = {r["algorithm"]: r for r in arena.problem_rows(res, doc, "cosine")}
+    assert marked["unstable_ucb"]["errors"] and not marked["linucb"]["errors"]
+
+
 def test_an_entry_point_registers_a_factory(tmp_path, own_registry, monkeypatch):
     (tmp_path / "toy_entry.py").write_text(TOY.replace('register_algorithm("toy_ucb", toy_ucb)', ""))
     monkeypatch.syspath_prepend(str(tmp_path))
