@@ -503,21 +503,16 @@ def _timing_lines(t: dict) -> list:
 def plot_pareto(folder, path) -> Path:
     """One panel per problem (two to a row): tuned final regret against communication, one point per
     algorithm, the Pareto front drawn as the staircase it bounds and its points named."""
-    from .plotting import save_figure
+    from .plotting import panel_grid, save_figure
 
     folder = Path(folder)
     res, arena = load_results(folder), json.loads((folder / ARENA_FILE).read_text())
 
     def draw():
-        import matplotlib.pyplot as plt
-
         problems = arena["problems"]
         cols = min(2, len(problems))
-        rows_ = -(-len(problems) // cols)
-        fig, axes = plt.subplots(rows_, cols, figsize=(6 * cols, 4.2 * rows_), squeeze=False)
-        for ax in axes.flat[len(problems):]:
-            ax.set_visible(False)
-        for ax, p in zip(axes.flat, problems):
+        fig, axes = panel_grid(len(problems), -(-len(problems) // cols), cols, (6, 4.2))
+        for ax, p in zip(axes, problems):
             rows = problem_rows(res, arena, p["label"])
             x = np.array([r["comm"] for r in rows]) + 1.0
             y = np.array([r["tuned"][0] for r in rows])
@@ -525,7 +520,6 @@ def plot_pareto(folder, path) -> Path:
             ax.scatter(x[~front], y[~front], color="0.6", s=18, label="dominated")
             order = np.flatnonzero(front)[np.argsort(x[front])]
             ax.plot(x[order], y[order], "o-", color="C3", drawstyle="steps-post", label="Pareto front")
-            ax.plot(x[order], y[order], "o", color="C3")
             for k, i in enumerate(order):  # alternate above and below so that close neighbours stay legible
                 ax.annotate(rows[i]["algorithm"], (x[i], y[i]), fontsize=7, textcoords="offset points",
                             xytext=(4, 4 if k % 2 == 0 else -11))

@@ -130,17 +130,23 @@ def draw_figure(results):
 
 def draw_regret_grid(results, rows: int):
     """Regret panels of `results` in `rows` rows, filled row by row, one colour per curve family."""
-    import matplotlib.pyplot as plt
-
-    cols = -(-len(results) // rows)
     color = family_colors(results)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.9 * rows), squeeze=False)
-    for ax, res in zip(axes.flat, results):
+    fig, axes = panel_grid(len(results), rows, -(-len(results) // rows), (4.6, 3.9))
+    for ax, res in zip(axes, results):
         draw_regret(ax, res, shown_curves(res), color)
-    for ax in list(axes.flat)[len(results):]:
-        ax.set_visible(False)
     fig.tight_layout()
     return fig
+
+
+def panel_grid(count: int, rows: int, cols: int, size: tuple):
+    """A figure of `rows` x `cols` panels of `size` = (width, height) inches each, filled row by row
+    with `count` panels; the ones left over are hidden. Returns (fig, [count] axes)."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(rows, cols, figsize=(size[0] * cols, size[1] * rows), squeeze=False)
+    for ax in axes.flat[count:]:
+        ax.set_visible(False)
+    return fig, list(axes.flat[:count])
 
 
 def family_colors(results) -> dict:

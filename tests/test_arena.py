@@ -145,7 +145,8 @@ UNSTABLE = textwrap.dedent('''
 def test_a_grid_point_with_error_bits_never_wins_and_is_named(tmp_path, own_registry):
     """A plugin whose point x3 sets an error bit, though its regret there is LinUCB's at x3, the lower
     of the grid: the arena ends, names the broken grid curve, tunes LinUCB to x3 but the plugin to x1,
-    so its reported runs are sound and its tuned row is its default one; a reported run with error bits is marked."""
+    so its reported runs are sound and its tuned row is its default one; a reported run with error
+    bits is marked."""
     plugin = tmp_path / "unstable_plugin.py"
     plugin.write_text(UNSTABLE)
     out = tmp_path / "arena"
