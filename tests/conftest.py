@@ -52,6 +52,19 @@ def pytest_runtest_makereport(item, call):
 
 
 @pytest.fixture(autouse=True)
+def _offline(tmp_path, monkeypatch):
+    """No test reaches the network or reads the user's download cache: a loader that finds no file fails
+    at once, as on a machine without the data (tests of downloads put their own `_fetch` in place)."""
+    from bandits_jax.problems import datasets
+
+    def no_network(url):
+        raise OSError(f"the tests never download ({url})")
+
+    monkeypatch.setattr(datasets, "_fetch", no_network)
+    monkeypatch.setenv(datasets.CACHE_ENV, str(tmp_path / "download_cache"))
+
+
+@pytest.fixture(autouse=True)
 def _own_curve_cache(tmp_path, monkeypatch):
     """Each test gets an empty curve cache of its own: nothing lands in the working tree, and no test
     finds curves another test computed (tests that count computed chunks rely on it)."""

@@ -28,7 +28,7 @@ from typing import Optional
 import jax.numpy as jnp
 
 from .. import claims
-from ..core import ConfigError
+from ..core import ConfigError, EnvSpec
 from ..curves import Curve, Spec, problem_of
 from .registry import (AT_LEAST_ONE, NONNEGATIVE, POSITIVE, Experiment, Figure, Page, parse_list, register,
                        register_page)
@@ -237,6 +237,7 @@ def _tags(method: str, alg: Spec) -> dict:
 def _build(make):
     def build(config):
         problem = make(config)
+        check_keys(config)  # before the problem is built: a refused key reads no data
         algs = algorithms(config, problem_of(problem).spec)  # the thresholds' default rule reads N, d, T
         curves = [Curve(name, problem, alg, grid_points(config, alg), tags=_tags(name, alg)) for name, alg in algs]
         curves += [Curve(name, problem, alg, grid_points(config, alg), tags=_tags(base, alg))
@@ -244,6 +245,18 @@ def _build(make):
         return curves
 
     return build
+
+
+def check_keys(config) -> None:
+    """Parse every key and build every algorithm of the configuration on a stand-in of the problem's
+    sizes (d = 1: the thresholds' default rule needs the problem's d, which a data set gives), so that
+    a bad key is refused before a data-backed problem reads or downloads its data."""
+    from ..algorithms import build_algorithm
+
+    algs = algorithms(config, EnvSpec(config["num_agents"], config["num_arms"], 1, config["horizon"]))
+    for _, alg in algs + [(name, alg) for _, name, alg in d_sweep(config, algs)]:
+        grid_points(config, alg)
+        build_algorithm(alg)
 
 
 # ------------------------------------------------------------------------------------ registry

@@ -108,10 +108,7 @@ def classification_bandit(
     num_arms = k_data if num_classes is None else num_classes
     if y.min() < 0 or (isinstance(num_arms, int) and y.max() >= num_arms):
         raise ConfigError(f"{name}: labels must lie in 0..{num_arms - 1}, got range {y.min()}..{y.max()}")
-    if preprocess not in PREPROCESS:
-        raise ConfigError(f"{name}: unknown preprocess {preprocess!r}; known: {', '.join(PREPROCESS)}")
-    if shuffle not in SHUFFLES:
-        raise ConfigError(f"{name}: unknown shuffle {shuffle!r}; known: {', '.join(SHUFFLES)}")
+    check_choices(name, preprocess, shuffle)
     try:
         x = x.astype(np.float64)
     except (TypeError, ValueError):
@@ -159,3 +156,12 @@ def classification_bandit(
         active=None,
         description=description,
     )
+
+
+def check_choices(name: str, preprocess: str, shuffle: str) -> None:
+    """Refuse (ConfigError naming the option) a preprocess or shuffle that classification_bandit does not
+    know; the dataset builders call it before any data is read."""
+    if preprocess not in PREPROCESS:
+        raise ConfigError(f"{name}: unknown preprocess {preprocess!r}; known: {', '.join(PREPROCESS)}")
+    if shuffle not in SHUFFLES:
+        raise ConfigError(f"{name}: unknown shuffle {shuffle!r}; known: {', '.join(SHUFFLES)}")

@@ -64,6 +64,8 @@ def coop_world(setup: str, num_agents: int, num_arms: int, dim: int, horizon: in
             raise ConfigError(f"{name}: {label} must be a number >= 0, got {value!r}")
     if not (sigma_x > 0 and sigma_z > 0):
         raise ConfigError(f"{name}: sigma_x and sigma_z must be > 0, got {sigma_x}, {sigma_z}")
+    if delay_mode not in graphs.DELAY_MODES:  # before the graph is read
+        raise ConfigError(f"{name}: delay_mode must be one of {', '.join(graphs.DELAY_MODES)}, got {delay_mode!r}")
     G, source, kind, stands_in = network(graph, num_agents, p, graph_seed, data_dir)
     gamma = graphs.default_gamma(G) if gamma is None else gamma
     arrays = graphs.graph_arrays(G, gamma, delay_mode)
