@@ -172,7 +172,8 @@ def main(argv=None) -> int:
         if args.command in ("run", "arena"):
             from .compile_cache import chosen_dir, enable
 
-            cached = enable(chosen_dir(not args.no_compile_cache))
+            folder = chosen_dir(not args.no_compile_cache)  # checked before anything else
+            cached = folder if args.check else enable(folder)  # --check keeps nothing
         if args.command == "list":
             _list(args)
             return 0

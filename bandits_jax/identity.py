@@ -32,17 +32,20 @@ def run_identity(problem, algorithm, params: dict, *, base_key: int = 0, precisi
     most.
     """
     with precision_scope(precision):
-        values = {k: jnp.asarray(float(v)) for k, v in sorted(params.items())}
-        seed = jnp.uint32(0)
+        # abstract inputs (the weak float of a Python number, as before): tracing computes and compiles
+        # nothing, so `run --check` compiles no program
+        weak_float = jax.ShapeDtypeStruct((), jax.dtypes.canonicalize_dtype(np.float64), weak_type=True)
+        values = {k: weak_float for k in sorted(params)}
+        seed = jax.ShapeDtypeStruct((), np.uint32)
         if isinstance(algorithm, Trial):
             programs = [jax.make_jaxpr(trial_run(problem, algorithm, base_key))(seed, values)]
             horizon = None
         else:
             start = run_start(problem, algorithm, base_key, horizon_sizes(algorithm, problem.spec))
             _, _, instance, state = jax.eval_shape(start, seed, values)
-            key = jax.random.PRNGKey(0)
+            key, t = jax.ShapeDtypeStruct((2,), np.uint32), jax.ShapeDtypeStruct((), np.int32)  # a raw PRNG key
             programs = [jax.make_jaxpr(start)(seed, values),
-                        jax.make_jaxpr(make_step(problem, algorithm))(values, state, instance, key, key, jnp.int32(0))]
+                        jax.make_jaxpr(make_step(problem, algorithm))(values, state, instance, key, key, t)]
             horizon = problem.spec.horizon
         digest = hashlib.sha256()
         for program in programs:

@@ -33,6 +33,17 @@ def data_dir_default():
         del os.environ[DATA_DIR_ENV]
 
 
+def run_cli(capsys, argv) -> tuple:
+    """(exit status, stderr lines) of `bandits-jax ARGV` run in this process."""
+    from bandits_jax import cli
+
+    try:
+        status = cli.main(argv)
+    except SystemExit as stop:  # argparse's own refusals
+        status = stop.code
+    return status, capsys.readouterr().err.strip().splitlines()
+
+
 # Every skip for want of the shared data says this; under CI=true such a skip is a failure (conftest.py)
 NO_SHARED_DATA = "not found in the shared data folder"
 
