@@ -33,6 +33,7 @@ figure. `bandits-jax report --arena OUT` writes the committed record and docs/ar
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import NamedTuple
@@ -42,7 +43,8 @@ import numpy as np
 from .compile_cache import CompileCount
 from .core import ConfigError, Trial
 from .curves import Curve, Spec, parse_spec, resolve
-from .results import atomic_write_text, grid_choices, load_results, summary_rows
+from .results import (REPAIR, atomic_write_text, check_keys, grid_choices, is_finite, is_int, is_text, list_of,
+                      load_checked, load_results, object_of, read_json, step_axis, summary_rows)
 
 TUNING_FIRST_SEED = 1_000_000  # tuning seeds start here; reported seeds start at 0
 GRID_FACTORS = (0.1, 0.3, 1.0, 3.0)  # times the default of each exploration parameter
@@ -422,7 +424,7 @@ def arena_page(folder) -> str:
     """docs/arena.md of an arena folder or its record: the terms, the fit matrix, a table per problem,
     the overall table and the timing, every number computed from the folder."""
     folder = Path(folder)
-    res, arena = load_results(folder), json.loads((folder / ARENA_FILE).read_text())
+    res, arena = load_results(folder), read_arena(folder)
     md, dims = res.metadata, arena["dims"]
     lines = [f"# The arena ({arena['size']})", "",
              "Every registered regret algorithm on every benchmark problem it fits, on equal terms: the same "
@@ -506,7 +508,7 @@ def plot_pareto(folder, path) -> Path:
     from .plotting import panel_grid, save_figure
 
     folder = Path(folder)
-    res, arena = load_results(folder), json.loads((folder / ARENA_FILE).read_text())
+    res, arena = load_results(folder), read_arena(folder)
 
     def draw():
         problems = arena["problems"]
@@ -537,19 +539,129 @@ def plot_pareto(folder, path) -> Path:
 
 def write_arena_page(folder, docs=Path("docs")) -> list:
     """Record an arena folder into docs/arena/data/arena-<size>/ (a record folder is taken as it is), and
-    write docs/arena.md and docs/arena/pareto-<size>.png from the record; returns the paths written."""
+    write docs/arena.md and docs/arena/pareto-<size>.png from the record; returns the paths written.
+    All of them change, or none: the folder is checked first (`read_arena`, `results.load_checked`,
+    `_check_agreement`), and the record, page and figure are made in a staging folder under docs/arena
+    before one rename each puts them in place."""
+    from .records import record_name
+    from .report import put, staging
+
+    folder, docs = Path(folder), Path(docs)
+    arena, res = read_arena(folder), load_checked(folder)
+    _check_agreement(arena, res, folder / ARENA_FILE)
+    is_record = "record" in res.metadata
+    target = docs / "arena" / "data" / record_name(res.metadata["experiment"], res.metadata.get("size", ""))
+    for path in (docs, docs / "arena", target):
+        if path.exists() and not path.is_dir():
+            raise ConfigError(f"report --arena: {path} is a file where a folder goes; move it away")
+    (docs / "arena").mkdir(parents=True, exist_ok=True)
+    figure = f"pareto-{arena['size']}.png"
+    with staging(docs / "arena") as stage:
+        record = folder if is_record else _stage_record(folder, stage)
+        atomic_write_text(stage / "arena.md", arena_page(record))
+        plot_pareto(record, stage / figure)
+        placed = folder if is_record else target
+        if not is_record:
+            for name in ("results.npz", "metadata.json", ARENA_FILE):
+                put(record / name, target / name)
+        return [placed, put(stage / "arena.md", docs / "arena.md"), put(stage / figure, docs / "arena" / figure)]
+
+
+def _stage_record(folder: Path, stage: Path) -> Path:
+    """Write the record of an arena folder (20 checkpoints) with its arena.json into `stage`."""
     import shutil
 
     from .records import write_record
 
-    folder, docs = Path(folder), Path(docs)
-    if not (folder / ARENA_FILE).exists():
-        raise ConfigError(f"report --arena: {folder} holds no {ARENA_FILE}; give a folder `bandits-jax arena` wrote")
-    record = folder
-    if "record" not in json.loads((folder / "metadata.json").read_text()):
-        record = write_record(folder, docs / "arena" / "data", checkpoints=20)
-        shutil.copyfile(folder / ARENA_FILE, record / ARENA_FILE)
-    size = json.loads((record / ARENA_FILE).read_text())["size"]
-    page = docs / "arena.md"
-    atomic_write_text(page, arena_page(record))
-    return [record, page, plot_pareto(record, docs / "arena" / f"pareto-{size}.png")]
+    record = write_record(folder, stage, checkpoints=20)
+    shutil.copyfile(folder / ARENA_FILE, record / ARENA_FILE)
+    return record
+
+
+def read_arena(folder) -> dict:
+    """The arena.json of an arena folder or its record, checked for what the page and the figure read
+    (`_ARENA`, `_check_labels`): a missing, non-JSON or wrongly shaped one is a ConfigError naming it."""
+    path = Path(folder) / ARENA_FILE
+    if not path.is_file():
+        raise ConfigError(f"{folder} holds no {ARENA_FILE}: give `report --arena` a folder `bandits-jax arena` wrote, "
+                          f"or its record")
+    arena = read_json(path)
+    check_keys(arena, _ARENA, path, required=tuple(_ARENA))
+    _check_labels(arena, path)
+    return arena
+
+
+def _check_labels(arena: dict, path: Path) -> None:
+    """Problem and algorithm labels distinct, and the fit matrix holding every pair of them."""
+    problems, algorithms = [p["label"] for p in arena["problems"]], [a["label"] for a in arena["algorithms"]]
+    for what, labels in (("problems", problems), ("algorithms", algorithms)):
+        if len(set(labels)) != len(labels):
+            raise ConfigError(f"{path}: two of its {what} have the same label; {REPAIR}")
+    lost = [(p, a) for p in problems for a in algorithms if a not in arena["fits"].get(p, {})]
+    if lost:
+        raise ConfigError(f"{path}: 'fits' has no entry for {lost[0][1]} on {lost[0][0]}; {REPAIR}")
+
+
+def _check_agreement(arena: dict, res, path: Path) -> None:
+    """arena.json and the results beside it of the same arena: its size, seeds and horizon."""
+    md = res.metadata
+    found = {"size": md.get("size"), "seeds": len(res.seeds), "horizon": int(step_axis(res)[-1])}
+    given = {"size": arena["size"], "seeds": arena["dims"]["seeds"], "horizon": arena["dims"]["horizon"]}
+    for key in found:
+        if found[key] != given[key]:
+            raise ConfigError(f"{path} gives the arena's {key} as {given[key]}, but the results beside it hold "
+                              f"{found[key]}; {REPAIR}")
+
+
+def _is_positive_int(v) -> bool:
+    return is_int(v) and v > 0
+
+
+def _is_seconds(v) -> bool:
+    return is_finite(v) and v >= 0
+
+
+def _is_entry(v, keys=("label", "family")) -> bool:
+    return isinstance(v, dict) and all(is_text(v.get(k)) for k in keys)
+
+
+def _is_problem(v) -> bool:
+    setting = v.get("setting", []) if isinstance(v, dict) else None
+    return (_is_entry(v, ("label", "family", "spec")) and isinstance(setting, list)
+            and (setting == [] or (len(setting) == 2 and is_text(setting[0]) and isinstance(setting[1], dict))))
+
+
+def _is_dims(v) -> bool:
+    return isinstance(v, dict) and all(_is_positive_int(v.get(k)) for k in ("seeds", "tuning_seeds", "horizon"))
+
+
+def _is_choice(v) -> bool:
+    return isinstance(v, dict) and is_finite(v.get("factor")) and v["factor"] > 0
+
+
+def _is_timing(v) -> bool:
+    seconds = ("wall_seconds", "compile_seconds", "run_seconds")
+    return (isinstance(v, dict) and all(_is_seconds(v.get(k)) for k in seconds)
+            and all(is_int(v.get(k)) and v[k] >= 0 for k in ("compiled", "loaded"))
+            and isinstance(v.get("compile_cache"), bool))
+
+
+def _non_empty(test):
+    return lambda v: test(v) and v != []
+
+
+_ARENA = {  # key: (test, what its value must be), for what arena_page and plot_pareto read
+    "size": (lambda v: is_text(v) and re.fullmatch(r"[\w.-]+", v) is not None,
+             "a size's name (letters, digits, . _ -)"),
+    "dims": (_is_dims, "an object with positive integers seeds, tuning_seeds and horizon"),
+    "factors": (_non_empty(list_of(lambda f: is_finite(f) and f > 0)), "a non-empty list of positive numbers"),
+    "tuning_first_seed": (lambda v: is_int(v) and v >= 0, "a non-negative integer"),
+    "problems": (_non_empty(list_of(_is_problem)),
+                 'a non-empty list of {"label", "family", "spec"} (strings) with a "setting" [] or [LINEAGE, {...}]'),
+    "algorithms": (_non_empty(list_of(_is_entry)), 'a non-empty list of {"label", "family"} (strings)'),
+    "fits": (object_of(object_of(is_text)), "an object of each problem's fits ({algorithm: why not, or \"\"})"),
+    "chosen": (object_of(object_of(_is_choice)),
+               'an object of each problem\'s choices ({algorithm: {"factor": F > 0}})'),
+    "timing": (_is_timing, "an object of non-negative seconds (wall, compile, run), counts compiled and loaded, and "
+                           "compile_cache (true or false)"),
+}

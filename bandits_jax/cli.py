@@ -217,16 +217,16 @@ def main(argv=None) -> int:
             return 0
         if args.command == "report":
             from .report import report, write_pages
-            from .records import write_record
+            from .records import write_records
 
             if args.record and args.pages:
                 raise ConfigError("report: --record writes records and --pages writes pages; give one of them")
             if not args.dir and not args.pages:
                 raise ConfigError("report: give results folders (their page is printed, or with --record their "
                                   "records written), or --pages (every page from the records)")
-            if args.record:
-                for folder in args.dir:
-                    print(write_record(folder, args.data))
+            if args.record:  # every folder is checked before any record is written
+                for path in write_records(args.dir, args.data):
+                    print(path)
                 return 0
             if args.pages:
                 if args.dir:

@@ -17,6 +17,9 @@ per curve and seed, everything a page reports and nothing it does not:
 metadata.json gains "horizon" (T), "steps" (the 1-based step that ends each block) and "record"
 (the folder it came from). Its configuration, seeds, commit, versions, devices and timings are the
 run's own.
+
+Every results folder is checked before any record is written (`results.load_checked`): a damaged
+one is a ConfigError naming its file, and no record changes.
 """
 from __future__ import annotations
 
@@ -26,19 +29,51 @@ from pathlib import Path
 import numpy as np
 
 from .core import ConfigError
-from .results import Results, atomic_savez, atomic_write_text, flat_arrays, load_results
+from .results import Results, atomic_savez, atomic_write_text, flat_arrays, load_checked
 
 CHECKPOINTS = 100
 
 
+def write_records(results_dirs, to_dir, checkpoints: int = CHECKPOINTS) -> list:
+    """Write the record of each results folder into `to_dir/<experiment slug>-<size>/`; returns those
+    folders. Every folder is read and checked first (`make_record`), and where each record goes, so a
+    damaged folder (or a `to_dir` that is a file) leaves every record as it was."""
+    if Path(to_dir).exists() and not Path(to_dir).is_dir():
+        raise ConfigError(f"{to_dir} is a file, not a folder of records; give a folder (--data, default "
+                          f"docs/reproduction/data)")
+    records = [make_record(d, checkpoints) for d in results_dirs]
+    outs = [_record_folder(r, to_dir) for r in records]
+    twice = sorted({out.name for out in outs if outs.count(out) > 1})
+    if twice:
+        raise ConfigError(f"two of the folders given hold the record {twice[0]} (the same experiment and size); "
+                          f"give one of them")
+    return [_write(record, out) for record, out in zip(records, outs)]
+
+
 def write_record(results_dir, to_dir, checkpoints: int = CHECKPOINTS) -> Path:
-    """Write the record of `results_dir` into `to_dir/<experiment slug>-<size>/`; returns that folder."""
-    res = load_results(results_dir)
-    md = res.metadata
-    if "experiment" not in md:
-        raise ConfigError(f"report --record: {results_dir} has no metadata.json naming its experiment")
-    record = reduce_results(res, checkpoints, source=Path(results_dir).as_posix())
+    """Write the record of `results_dir` into `to_dir/<experiment slug>-<size>/`; returns that folder.
+    Nothing is written when the folder is damaged (`results.check_results`)."""
+    return write_records([results_dir], to_dir, checkpoints)[0]
+
+
+def make_record(results_dir, checkpoints: int = CHECKPOINTS) -> Results:
+    """The record of a results folder, in memory, once the folder is checked (`results.load_checked`:
+    a damaged one is a ConfigError naming its file)."""
+    res = load_checked(results_dir)
+    return reduce_results(res, checkpoints, source=Path(results_dir).as_posix())
+
+
+def _record_folder(record: Results, to_dir) -> Path:
+    """The folder a record goes to under `to_dir`; refused when a file is in its place."""
+    md = record.metadata
     out = Path(to_dir) / record_name(md["experiment"], md.get("size", ""))
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"{out} is a file where the record of {md['record']['from']} goes; move it away")
+    return out
+
+
+def _write(record: Results, out: Path) -> Path:
+    """Write a record into the folder `out` (each file replaced whole)."""
     out.mkdir(parents=True, exist_ok=True)
     atomic_savez(out / "results.npz", flat_arrays(record.arrays, record.seeds), compressed=True)
     atomic_write_text(out / "metadata.json", json.dumps(record.metadata, indent=1, default=str) + "\n")

@@ -22,16 +22,25 @@ so, and a verdict that matches no folder is an error, so neither goes unnoticed.
 
 Each folder gives one section: its heading, the verdict, the summary's text and tables (headings
 demoted one level), then one line with its source folder, seeds and package versions.
+
+Nothing is written from damaged input: `--pages` checks the folders and every record the pages read
+(`results.check_results`, and each record in the folder its experiment and size name) and makes every
+page before it writes any, then puts them all in place or none (`write_pages`); a damaged record,
+a missing --data or one that holds no record is one ConfigError line naming the file.
 """
 from __future__ import annotations
 
-import json
+import contextlib
+import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Sequence
 
 from . import claims as claims_mod
 from .core import ConfigError
-from .results import load_results, summary_markdown
+from .records import record_name
+from .results import REPAIR, atomic_write_text, load_checked, read_json, summary_markdown
 
 DOCS = Path("docs/reproduction")
 DATA = DOCS / "data"
@@ -70,7 +79,7 @@ def _folder(path: Path) -> dict:
         if not f.is_file():
             raise ConfigError(f"report: {f} is missing; give folders written by `bandits-jax run` "
                               f"(each holds summary.md and metadata.json)")
-    meta = json.loads(metadata.read_text())
+    meta = read_json(metadata)
     name, size = meta.get("experiment", path.name), meta.get("size", "")
     body = _summary_body(summary.read_text())
     versions = meta.get("versions", {})
@@ -106,26 +115,50 @@ def _default_title(sections: list) -> str:
 # ----------------------------------------------------------------------------------- pages from records
 def write_pages(data: Path = DATA, docs: Path = DOCS, figures: bool = True) -> list:
     """Write every registered page, its figures (when `figures`) and the index into `docs`, from the
-    records in `data` and the notes in `docs`; returns the paths written."""
+    records in `data` and the notes in `docs`; returns the paths written. All of them change, or none:
+    the folders and every record the pages read are checked first (`read_records`), every page is made
+    in memory, and every file is staged in a folder of its own under `docs` (`staging`) before one
+    rename each puts it in place."""
     from .experiments.catalog import pages
 
-    written = []
-    for page in pages().values():
-        path = Path(docs) / f"{page.name}.md"
-        path.write_text(page_text(page, data, docs))
-        written.append(path)
-        if figures:
-            written += [_draw(figure, data, docs) for figure in page.figures
-                        if all((Path(data) / r).is_dir() for r in figure.records)]
-    index = Path(docs) / "README.md"
-    index.write_text(index_text(pages().values(), data, docs))
-    return written + [index]
+    registered = list(pages().values())
+    records = read_records(data, docs, registered)
+    texts = {page.name: page_text(page, data, docs, records) for page in registered}
+    index = index_text(registered, data, docs, records)
+    with staging(docs) as stage:
+        staged = []
+        for page in registered:
+            staged.append(_stage_text(stage, f"{page.name}.md", texts[page.name]))
+            if figures:
+                staged += [_stage_figure(stage, figure, data) for figure in page.figures
+                           if all(r in records for r in figure.records)]
+        staged.append(_stage_text(stage, "README.md", index))
+        return [put(stage / name, Path(docs) / name) for name in staged]
 
 
-def page_text(page, data: Path = DATA, docs: Path = DOCS) -> str:
+def read_records(data, docs, pages) -> dict:
+    """{name: record} of every record the pages read that `data` holds, each checked (`load_record`).
+    `data` and `docs` must be folders, and `data` must hold one of the records at least, so that a
+    wrong --data (or the command run from another folder) is refused before any page is touched."""
+    for folder, flag in ((Path(data), "--data"), (Path(docs), "--docs")):
+        if not folder.is_dir():
+            what = "is a file, not a folder" if folder.exists() else "does not exist"
+            raise ConfigError(f"report --pages: {folder} ({flag}) {what}; run from the repository's root, or give "
+                              f"{flag} the folder")
+    names = list(dict.fromkeys(r for page in pages for r in page.records))
+    records = load_records(data, names)
+    if not records:
+        raise ConfigError(f"report --pages: {data} (--data) holds none of the records the pages read (folders such "
+                          f"as {names[0]}); give --data the records' folder (default docs/reproduction/data, from "
+                          f"the repository's root)")
+    return records
+
+
+def page_text(page, data: Path = DATA, docs: Path = DOCS, records: dict | None = None) -> str:
     """The Markdown of one page: title, notes' opening, claims with computed verdicts, figures, and a
-    section per record (its note, summary tables and provenance line)."""
-    records = load_records(data, page.records)
+    section per record (its note, summary tables and provenance line). `records` ({name: record}, as
+    `read_records` gives them) saves reading them again."""
+    records = _page_records(page, data, records)
     notes_file = Path(docs) / f"{page.name}.notes.md"
     intro, notes = _read_verdicts(notes_file) if notes_file.is_file() else ("", {})
     unknown = sorted(set(notes) - set(page.records))
@@ -135,7 +168,7 @@ def page_text(page, data: Path = DATA, docs: Path = DOCS) -> str:
     lines = [f"# {page.title}", "", GENERATED.format(notes=notes_file.name), ""]
     if intro:
         lines += [intro, ""]
-    lines += ["## Claims", "", *claims_table([(c, claims_mod.verdict(c, records)) for c in page.claims], page=False),
+    lines += ["## Claims", "", *claims_table([(c, _verdict(c, records, data)) for c in page.claims], page=False),
               "", _RULE, ""]
     for figure in page.figures:
         missing = [r for r in figure.records if r not in records]
@@ -155,16 +188,16 @@ def page_text(page, data: Path = DATA, docs: Path = DOCS) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def index_text(pages, data: Path = DATA, docs: Path = DOCS) -> str:
+def index_text(pages, data: Path = DATA, docs: Path = DOCS, all_records: dict | None = None) -> str:
     """docs/reproduction/README.md: every claim of every page with its computed verdict, and a line per
-    record (experiment, size, seeds, commit)."""
+    record (experiment, size, seeds, commit). `all_records` as for `page_text`."""
     notes_file = Path(docs) / "README.notes.md"
     intro = notes_file.read_text().strip() if notes_file.is_file() else ""
     rows, counts, listed = [], {}, []
     for page in pages:
-        records = load_records(data, page.records)
+        records = _page_records(page, data, all_records)
         for claim in page.claims:
-            v = claims_mod.verdict(claim, records)
+            v = _verdict(claim, records, data)
             rows.append((claim, v))
             counts[v.status] = counts.get(v.status, 0) + 1
         for name, res in records.items():
@@ -194,8 +227,47 @@ def claims_table(rows, page: bool) -> list:
 
 
 def load_records(data: Path, names) -> dict:
-    """{name: loaded record} of the names whose folder exists in `data`."""
-    return {n: load_results(Path(data) / n) for n in names if (Path(data) / n / "results.npz").is_file()}
+    """{name: record} of the names whose folder exists in `data`, each checked (`load_record`)."""
+    return {n: load_record(Path(data) / n) for n in names if (Path(data) / n).exists()}
+
+
+def load_record(folder: Path):
+    """A record that a page reads, checked: a folder holding results.npz, whole and consistent
+    (`results.load_checked`), named as its experiment and size name it (`records.record_name`), of a
+    registered experiment and size. Else a ConfigError naming the file."""
+    if not folder.is_dir() or not (folder / "results.npz").is_file():
+        raise ConfigError(f"{folder} is not a record folder (one that holds results.npz and metadata.json); "
+                          f"{REPAIR}")
+    res = load_checked(folder)
+    md, where = res.metadata, folder / "metadata.json"
+    expected = record_name(md["experiment"], md.get("size", ""))
+    if expected != folder.name:
+        raise ConfigError(f"{where} is the record of {md['experiment']} ({md.get('size', '')}), whose folder is "
+                          f"named {expected}, not {folder.name}; {REPAIR}")
+    try:
+        _registered(md)
+    except ConfigError as err:
+        raise ConfigError(f"{where}: {err}") from None
+    return res
+
+
+def _page_records(page, data: Path, records: dict | None) -> dict:
+    """{name: record} of the page's records in its order: from `records` where given, else read."""
+    if records is None:
+        return load_records(data, page.records)
+    return {name: records[name] for name in page.records if name in records}
+
+
+def _verdict(claim, records: dict, data: Path):
+    """The claim's verdict (`claims.verdict`); a record that lacks a curve, tag or outcome the claim reads
+    is a ConfigError naming the records, not a traceback."""
+    try:
+        return claims_mod.verdict(claim, records)
+    except KeyError as err:
+        folders = ", ".join(str(Path(data) / r) for r in claim.records if r in records)
+        text = claim.text if len(claim.text) <= 50 else claim.text[:47] + "..."
+        raise ConfigError(f"report --pages: a claim of page {claim.page} ({text}) reads {err}, which the records "
+                          f"{folders} do not hold; {REPAIR}") from None
 
 
 _RULE = (f"Verdicts are computed from the records (`bandits_jax/claims.py`): two numbers differ when their "
@@ -280,7 +352,33 @@ def _seconds(timing: dict) -> tuple:
     return compile_s, run_s, cached
 
 
-def _draw(figure, data: Path, docs: Path) -> Path:
+@contextlib.contextmanager
+def staging(docs: Path):
+    """A new folder under `docs` (so that a rename moves its files into `docs`) to stage the files in;
+    removed with whatever is left in it when the block ends."""
+    stage = Path(tempfile.mkdtemp(prefix=".report-staging-", dir=docs))
+    try:
+        yield stage
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def _stage_text(stage: Path, name: str, text: str) -> str:
+    atomic_write_text(stage / name, text)
+    return name
+
+
+def _stage_figure(stage: Path, figure, data: Path) -> str:
+    """Draw a page's figure into the staging folder; returns its name."""
     from .plotting import plot_figure
 
-    return plot_figure([Path(data) / r for r in figure.records], Path(docs) / figure.file, figure.rows)
+    (stage / figure.file).parent.mkdir(parents=True, exist_ok=True)
+    plot_figure([Path(data) / r for r in figure.records], stage / figure.file, figure.rows)
+    return figure.file
+
+
+def put(staged: Path, path: Path) -> Path:
+    """Move a staged file over `path` in one step."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(staged, path)
+    return path

@@ -11,19 +11,27 @@ results.npz keys, per algorithm name A:
 Phase-level experiments (metadata "outcomes") store instead, per algorithm, one [S] array per
 declared outcome (e.g. A/correct, A/samples) beside A/errors.
 Algorithm order is kept in metadata.json ("algorithms").
+
+`load_results` reads a folder back; `load_checked` also checks that what it read is whole and
+consistent (`check_results`: types and ranges of the metadata, shapes of the arrays against the seeds
+and steps), as `bandits-jax report` does before it writes anything.
 """
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import secrets
 import threading
+import zipfile
+import zlib
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
+from .core import ConfigError
 from .runner import cumulative_regret
 
 
@@ -60,23 +68,312 @@ def flat_arrays(arrays: dict, seeds) -> dict:
     return flat
 
 
+# How to repair a damaged results file, said after what is wrong with it.
+REPAIR = "restore it from version control, or write it again (`bandits-jax run`, `arena` or `report --record`)"
+# What np.load and reading an array raise on a file that is not a whole results.npz.
+_UNREADABLE = (zipfile.BadZipFile, zlib.error, EOFError, ValueError, OSError, KeyError)
+
+
 def load_results(out_dir) -> Results:
-    """Read back what `bandits-jax run` wrote into `out_dir`."""
+    """Read back what `bandits-jax run` wrote into `out_dir`. A results.npz or metadata.json that cannot
+    be read as one (cut, emptied, not a zip of arrays, pickled objects, not JSON) is a ConfigError naming
+    the file; whether what was read is whole and consistent is `check_results`'s question."""
     out_dir = Path(out_dir)
     path = out_dir / "results.npz"
     if not path.exists():
         raise FileNotFoundError(f"no results.npz in {out_dir}: run `bandits-jax run NAME --out {out_dir}` first")
-    metadata = json.loads((out_dir / "metadata.json").read_text()) if (out_dir / "metadata.json").exists() else {}
-    arrays: dict = {}
-    with np.load(path) as data:
-        seeds = data["seeds"]
-        for name in data.files:
-            if "/" not in name:
-                continue
-            alg, key = name.split("/diag/", 1) if "/diag/" in name else name.rsplit("/", 1)
-            key = f"diag/{key}" if "/diag/" in name else key
-            arrays.setdefault(alg, {})[key] = data[name]
+    metadata = read_json(out_dir / "metadata.json") if (out_dir / "metadata.json").exists() else {}
+    seeds, arrays = _read_npz(path)
     return Results(arrays, seeds, metadata)
+
+
+def load_checked(out_dir) -> Results:
+    """`load_results` of a folder that must hold metadata.json, passed through `check_results`: what
+    `bandits-jax report` reads before it writes anything."""
+    out_dir = Path(out_dir)
+    res = load_results(out_dir)
+    if not (out_dir / "metadata.json").is_file():
+        raise ConfigError(f"{out_dir / 'metadata.json'} is missing; {REPAIR}")
+    return check_results(res, out_dir)
+
+
+def read_json(path) -> dict:
+    """The JSON object in the file `path`; a ConfigError naming the file when it cannot be read as JSON
+    or holds something other than an object."""
+    try:
+        value = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise ConfigError(f"{path} is not readable JSON ({_one_line(err)}); {REPAIR}") from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"{path} holds a JSON {_JSON_KINDS.get(type(value), 'value')}, not an object; {REPAIR}")
+    return value
+
+
+_JSON_KINDS = {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
+
+
+def _read_npz(path: Path) -> tuple:
+    """(seeds, {curve: {key: array}}) of a results.npz (the module docstring)."""
+    try:
+        flat = _npz_arrays(path)
+    except _UNREADABLE as err:
+        raise ConfigError(f"{path} cannot be read as results ({_one_line(err)}); {REPAIR}") from None
+    if "seeds" not in flat:
+        raise ConfigError(f"{path} holds no 'seeds' array; {REPAIR}")
+    arrays: dict = {}
+    for name, value in flat.items():
+        if "/" not in name:
+            continue
+        alg, key = name.split("/diag/", 1) if "/diag/" in name else name.rsplit("/", 1)
+        key = f"diag/{key}" if "/diag/" in name else key
+        arrays.setdefault(alg, {})[key] = value
+    return flat["seeds"], arrays
+
+
+def _npz_arrays(path: Path) -> dict:
+    """{name: array} of an .npz file, every array read whole (so that a cut or corrupted one fails here)
+    and none unpickled (a results file holds numbers only)."""
+    data = np.load(path, allow_pickle=False)
+    if not isinstance(data, np.lib.npyio.NpzFile):
+        raise ValueError("it is one bare array, not a zip of named arrays")
+    with data:
+        return {name: data[name] for name in data.files}
+
+
+def _one_line(err: BaseException) -> str:
+    """An exception as one short line: its type and its message with the line breaks folded (an OSError's
+    reason without the path, which the message names already; numpy's advice to unpickle left out)."""
+    text = err.strerror if isinstance(err, OSError) and err.strerror else " ".join(str(err).split())
+    if "pickle" in text.lower():
+        text = "it holds pickled Python objects, which a results file never does (reading them could run code)"
+    return f"{type(err).__name__}: {text[:160]}" if text else type(err).__name__
+
+
+# ------------------------------------------------------------------------ checking what was read
+def check_results(res: Results, out_dir) -> Results:
+    """`res`, read from `out_dir`, when it is whole and consistent: the metadata's types and ranges
+    (`check_metadata`), the arrays' shapes against the seeds and steps (`_check_arrays`) and the curves
+    and diagnostics the metadata names (`_check_names`). Else a ConfigError naming the file and what is
+    wrong, so that nothing is written from a damaged folder."""
+    out_dir = Path(out_dir)
+    check_metadata(res.metadata, out_dir / "metadata.json")
+    _check_arrays(res, out_dir / "results.npz")
+    _check_names(res, out_dir / "metadata.json")
+    return res
+
+
+def check_metadata(md: dict, path) -> None:
+    """The metadata of a results folder or record (`path`, its metadata.json): the experiment and the
+    seeds present, every known key of the type and range the summaries and pages read it as
+    (`_METADATA`), a record's steps within its horizon, the standard errors defined, the x tag a number."""
+    check_keys(md, _METADATA, path, required=("experiment", "seeds"))
+    _check_steps(md, path)
+    if md.get("se_ddof", 0) >= len(md["seeds"]):
+        raise _bad(path, "se_ddof", md["se_ddof"], f"below the number of seeds ({len(md['seeds'])}), or no standard "
+                                                  "error is defined")
+    x = md.get("x")
+    untagged = [c for c, tags in md.get("tags", {}).items()
+                if x in tags and not (tags[x] is None or is_finite(tags[x]))]
+    if untagged:
+        raise _bad(path, f"tags[{untagged[0]!r}][{x!r}]", md["tags"][untagged[0]][x],
+                   "a finite number or null (the curve's place along the x axis)")
+
+
+def _check_steps(md: dict, path) -> None:
+    """A record's "steps" (`records`): increasing integers from 1 on, ending at its "horizon"."""
+    if "steps" not in md:
+        return
+    steps, horizon = md["steps"], md.get("horizon")
+    if horizon is None:
+        raise ConfigError(f"{path} has 'steps' but no 'horizon' (a record has both); {REPAIR}")
+    ok = (isinstance(steps, list) and steps != [] and all(is_int(s) for s in steps) and steps[0] >= 1
+          and all(a < b for a, b in zip(steps, steps[1:])) and steps[-1] == horizon)
+    if not ok:
+        raise _bad(path, "steps", steps, f"increasing integers from 1 on, ending at the horizon ({horizon})")
+
+
+def _check_arrays(res: Results, path) -> None:
+    """The seeds array equal to metadata.json's seeds; at least one curve; each curve's arrays
+    (`_check_curve`) with the seeds along their first axis and the same steps along the second."""
+    seeds = np.asarray(res.seeds)
+    listed = res.metadata["seeds"]
+    if seeds.ndim != 1 or seeds.dtype.kind not in "iu" or seeds.tolist() != listed:
+        raise ConfigError(f"{path}: its 'seeds' array {_shown(seeds.tolist())} is not the list of seeds in "
+                          f"metadata.json {_shown(listed)}; {REPAIR}")
+    if not res.arrays:
+        raise ConfigError(f"{path} holds no curve (no ALGORITHM/KEY array); {REPAIR}")
+    phased = "outcomes" in res.metadata
+    steps = None if phased else _steps_of(res)
+    for curve, per in res.arrays.items():
+        _check_curve(curve, per, len(listed), steps, path)
+    horizon, configured = res.metadata.get("horizon", steps), res.metadata.get("config", {}).get("horizon")
+    if not phased and configured is not None and horizon != configured:
+        where = path.with_name("metadata.json") if "horizon" in res.metadata else path
+        raise ConfigError(f"{where}: the curves run {horizon} steps, but the configuration in metadata.json gives "
+                          f"horizon {configured}; {REPAIR}")
+
+
+def _steps_of(res: Results) -> int:
+    """The length of the time axis every per-step array must have: a record's steps, else the horizon,
+    else that of the first curve's regret."""
+    md = res.metadata
+    if "steps" in md:
+        return len(md["steps"])
+    if "horizon" in md:
+        return md["horizon"]
+    regret = next(iter(res.arrays.values())).get("regret")
+    return regret.shape[1] if regret is not None and regret.ndim == 3 else 0
+
+
+_PER_STEP = ("regret", "comm_up", "comm_down", "rounds")  # besides "errors", what a per-step curve holds
+
+
+def _check_curve(curve: str, per: dict, seeds: int, steps, path) -> None:
+    """One curve's arrays: numbers; "errors" [S] of integers; a per-step curve's regret [S, T, N] and
+    its other arrays [S, T] (a phase-level curve's (steps None) outcomes [S]); finite in every run whose
+    error bits are clear (a run with error bits may hold anything; the pages say it failed)."""
+    required = ("errors",) if steps is None else ("errors", *_PER_STEP)
+    missing = [key for key in required if key not in per]
+    if missing:
+        raise ConfigError(f"{path}: curve {curve!r} has no {', '.join(missing)} array; {REPAIR}")
+    for key, value in per.items():
+        want = ((seeds,) if steps is None or key == "errors" else
+                (seeds, steps, "N") if key == "regret" else (seeds, steps))
+        shape_ok = (value.ndim == len(want) and 0 not in value.shape
+                    and all(w == "N" or n == w for n, w in zip(value.shape, want)))
+        if value.dtype.kind not in ("iub" if key == "errors" else "iubf"):
+            raise ConfigError(f"{path}: {curve}/{key} holds {value.dtype} values, not numbers; {REPAIR}")
+        if not shape_ok:
+            raise ConfigError(f"{path}: {curve}/{key} has shape {list(value.shape)}, but {seeds} seeds"
+                              f"{'' if len(want) == 1 else f' and {steps} steps'} make it "
+                              f"[{', '.join(map(str, want))}]; {REPAIR}")
+    clear = per["errors"] == 0
+    for key, value in per.items():
+        if value.dtype.kind == "f" and not np.isfinite(value[clear]).all():
+            raise ConfigError(f"{path}: {curve}/{key} holds NaN or infinite values in runs without error bits; "
+                              f"{REPAIR}")
+
+
+def _check_names(res: Results, path) -> None:
+    """What the metadata names among the arrays: every listed algorithm and grid point a curve, every
+    declared table's diagnostics stored, every panel's outcome declared (and an x tag to draw it on)."""
+    md = res.metadata
+    named = [*md.get("algorithms", []), *[p for points in md.get("grids", {}).values() for p in points]]
+    absent = [c for c in named if c not in res.arrays]
+    if absent:
+        raise ConfigError(f"{path} names the curve {absent[0]!r}, which results.npz does not hold; {REPAIR}")
+    for curve, tables in md.get("tables", {}).items():
+        lost = [c for t in tables for c in t["columns"] if curve in res.arrays and f"diag/{c}" not in res.arrays[curve]]
+        if lost:
+            raise ConfigError(f"{path} declares a table of {curve!r} with the diagnostic {lost[0]!r}, which "
+                              f"results.npz does not hold for it; {REPAIR}")
+    for outcome, _, _ in md.get("panels", []):
+        if outcome not in md.get("outcomes", {}) or "x" not in md:
+            raise ConfigError(f"{path} declares a panel of {outcome!r}, but not that outcome or the x tag "
+                              f"(\"outcomes\", \"x\"); {REPAIR}")
+
+
+def check_keys(obj: dict, kinds: dict, path, required=()) -> None:
+    """The `required` keys in `obj`, and each key of `kinds` ({key: (test, what its value must be)}) that
+    it holds passing its test; else a ConfigError naming the file `path`, the key and what it must be."""
+    for key in required:
+        if key not in obj:
+            raise ConfigError(f"{path} has no {key!r}; {REPAIR}")
+    for key, (ok, should) in kinds.items():
+        if key in obj and not ok(obj[key]):
+            raise _bad(path, key, obj[key], should)
+
+
+def _bad(path, key: str, value, should: str) -> ConfigError:
+    return ConfigError(f"{path}: {key!r} is {_shown(value)}, but it must be {should}; {REPAIR}")
+
+
+def _shown(value) -> str:
+    """A value as JSON, cut to a readable length."""
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+# Tests of JSON values, for the tables of `check_keys` (JSON true and false are not integers).
+def is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def is_finite(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def is_text(v) -> bool:
+    return isinstance(v, str)
+
+
+def list_of(test):
+    """A test of a JSON array whose items all pass `test`."""
+    return lambda v: isinstance(v, list) and all(test(x) for x in v)
+
+
+def object_of(test):
+    """A test of a JSON object whose values all pass `test`."""
+    return lambda v: isinstance(v, dict) and all(test(x) for x in v.values())
+
+
+def _seeds(v) -> bool:
+    return list_of(lambda s: is_int(s) and s >= 0)(v) and v != [] and len(set(v)) == len(v)
+
+
+def _config(v) -> bool:
+    return isinstance(v, dict) and all(is_int(v[k]) and v[k] > 0 for k in ("seeds", "horizon") if k in v)
+
+
+def _timing(v) -> bool:
+    return (isinstance(v, dict) and all(is_finite(v[k]) and v[k] >= 0 for k in ("compile_seconds", "run_seconds")
+                                        if k in v)
+            and all(is_int(v[k]) and v[k] >= 0 for k in ("seeds_computed",) if k in v))
+
+
+def _table(v) -> bool:
+    return isinstance(v, dict) and is_text(v.get("title")) and object_of(is_text)(v.get("columns"))
+
+
+def _outcome(v) -> bool:
+    return isinstance(v, dict) and v.get("kind") in ("rate", "mean") and is_text(v.get("description"))
+
+
+def _derived(v) -> bool:
+    return isinstance(v, list) and len(v) == 4 and all(is_text(s) for s in v[:3]) and is_finite(v[3])
+
+
+_METADATA = {  # key: (test, what its value must be), for the keys summaries and pages read
+    "experiment": (lambda v: is_text(v) and v.strip() != "", "a non-empty string, the experiment's name"),
+    "size": (lambda v: is_text(v) and "/" not in v and "\\" not in v, "a string without slashes, the size's name"),
+    "description": (is_text, "a string"),
+    "notes": (is_text, "a string"),
+    "commit": (is_text, "a string, the commit's hash"),
+    "x": (is_text, "a string, the tag along the x axis"),
+    "agents": (lambda v: v in ("mean", "sum"), '"mean" or "sum"'),
+    "band": (lambda v: v in ("se", "std"), '"se" or "std"'),
+    "se_ddof": (lambda v: is_int(v) and v >= 0, "a non-negative integer"),
+    "seeds": (_seeds, "a non-empty list of distinct non-negative integers"),
+    "horizon": (lambda v: is_int(v) and v > 0, "a positive integer, the number of steps"),
+    "algorithms": (lambda v: list_of(is_text)(v) and len(set(v)) == len(v), "a list of distinct curve names"),
+    "devices": (list_of(is_text), "a list of device names"),
+    "versions": (object_of(is_text), "an object of package versions (strings)"),
+    "config": (_config, "an object whose seeds and horizon, where given, are positive integers"),
+    "record": (object_of(is_text), 'an object such as {"from": FOLDER}'),
+    "tags": (object_of(lambda t: isinstance(t, dict)), "an object of each curve's tags (objects)"),
+    "errors": (object_of(is_text), "an object of each failed curve's message"),
+    "problem_info": (object_of(lambda t: isinstance(t, dict)), "an object of each problem's numbers (objects)"),
+    "grids": (object_of(lambda p: list_of(is_text)(p) and p != []),
+              "an object of each grid's curves (non-empty lists)"),
+    "timing": (object_of(_timing), "an object of each curve's timing: finite non-negative seconds, a non-negative "
+                                    "seeds_computed"),
+    "tables": (object_of(list_of(_table)), 'an object of each curve\'s tables [{"title": TEXT, "columns": '
+                                             '{DIAGNOSTIC: LABEL}}]'),
+    "outcomes": (object_of(_outcome), 'an object of outcomes {"kind": "rate" or "mean", "description": TEXT}'),
+    "derived": (list_of(_derived), "a list of [method, source, outcome, finite factor]"),
+    "panels": (list_of(lambda p: isinstance(p, list) and len(p) == 3 and all(map(is_text, p))),
+               "a list of [outcome, how, scale] strings"),
+}
 
 
 def summary_rows(results: Results):

@@ -38,7 +38,7 @@ def run_cli(capsys, argv) -> tuple:
     from bandits_jax import cli
 
     try:
-        status = cli.main(argv)
+        status = cli.main([str(a) for a in argv])
     except SystemExit as stop:  # argparse's own refusals
         status = stop.code
     return status, capsys.readouterr().err.strip().splitlines()
