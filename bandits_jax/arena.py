@@ -42,7 +42,7 @@ import numpy as np
 
 from .compile_cache import CompileCount
 from .core import ConfigError, Trial
-from .curves import Curve, Spec, parse_spec, resolve
+from .curves import Curve, Spec, parse_spec, problem_of, resolve
 from .results import (REPAIR, atomic_write_text, check_keys, grid_choices, is_finite, is_int, is_text, list_of,
                       load_checked, load_results, object_of, read_json, step_axis, summary_rows)
 
@@ -97,18 +97,30 @@ class Entry(NamedTuple):
 # ------------------------------------------------------------------------------ the arena's parts
 def arena_problems(size: str, names=("all",)) -> list:
     """[Entry] of the problems named: a benchmark label, `all` (the whole set), or any problem spec."""
-    from .problems import problem_options
-
     dims = size_of(size)
     bench = {b.label: Entry(b.label, parse_spec(b.spec.format(**dims), "--problem"), b.family, b.setting)
              for b in BENCH}
     entries = {}
     for name in names or ("all",):
-        for entry in (bench.values() if name == "all" else
-                      [bench.get(name) or Entry(name, parse_spec(name, "--problem"), "user")]):
-            problem_options(entry.spec.name)  # an unknown name fails here
+        for entry in (bench.values() if name == "all" else [bench.get(name) or _user_problem(name, dims["horizon"])]):
             entries[entry.label] = entry
     return list(entries.values())
+
+
+def _user_problem(text: str, horizon: int) -> Entry:
+    """The Entry of a problem spec given on the command line, its options checked as `run` checks them
+    (the problem is built once, at the arena's horizon, which a spec may name but not change)."""
+    from .problems import problem_options
+
+    spec = parse_spec(text, "--problem")
+    if "horizon" in problem_options(spec.name):  # an unknown name fails here
+        if spec.options.get("horizon", horizon) != horizon:
+            raise ConfigError(f"--problem {text}: the arena runs every problem for its size's horizon ({horizon} "
+                              f"steps); leave horizon out of the spec, or choose another --size")
+        problem_of(spec.with_options(horizon=horizon))
+    else:
+        problem_of(spec)
+    return Entry(text, spec, "user")
 
 
 def arena_algorithms(names=("all",)) -> list:
@@ -164,8 +176,18 @@ def size_of(size: str, seeds=None, tuning_seeds=None) -> dict:
         if value is not None:
             if value < 2:
                 raise ConfigError(f"the arena needs at least 2 {key.replace('_', ' ')} (a standard error), got {value}")
+            if value > SEED_ROOM[key]:
+                raise ConfigError(f"--{key.replace('_', '-')} {value} is more than the arena has room for "
+                                  f"({SEED_ROOM[key]}: {SEED_RANGES[key]}); give fewer")
             dims[key] = value
     return dims
+
+
+# how many seeds each run may have: the reported seeds 0..S-1 stay below the tuning seeds, which stay
+# within the 32-bit seed numbers the key derivation folds in
+SEED_ROOM = {"seeds": TUNING_FIRST_SEED, "tuning_seeds": 2 ** 32 - TUNING_FIRST_SEED}
+SEED_RANGES = {"seeds": f"reported seeds 0..S-1 stay below the tuning seeds, which start at {TUNING_FIRST_SEED}",
+               "tuning_seeds": f"tuning seeds run from {TUNING_FIRST_SEED} to at most 2^32 - 1"}
 
 
 # ------------------------------------------------------------------------------ running it
@@ -187,9 +209,16 @@ def run_arena(size: str = "small", problems=("all",), algorithms=("all",), out=N
     grids = {a.label: _grid(a, factors) for a in algs if any(pp[1] is a for pp in pairs)}
     common = dict(size=size, plot=False, quiet=quiet, curves=curves, check=check, summary=False,
                   raise_errors=False, step_progress=False)
-    from .sweep import run_experiment
+    from .sweep import check_folder, run_experiment, validated_runs
 
     tuning = [(p, a) for p, a in pairs if grids[a.label] is not None]
+
+    def reported(chosen):
+        return _experiment("arena", size, dims, 0, dims["seeds"],
+                           lambda cfg: _reported_curves(pairs, grids, chosen, dims["horizon"]))
+
+    validated_runs(reported({}), size, {}, None, ())  # the reported run is checked before tuning computes
+    check_folder(out, "the arena's folder (--out)")
     if tuning:
         run_experiment(_experiment("arena/tuning", size, dims, TUNING_FIRST_SEED, dims["tuning_seeds"],
                                    lambda cfg: [_curve(p, a, dims["horizon"], _name(p, a), grids[a.label][0])
@@ -197,8 +226,7 @@ def run_arena(size: str = "small", problems=("all",), algorithms=("all",), out=N
     if check:
         return out
     chosen = _choices(out / "tuning", tuning, factors) if tuning else {}
-    run_experiment(_experiment("arena", size, dims, 0, dims["seeds"],
-                               lambda cfg: _reported_curves(pairs, grids, chosen, dims["horizon"])), out=out, **common)
+    run_experiment(reported(chosen), out=out, **common)
     arena = {"size": size, "dims": dims, "factors": list(factors), "tuning_first_seed": TUNING_FIRST_SEED,
              "problems": [{"label": p.label, "family": p.family, "spec": _text(p.spec),
                            "setting": list(p.setting)} for p in probs],

@@ -39,7 +39,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="run the --algorithm specs on this registered problem, without an experiment")
     run.add_argument("--algorithm", action="append", default=[], metavar="NAME[:KEY=VALUE,...]",
                      help="a registered algorithm with options (repeatable; with --problem)")
-    run.add_argument("--size", default="paper", help="smoke, paper or large where the experiment has it (default: paper)")
+    run.add_argument("--size", help="smoke, paper or large where the experiment has it (default: paper; an "
+                                    "experiment file's own size)")
     run.add_argument("--seeds", type=int, help="number of seeds S (runs seeds F..F+S-1)")
     run.add_argument("--first-seed", type=int, help="first seed F")
     run.add_argument("--horizon", type=int, help="number of steps T")
@@ -172,6 +173,9 @@ def main(argv=None) -> int:
         if args.command in ("run", "arena"):
             from .compile_cache import chosen_dir, enable
 
+            if args.curves is not None and args.no_curve_cache:
+                raise ConfigError("--curves names the curve cache and --no-curve-cache turns it off; give one")
+
             folder = chosen_dir(not args.no_compile_cache)  # checked before anything else
             cached = folder if args.check else enable(folder)  # --check keeps nothing
         if args.command == "list":
@@ -258,7 +262,15 @@ def main(argv=None) -> int:
     except distributed.Stopped as err:  # another process of the sweep stopped, or never joined
         print(f"bandits-jax: error: {err}", file=sys.stderr)
         return distributed.EXIT_STOPPED
+    except KeyboardInterrupt:  # Ctrl-C: the sweep stores each chunk as it finishes
+        kept = ("; every chunk finished so far is kept, and the same command resumes from them"
+                if args.command in ("run", "arena") else "")
+        print(f"bandits-jax: interrupted{kept}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     return 1
+
+
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command ended by Ctrl-C
 
 
 def _floats(text: str, flag: str) -> tuple:
@@ -303,6 +315,9 @@ def _run_target(args) -> tuple:
     if args.problem is not None:
         if args.name is not None:
             raise ConfigError(f"run takes an experiment ({args.name}) or --problem with --algorithm, not both")
+        if args.size is not None:
+            raise ConfigError(f"--size {args.size} names a size of a registered experiment; with --problem the run's "
+                              f"size is its --seeds, --horizon and the specs' options")
         return adhoc_experiment(args.problem, args.algorithm), ADHOC_SIZE
     if args.algorithm:
         raise ConfigError("--algorithm runs on a --problem NAME[:KEY=VALUE,...]; give one")
@@ -310,8 +325,8 @@ def _run_target(args) -> tuple:
         raise ConfigError("run needs an experiment name, an experiment file (.toml), or --problem and --algorithm")
     if args.name.endswith(".toml"):
         exp, size = toml_experiment(args.name)
-        return exp, size if args.size == "paper" else args.size
-    return args.name, args.size
+        return exp, args.size or size
+    return args.name, args.size or "paper"
 
 
 def _bench(argv) -> int:

@@ -93,11 +93,12 @@ def resolve(curves, trace: bool = True) -> list:
     duplicated = repeated(names)
     if duplicated:
         raise ConfigError(f"curve names must be unique; repeated: {', '.join(duplicated)}")
-    for curve in curves:
+    for curve in curves:  # every algorithm's options are checked before any problem reads its data
         akey = spec_key(curve.algorithm)
         if akey not in algorithms:
             algorithms[akey] = build_algorithm(curve.algorithm)
-        algorithm = algorithms[akey]._replace(name=curve.name, stream=curve.stream)
+    for curve in curves:
+        algorithm = algorithms[spec_key(curve.algorithm)]._replace(name=curve.name, stream=curve.stream)
         run = Run(curve, problem_of(curve.problem), algorithm)
         check_fit(run, trace)
         runs.append(run)
@@ -250,8 +251,8 @@ def spec_from_dict(data: dict, what: str) -> Spec:
 
 def curve_from_dict(data: dict) -> Curve:
     """The Curve of `Curve.as_dict`'s form."""
-    if not isinstance(data, dict) or "name" not in data:
-        raise ConfigError(f"a curve must be a table with a 'name', got {data!r}")
+    if not isinstance(data, dict) or not isinstance(data.get("name"), str) or not data["name"].strip():
+        raise ConfigError(f"a curve must be a table with a 'name' that is a non-empty string, got {data!r}")
     unknown = set(data) - {"name", "problem", "algorithm", "grid", "stream", "tags"}
     if unknown:
         raise ConfigError(f"curve {data['name']}: unknown field(s) {', '.join(sorted(unknown))}")

@@ -20,16 +20,7 @@ from bandits_jax.experiments.catalog import experiments
 from bandits_jax.experiments.registry import ANY, COMMON_BOUNDS, resolve_config
 from bandits_jax.problems import BUILDERS, make_problem
 
-from helpers import data_dir_default
-
-
-def run_cli(capsys, argv) -> tuple:
-    """(exit status, stderr lines) of `bandits-jax ARGV` run in this process."""
-    try:
-        status = cli.main(argv)
-    except SystemExit as stop:  # argparse's own refusals
-        status = stop.code
-    return status, capsys.readouterr().err.strip().splitlines()
+from helpers import data_dir_default, run_cli
 
 
 def invalid_values(value, bound) -> list:
@@ -196,7 +187,9 @@ TOML_EDITS = [  # (what the file says, what replaces it, a word the refusal name
     ("horizon = 1000", 'horizon = "abc"', "horizon"),
     ("seeds = 16", "seeds = 2.5", "seeds"),
     ("seeds = 16", "seeds = 0", "seeds"),
-    ("gap = 0.5\n", "gap = nan\n", "gap"),
+    ("gap = 0.5, ", "gap = nan, ", "gap"),
+    ('name = "Successive elimination"', "name = 7", "name"),  # a curve's name is text
+    ("vmap_size = 0\n", "vmap_size = 0\nlam = 3\n", "lam"),  # a [config] key that no curve reads
     ('tags = {method = "successive elimination"}', 'stream = "abc"', "stream"),
     ('{label = "delta=0.01", delta = 0.01}', "{delta = 0.01}", "label"),
     ("se_ddof = 0", 'se_ddof = "x"', "se_ddof"),

@@ -74,7 +74,10 @@ def experiment_toml(exp: Experiment, size: str, overrides: dict) -> str:
     head = {"name": exp.name, "size": size, "description": exp.description, "agents": exp.agents,
             "se_ddof": exp.se_ddof, "band": exp.band, "x": exp.x, "notes": exp.notes}
     lines = ["[experiment]"] + [f"{k} = {_value(v)}" for k, v in head.items()]
-    lines += ["", "[config]"] + [f"{k} = {_value(v)}" for k, v in config.items() if v is not None]
+    lines += ["", "[config]"] + [f"{k} = {_value(v)}" for k, v in config.items() if k in COMMON_DEFAULTS]
+    own = [f"#   {k} = {_value(v)}" for k, v in config.items() if k not in COMMON_DEFAULTS and v is not None]
+    if own:  # built into the curves' options: a note of where they came from, not settings
+        lines += ["# the experiment's own keys, already built into the curves' options below:", *own]
     for curve in build_curves(exp, config):
         _check_nones(curve)
         lines += ["", "[[curves]]"] + [f"{k} = {_value(v)}" for k, v in curve.as_dict().items()]
@@ -90,16 +93,21 @@ def toml_experiment(path) -> tuple:
     head, config, raw = data.get("experiment"), data.get("config"), data.get("curves")
     if not isinstance(head, dict) or not isinstance(config, dict) or not raw:
         raise ConfigError(f"{path}: an experiment file has [experiment], [config] and [[curves]] tables")
+    unread = sorted(set(config) - set(COMMON_DEFAULTS))
+    if unread:
+        raise ConfigError(f"{path}: [config] key(s) {', '.join(unread)} are read by no curve of an experiment file "
+                          f"(the curves hold their own options); set them in the curves' options, or remove them. "
+                          f"[config] takes {', '.join(COMMON_DEFAULTS)}")
+    if not isinstance(raw, list):
+        raise ConfigError(f"{path}: curves must be an array of tables ([[curves]]), got {raw!r}")
     curves = [curve_from_dict(c) for c in raw]
     size = head.get("size", "file")
-    defaults = {k: v for k, v in config.items() if k not in COMMON_DEFAULTS}
-    common = {k: v for k, v in config.items() if k in COMMON_DEFAULTS}
 
     def build(cfg):
         return [with_horizon(c, cfg) for c in curves]
 
     _check_head(path, head)
-    exp = Experiment(head.get("name", Path(path).stem), head.get("description", ""), defaults, {size: common},
+    exp = Experiment(head.get("name", Path(path).stem), head.get("description", ""), {}, {size: dict(config)},
                      build, agents=head.get("agents", "mean"), se_ddof=head.get("se_ddof", 0),
                      band=head.get("band", "se"), notes=head.get("notes", ""), x=head.get("x", ""))
     return exp, size

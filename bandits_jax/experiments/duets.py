@@ -38,7 +38,8 @@ DEFAULTS = {
     "approx_dict_capacity": 1024, "approx_storage": "rows", "dis_slots": 64, "beta": 1.0, "grid": True,
     "beta_grid": "0.2,0.5,1,2,5",
 }
-# what every numeric key allows (registry.Bound); forced_sync -1: no forced synchronisation
+# what every numeric key allows (registry.Bound); forced_sync: the 0-based step of Approx-DisKernelUCB's forced
+# first synchronisation (0: the very first step; -1: none)
 BOUNDS = {"num_agents": AT_LEAST_ONE, "noise_std": NONNEGATIVE, "num_candidates": AT_LEAST_ONE,
           "candidate_seed": NONNEGATIVE, "lam": POSITIVE, "first_epoch": AT_LEAST_ONE, "p0": POSITIVE,
           "p_log": NONNEGATIVE, "dis_D": NONNEGATIVE, "approx_D": NONNEGATIVE, "q_bar": NONNEGATIVE,

@@ -17,10 +17,11 @@ import jax.numpy as jnp
 from bandits_jax.kernels import ntk
 
 from .._cpu import cpu_guard
-from ..core import ConfigError, Problem, checked_options, describe
+from .. import core
+from ..core import ConfigError, EnvSpec, Problem, checked_options, describe
 from . import arms, async_env, coop, cope, datasets, graphs, ratings, synthetic
 from . import candidates
-from .classification import classification_bandit
+from .classification import check_choices, classification_bandit
 from .datasets import DataNotFoundError, load_dataset
 from .synthetic import cosine, linear, square
 
@@ -37,6 +38,8 @@ def _dataset_problem(name: str, num_classes: int):
         preprocess: str = "authors",
         shuffle: str = "per_seed",
     ) -> Problem:
+        check_choices(name, preprocess, shuffle)  # options first: no data is read for a refused run
+        core.check_spec(EnvSpec(num_agents, num_classes, 1, horizon))
         features, labels = load_dataset(name, path=path, data_dir=data_dir, download=download)
         return classification_bandit(features, labels, num_agents, horizon, num_classes=num_classes,
                                      preprocess=preprocess, shuffle=shuffle, name=name)

@@ -57,6 +57,8 @@ def coop_world(setup: str, num_agents: int, num_arms: int, dim: int, horizon: in
     """The problem of `setup` ("linear" or "rbf"); every check runs here, before anything compiles."""
     name = f"coop-{setup}"
     spec = core.check_spec(EnvSpec(num_agents, num_arms, dim, horizon))
+    if num_agents < 2:
+        raise ConfigError(f"{name}: num_agents must be at least 2 (agents that cooperate on a graph), got {num_agents}")
     if not (isinstance(graph_seed, int) and graph_seed >= 0):
         raise ConfigError(f"{name}: graph_seed must be an integer >= 0, got {graph_seed!r}")
     for label, value in (("noise_std", noise_std), ("sigma_x", sigma_x), ("sigma_z", sigma_z), ("rho", rho)):

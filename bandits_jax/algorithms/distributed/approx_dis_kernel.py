@@ -417,7 +417,9 @@ def approx_dis_kernel_ucb_duets(
 
     Module docstring; params, dict_capacity and eig_tol as `approx_dis_kernel_ucb` (q is the paper's q-bar).
 
-    Static: forced_sync (the step of a forced first synchronisation, -1 for none), storage ("rows": the
+    Static: forced_sync (the 0-based step t at which a first synchronisation is forced when none has
+    happened before: 0 forces one at the very first step, 10 is the authors' code; -1, the default, forces
+    none), storage ("rows": the
     history itself, this module; "candidates": on a problem with a public candidate set, counts and
     sums per candidate, `candidate_approx`: the same model at a cost bounded by the candidates, the
     re-sampling drawn per (client, candidate) instead of per point) and buffer_capacity (storage
