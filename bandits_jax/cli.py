@@ -51,7 +51,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--no-plot", action="store_true", help="skip the plot")
     run.add_argument("--check", action="store_true",
                      help="validate everything (configuration, curves, each curve's traced step, memory, folders), "
-                          "print the plan and stop: nothing is compiled or written")
+                          "print the plan and stop: no program of the run is compiled and nothing is written, the "
+                          "compile cache included")
     run.add_argument("--curves", type=Path, metavar="DIR",
                      help="the curve cache: finished curves of any experiment, found again by what determines "
                           "them (default: $BANDITS_JAX_CURVES, else results/curves)")
@@ -85,7 +86,8 @@ def _parser() -> argparse.ArgumentParser:
     arena.add_argument("--curves", type=Path, metavar="DIR", help="the curve cache (as for run)")
     arena.add_argument("--no-curve-cache", action="store_true", help="neither take curves from the cache nor add them")
     arena.add_argument("--check", action="store_true",
-                       help="print the fit matrix and the tuning plan, and stop: nothing is compiled or written")
+                       help="print the fit matrix and the tuning plan, and stop: no program of a run is "
+                            "compiled and nothing is written, the compile cache included")
     arena.add_argument("--quiet", action="store_true", help="no progress output")
     _plugin_flag(arena)
     _compile_cache_flag(arena)

@@ -93,7 +93,8 @@ def run_experiment(
     them: a long experiment can be filled in algorithm by algorithm.
     curves: the curve cache folder (None: `default_curves_dir()`; False: no cache).
     check: validate everything a run validates (configuration, curves, every curve's traced start
-    and step, memory, the folders), print the plan, and stop: nothing is compiled or written.
+    and step, memory, the folders), print the plan, and stop: no program of the run is compiled and
+    nothing is written (a world computed with jax, such as CoPE-KB's designs, is computed to be checked).
     summary: print the summary table at the end (unless quiet).
     raise_errors: end with a ConfigError when a curve (not a grid point) carries error bits, and stop a
     chunk whose every run has failed (`run_batch`'s stop_on_error); False computes such runs to the
@@ -176,7 +177,7 @@ def plan_text(exp, size: str, config: dict, named, out: Path) -> str:
     lines = [f"{exp.name} ({size}): {len(named)} curve(s), seeds {first}..{first + count - 1}, "
              f"horizon {config['horizon']}, {config['precision']}; results would go to {out}"]
     lines += [f"  {curve}  on {problem.name}" for curve, problem, _ in named]
-    return "\n".join(lines + ["checked: nothing was compiled or written"])
+    return "\n".join(lines + ["checked: no program of the run was compiled, and nothing was written"])
 
 
 def _compute(out, resolved, seeds, config, chunk, seed_bytes, cache_dir, identities, progress,
