@@ -295,13 +295,19 @@ def _check_run(args) -> None:
 
 
 def _list(args) -> None:
-    """Print the experiments, or the registered algorithms or problems, one per line with its description."""
+    """Print the experiments, or the registered algorithms or problems, one per line with its description.
+    An algorithm without a usable factory (a broken plugin) is left out of the listing and named, with
+    why, in the ConfigError raised after it."""
     if args.algorithms or args.problems:
         from .algorithms import algorithm_descriptions
         from .problems import problem_descriptions
 
-        for name, text in (algorithm_descriptions() if args.algorithms else problem_descriptions()).items():
+        broken = {}
+        for name, text in (algorithm_descriptions(broken) if args.algorithms else problem_descriptions()).items():
             print(f"{name:28s} {text}")
+        if broken:
+            raise ConfigError(f"{len(broken)} registered algorithm(s) left out of the list above: "
+                              f"{'; '.join(broken.values())}")
         return
     from .experiments.catalog import experiments
 

@@ -184,7 +184,10 @@ def check_arrivals(run: Run) -> None:
 def trace_fit(run: Run, precision: str = "float64") -> None:
     """Trace the run on its problem's real shapes without compiling or computing (`jax.eval_shape`): a
     regret algorithm's start (the problem's draw and `init`) and one step (`select`, the rewards and
-    `update`), a Trial's whole trial. Any exception raised there, whatever its type (a ConfigError of
+    `update`), a Trial's whole trial. Tracing the step checks its outputs against the step contract
+    (`runner.check_actions`, `runner.check_update`: integer actions of shape [N], a state that keeps
+    its tree structure, shapes and dtypes, a Report of scalars), as every trace of the runner's step
+    does (the sweep's too). Any exception raised there, whatever its type (a ConfigError of
     `init`, a shape error, a missing key of the public part, one of jax's own), is the ConfigError of
     `misfit` with the first line of what went wrong; the original stays chained as its cause."""
     from .runner import horizon_sizes, make_step, precision_scope, run_start

@@ -26,6 +26,19 @@ from pathlib import Path
 from .core import ConfigError
 
 GROUPS = ("bandits_jax.algorithms", "bandits_jax.problems")
+SPEC_SEPARATORS = ":,=+"  # they separate a spec's parts (`curves.parse_spec`), so no registered name holds one
+
+
+def check_registration(kind: str, name, target) -> None:
+    """Refuse (ConfigError, one line) to register `target` as the `kind` ("algorithm", "problem") `name`
+    where a spec could not name it (not a non-empty string, or holding whitespace or one of
+    SPEC_SEPARATORS) or where it is not callable (a factory or builder, called with keyword options)."""
+    if not isinstance(name, str) or not name or any(c in SPEC_SEPARATORS or c.isspace() for c in name):
+        raise ConfigError(f"cannot register the {kind} {name!r}: a name is a non-empty string without whitespace "
+                          f"or any of {' '.join(SPEC_SEPARATORS)} (they separate a spec's parts); choose another")
+    if not callable(target):
+        raise ConfigError(f"cannot register the {kind} {name!r}: what is given ({type(target).__name__}) is not "
+                          f"callable; register the function that builds the {kind} from keyword options")
 
 
 def load_plugins(modules=()) -> list:
@@ -56,8 +69,13 @@ def _import(module: str) -> str:
             sys.path.insert(0, str(Path.cwd()))  # a module beside the command, as `python -m` finds it
         importlib.import_module(module)
         return module
-    except ConfigError:
-        raise
+    except ConfigError as err:  # a registration it made was refused
+        sys.modules.pop(path.stem, None)
+        raise ConfigError(f"--plugin {module}: {err}") from err
+    except SystemExit as err:  # a script's exit at import would end the command silently
+        sys.modules.pop(path.stem, None)
+        raise ConfigError(f"--plugin {module}: it called sys.exit({err.code!r}) while being imported; a plugin "
+                          f"only registers names (keep script code under `if __name__ == \"__main__\":`)") from err
     except Exception as err:  # noqa: BLE001 - any failure of a user's module is reported in one line
         sys.modules.pop(path.stem, None)
         raise ConfigError(f"--plugin {module}: cannot import it ({type(err).__name__}: {err}); give a module "
@@ -70,6 +88,11 @@ def _load_entry_point(group: str, point) -> str:
 
     try:
         target = point.load()
+    except ConfigError as err:  # a registration its module made was refused
+        raise ConfigError(f"entry point {point.name} = {point.value} of {group}: {err}") from err
+    except SystemExit as err:  # a script's exit at import would end the command silently
+        raise ConfigError(f"entry point {point.name} = {point.value} of {group}: its module called "
+                          f"sys.exit({err.code!r}) while being imported; a plugin only registers names") from err
     except Exception as err:  # noqa: BLE001
         raise ConfigError(f"entry point {point.name} = {point.value} of {group} cannot be loaded "
                           f"({type(err).__name__}: {err})") from err

@@ -21,9 +21,11 @@ the state padded (`Sizing.resize`) between them; demand-sized buffers start with
 rows, and a segment whose demand-sized buffers overflow runs again from its start (kept as a copy,
 since a segment consumes its state) with twice the rows.
 
-Errors: a report's error bits are ORed over time per run; when every run of the batch carries
-one, the runner stops with a ConfigError naming them; a batch that runs to its end with error bits
-in some runs warns (`FailedRunsWarning`, one line: how many runs, which seeds, the messages).
+Errors: a report's error bits, with the runner's own (RUNNER_ERRORS: a state that held NaN, an active
+agent's arm outside [0, K), negative or non-finite communication), are ORed over time per run; a step
+whose shapes break the contract is a ConfigError when it is traced (`check_actions`, `check_update`),
+before anything compiles. When every run of the batch carries one, the runner stops with a
+ConfigError naming them; a batch that runs to its end with error bits in some runs warns (`FailedRunsWarning`, one line: how many runs, which seeds, the messages).
 Phase-level trials (`core.Trial`) run in `trials.py`, a run's identity is `identity.py`. `precision="float64"` runs
 inside a scoped `jax.enable_x64(True)`, `precision="float32"` inside `jax.enable_x64(False)`,
 whatever the environment says.
@@ -43,8 +45,8 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from ._cpu import cpu_guard
-from .core import (PRECISIONS, Algorithm, ConfigError, EnvSpec, Problem, Sizes, Step, check_param, check_stream,
-                   declared_param)
+from .core import (PRECISIONS, Algorithm, ConfigError, EnvSpec, Problem, Report, Sizes, Step, check_param,
+                   check_stream, declared_param)
 
 COMM_KEYS = ("comm_up", "comm_down", "rounds")
 # Runs under one vmap on a CPU: a larger vmap makes every step touch the state of all its runs, which
@@ -53,10 +55,19 @@ CPU_VMAP_SIZE = 8
 # rows the demand-sized buffers start a batch with (a Nystrom dictionary often stays far below its
 # capacity; a segment that outgrows them runs again with twice the rows)
 FIRST_DEMAND_ROWS = 64
-# the runner's own error bit (algorithms use the others): a run's state held NaN at the end of a segment
+# the runner's own error bits (algorithms use the others; no packaged algorithm declares these three):
+# a run's state held NaN at the end of a segment; an active agent chose an arm outside [0, K); a step
+# reported negative or non-finite communication (`step_faults`)
 ERR_NAN_STATE = 1 << 29
 NAN_STATE_MESSAGE = ("the algorithm's state held NaN at the end of a capacity segment (a diverged training or "
                      "factor); the run's decisions from then on are not to be trusted")
+ERR_ARM = 1 << 28
+ARM_MESSAGE = ("an active agent's action was outside [0, K), the arms it was offered (such an index reads a NaN "
+               "reward, or another arm's, into the state); select must return arm indices 0..K-1")
+ERR_COMM = 1 << 27
+COMM_MESSAGE = ("a step reported negative or non-finite communication (comm_up, comm_down or rounds); update must "
+                "report counts of scalars sent and rounds held, never below 0")
+RUNNER_ERRORS = {ERR_ARM: ARM_MESSAGE, ERR_COMM: COMM_MESSAGE, ERR_NAN_STATE: NAN_STATE_MESSAGE}
 OUTPUT_KEYS = ("regret",) + COMM_KEYS
 SEEDS_NAMED = 10  # a failed-runs warning names at most this many seeds
 
@@ -141,15 +152,79 @@ def act(algorithm: Algorithm, params, state, step: Step, means, all_rewards, alg
     """select -> reward -> update of one run at one step.
 
     means, all_rewards: [N, K] noiseless and noisy rewards of every arm. Returns
-    (state, actions[N], aux, regret[N], report).
+    (state, actions[N], aux, regret[N], report). Tracing it checks the step contract on the traced
+    shapes (`check_actions`, `check_update`), so a step that breaks it is one ConfigError before
+    anything compiles, not a crash inside the scan.
     """
     k_sel, k_upd = algorithm_step_keys(algorithm_key, step.t)
     actions, aux = algorithm.select(params, state, step, k_sel)
+    check_actions(algorithm, actions, step)
     rewards = jnp.take_along_axis(all_rewards, actions[:, None], axis=1)[:, 0]
     chosen_means = jnp.take_along_axis(means, actions[:, None], axis=1)[:, 0]
     regret = jnp.where(step.active, jnp.max(means, axis=1) - chosen_means, 0.0)
-    state, rep = algorithm.update(params, state, step, actions, rewards, aux, k_upd)
-    return state, actions, aux, regret, rep
+    new_state, rep = algorithm.update(params, state, step, actions, rewards, aux, k_upd)
+    check_update(algorithm, state, new_state, rep)
+    return new_state, actions, aux, regret, rep
+
+
+def check_actions(algorithm: Algorithm, actions, step: Step) -> None:
+    """Refuse (ConfigError, one line) `select`'s actions unless they are an integer array of shape [N],
+    one arm index per agent. Only shapes and dtypes are read, so it runs while the step is traced."""
+    n = step.contexts.shape[0]
+    shape, dtype = jnp.shape(actions), jnp.result_type(actions)
+    if shape != (n,) or not jnp.issubdtype(dtype, jnp.integer):
+        raise ConfigError(f"{algorithm.name}: select returns actions of shape {shape} and dtype {dtype}; it must "
+                          f"return an integer array of shape [N] = ({n},), one arm index per agent (docs/design.md, "
+                          f"the step contract)")
+
+
+def check_update(algorithm: Algorithm, state, new_state, rep) -> None:
+    """Refuse (ConfigError, one line) an `update` that breaks the step contract: the state it returns must
+    have the tree structure, shapes and dtypes of the one it was given (the scan carries it from step
+    to step; a buffer that grows declares a `Sizing`), and its report must be a `Report` of scalars
+    (one run's step: shape ()). Only shapes and dtypes are read, so it runs while the step is traced."""
+    fault = state_change(state, new_state) or report_fault(rep)
+    if fault:
+        raise ConfigError(f"{algorithm.name}: update {fault} (docs/design.md, the step contract)")
+
+
+def state_change(before, after) -> str:
+    """What differs between the tree structure, shapes and dtypes of two states, in words ('' where
+    nothing does). A weakly typed leaf (a Python number) may change its dtype: the scan promotes it."""
+    tree = jax.tree_util
+    if tree.tree_structure(before) != tree.tree_structure(after):
+        return (f"returns a state of another tree structure ({tree.tree_structure(after).num_leaves} leaves) than "
+                f"the one it is given ({tree.tree_structure(before).num_leaves} leaves); return the same keys, "
+                f"fields and nesting")
+    for (path, old), new in zip(tree.tree_flatten_with_path(before)[0], tree.tree_leaves(after)):
+        a, b = jax.typeof(old), jax.typeof(new)
+        if a.shape != b.shape or (a.dtype != b.dtype and not (a.weak_type or b.weak_type)):
+            return (f"changes the state's leaf {tree.keystr(path) or '(the state)'} from {_typed(a)} to {_typed(b)}; "
+                    f"return a state of the same shapes and dtypes")
+    return ""
+
+
+def report_fault(rep) -> str:
+    """What is wrong with an `update`'s report, in words ('' where nothing is): it must be a `Report`
+    whose comm_up, comm_down, rounds, errors (integer bits) and diagnostics ({name: value}) are scalars."""
+    if not isinstance(rep, Report):
+        return f"returns a {type(rep).__name__} as its report; return (state, core.Report), e.g. core.report(...)"
+    if not isinstance(rep.diagnostics, dict):
+        return f"reports diagnostics as a {type(rep.diagnostics).__name__}; give a dict {{name: scalar}}"
+    fields = {**{key: getattr(rep, key) for key in COMM_KEYS + ("errors",)},
+              **{f"diagnostic {name}": value for name, value in rep.diagnostics.items()}}
+    for name, value in fields.items():
+        if jnp.shape(value) != ():
+            return (f"reports {name} of shape {jnp.shape(value)}; every Report field is a scalar of one run's step "
+                    f"(shape ()), e.g. a sum over agents")
+    errors = jnp.result_type(rep.errors)
+    if not (jnp.issubdtype(errors, jnp.integer) or errors == jnp.bool_):
+        return f"reports errors of dtype {errors}; error bits are integers (core.report casts them)"
+    return ""
+
+
+def _typed(aval) -> str:
+    return f"{aval.dtype}[{', '.join(map(str, aval.shape))}]"
 
 
 def run_start(problem: Problem, algorithm: Algorithm, base_key: int, sizes: Sizes) -> Callable:
@@ -169,7 +244,8 @@ def run_start(problem: Problem, algorithm: Algorithm, base_key: int, sizes: Size
 
 
 def make_step(problem: Problem, algorithm: Algorithm) -> Callable:
-    """The pure step of ONE run: (params, state, instance, keys, t) -> (state, outputs)."""
+    """The pure step of ONE run: (params, state, instance, keys, t) -> (state, outputs). Its outputs' error
+    bits include the runner's own of a step that breaks the contract at run time (`step_faults`)."""
     spec = problem.spec
 
     def step(params, state, instance, problem_key, algorithm_key, t):
@@ -182,19 +258,32 @@ def make_step(problem: Problem, algorithm: Algorithm) -> Callable:
         else:
             active = problem.active(instance, t, k_act)
         here = Step(t, contexts, active, spec.one_active)
-        state, _, _, regret, rep = act(algorithm, params, state, here, means, all_rewards, algorithm_key)
-        return state, step_outputs(regret, rep)
+        state, actions, _, regret, rep = act(algorithm, params, state, here, means, all_rewards, algorithm_key)
+        return state, step_outputs(regret, rep, here, actions)
 
     return step
 
 
-def step_outputs(regret, rep) -> dict:
-    """The per-step record of one run: regret, communication, error bits and diagnostics."""
-    outs = {"regret": regret, "errors": rep.errors}
+def step_outputs(regret, rep, step: Step, actions) -> dict:
+    """The per-step record of one run: regret, communication, error bits (the report's, and the runner's
+    `step_faults`) and diagnostics."""
+    outs = {"regret": regret}
     for key in COMM_KEYS:
         outs[key] = jnp.asarray(getattr(rep, key), regret.dtype)
+    outs["errors"] = rep.errors | step_faults(step, actions, [outs[key] for key in COMM_KEYS])
     outs.update({f"diag/{name}": value for name, value in rep.diagnostics.items()})
     return outs
+
+
+def step_faults(step: Step, actions, comm) -> jax.Array:
+    """The runner's error bits of one run's step (int32 scalar): ERR_ARM where an ACTIVE agent's action
+    (actions [N]) is outside [0, K), K = step.contexts.shape[1] (an inactive agent's action is never
+    used: `act` gives it no regret); ERR_COMM where a value of `comm` (comm_up, comm_down, rounds as
+    floats) is negative or not finite (-0.0 is neither)."""
+    outside = jnp.any(step.active & ((actions < 0) | (actions >= step.contexts.shape[1])))
+    comm = jnp.stack(comm)
+    broken = jnp.any(~jnp.isfinite(comm) | (comm < 0))
+    return jnp.where(outside, ERR_ARM, 0).astype(jnp.int32) | jnp.where(broken, ERR_COMM, 0).astype(jnp.int32)
 
 
 # ----------------------------------------------------------------------------------- segments
@@ -318,8 +407,11 @@ def batched_params(algorithm, params, batch: int) -> dict:
 
 
 def describe_errors(algorithm: Algorithm, bits: int) -> str:
-    """One line naming every set error bit of `bits` by the algorithm's message."""
-    known = {**algorithm.errors, ERR_NAN_STATE: NAN_STATE_MESSAGE}
+    """One line naming every set error bit of `bits` by the algorithm's message, the runner's own bits
+    (RUNNER_ERRORS) by theirs; with ERR_ARM set, the NaN state is its consequence, not named apart."""
+    if bits & ERR_ARM:
+        bits &= ~ERR_NAN_STATE
+    known = {**algorithm.errors, **RUNNER_ERRORS}
     parts = [text for bit, text in known.items() if bits & bit]
     unknown = bits & ~sum(known)
     if unknown:

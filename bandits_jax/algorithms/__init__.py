@@ -18,7 +18,8 @@ import importlib
 import inspect
 
 from .._cpu import cpu_guard
-from ..core import Algorithm, ConfigError, Trial, checked_options, describe, repeated
+from ..core import Algorithm, ConfigError, Trial, checked_options, describe, first_line, repeated
+from ..plugins import check_registration
 
 LINEAGES = ("single", "fnucb", "distributed", "duets", "cope", "coop")
 
@@ -49,7 +50,10 @@ WRAPPERS = {
 
 
 def register_algorithm(name: str, factory) -> None:
-    """Add a factory under a new name (a user's own algorithm, a test's toy)."""
+    """Add a factory under a new name (a user's own algorithm, a test's toy). A name a spec cannot write
+    or a factory that is not callable is a ConfigError (`plugins.check_registration`); a name taken by
+    another factory a ValueError."""
+    check_registration("algorithm", name, factory)
     if name in ALGORITHMS and _load(ALGORITHMS[name]) is not factory:
         raise ValueError(f"algorithm {name!r} is registered already")
     ALGORITHMS[name] = factory
@@ -63,10 +67,15 @@ def register_wrapper(name: str, wrapper) -> None:
 
 
 def algorithm_factory(name: str):
-    """The factory function registered under `name`."""
+    """The factory function registered under `name`; ConfigError where the name is unknown, or where what
+    is registered under it is not callable (put into ALGORITHMS around `register_algorithm`)."""
     if name not in ALGORITHMS:
         raise ConfigError(f"unknown algorithm {name!r}; known: {', '.join(ALGORITHMS)} (`bandits-jax list --algorithms`)")
-    return _load(ALGORITHMS[name])
+    factory = _load(ALGORITHMS[name])
+    if not callable(factory):
+        raise ConfigError(f"algorithm {name!r} is registered as a {type(factory).__name__}, which is not callable; "
+                          f"register its factory with register_algorithm")
+    return factory
 
 
 def algorithm_options(name: str) -> list:
@@ -74,17 +83,52 @@ def algorithm_options(name: str) -> list:
     return list(inspect.signature(algorithm_factory(name)).parameters)
 
 
-def algorithm_descriptions() -> dict:
-    """{name: the first line of its factory's docstring}."""
-    return {name: describe(algorithm_factory(name)) for name in ALGORITHMS}
+def algorithm_descriptions(broken: dict | None = None) -> dict:
+    """{name: the first line of its factory's docstring}. A name without a usable factory raises its
+    ConfigError; given a dict `broken`, it is left out and put there instead ({name: the error's
+    message}), so that a listing can show the others."""
+    descriptions = {}
+    for name in ALGORITHMS:
+        try:
+            descriptions[name] = describe(algorithm_factory(name))
+        except ConfigError as err:
+            if broken is None:
+                raise
+            broken[name] = str(err)
+    return descriptions
 
 
 def make_algorithm(name: str, **options) -> Algorithm | Trial:
     """Build algorithm `name` (one of ALGORITHMS) with keyword options (float hyper-parameters set its
-    defaults; the rest are static options); unknown options raise ConfigError."""
+    defaults; the rest are static options); unknown options raise ConfigError. A factory added with
+    `register_algorithm` is held to what a packaged one does (`_registered_build`)."""
     factory = algorithm_factory(name)
     cpu_guard()  # a factory may build arrays
-    return factory(**checked_options(f"algorithm {name}", factory, options, finite=False))  # Params: check_param
+    options = checked_options(f"algorithm {name}", factory, options, finite=False)  # Params: check_param
+    if isinstance(ALGORITHMS[name], str):  # packaged: its ConfigErrors are one line that names it
+        return factory(**options)
+    return _registered_build(name, factory, options)
+
+
+def _registered_build(name: str, factory, options: dict) -> Algorithm | Trial:
+    """What a registered (a user's) factory builds from `options`, where it fails refused in one line
+    (ConfigError) that names the algorithm and the module of its factory: its own ConfigError, any
+    other exception it raises (a SystemExit too), or a result that is not a core.Algorithm or
+    core.Trial; the original stays chained as the cause."""
+    where = f"algorithm {name} (from module {getattr(factory, '__module__', None) or 'unknown'})"
+    try:
+        built = factory(**options)
+    except ConfigError as err:
+        raise ConfigError(f"{where}: {err}") from err
+    except (Exception, SystemExit) as err:  # noqa: BLE001 - any failure of a user's factory is one line
+        why = first_line(err)
+        why = why if len(why) <= 300 else why[:297] + "..."
+        raise ConfigError(f"{where}: its factory raised {type(err).__name__}{': ' + why if why else ''}; fix the "
+                          f"factory so that it returns a core.Algorithm (or a core.Trial)") from err
+    if not isinstance(built, (Algorithm, Trial)):
+        raise ConfigError(f"{where}: its factory returned {type(built).__name__}, not a core.Algorithm or "
+                          f"core.Trial; return one, e.g. make_algorithm('linucb')._replace(name=...)")
+    return built
 
 
 def wrap_algorithm(algorithm, name: str, **options):
@@ -111,7 +155,7 @@ def build_algorithm(spec):
 
 
 def _load(target):
-    if callable(target):
+    if not isinstance(target, str):  # registered as an object: a factory, or something `algorithm_factory` refuses
         return target
     module, function = target.split(":")
     return getattr(importlib.import_module(f"{__name__}.{module}"), function)

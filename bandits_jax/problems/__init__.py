@@ -116,7 +116,12 @@ WRAPPERS = {"pad_to_even": pad_to_even, "candidates_as_contexts": candidates_as_
 
 
 def register_problem(name: str, builder) -> None:
-    """Add a problem builder under a new name (a user's own world, a test's toy)."""
+    """Add a problem builder under a new name (a user's own world, a test's toy). A name a spec cannot
+    write or a builder that is not callable is a ConfigError (`plugins.check_registration`); a name
+    taken by another builder a ValueError."""
+    from ..plugins import check_registration
+
+    check_registration("problem", name, builder)
     if name in BUILDERS and BUILDERS[name] is not builder:
         raise ValueError(f"problem {name!r} is registered already")
     BUILDERS[name] = builder
