@@ -133,7 +133,10 @@ def arena_algorithms(names=("all",)) -> list:
         for text in (list(ALGORITHMS) if name == "all" else [name]):
             spec = parse_spec(text, "--algorithm")
             algorithm_factory(spec.name)  # an unknown name fails here
-            if name == "all" and _is_trial(spec):
+            if _is_trial(spec):  # built once: a bad option or a broken factory is one line naming it
+                if name != "all":
+                    raise ConfigError(f"--algorithm {text} is a phase-level trial (no regret); the arena compares "
+                                      f"regret algorithms")
                 continue
             family = paper_of(spec.name) if isinstance(ALGORITHMS[spec.name], str) else "user"
             entries[text] = Entry(text, spec, family)

@@ -31,6 +31,8 @@ ARENA = ["arena", "--size", "smoke", "--problem", "cosine", "--algorithm", "linu
      "leave horizon out of the spec"),
     (["arena", "--size", "smoke", "--problem", "cosine:num_agents=0", "--algorithm", "linucb"], "num_agents"),
     (["run", "--problem", "coop-rbf:num_agents=1", "--algorithm", "linucb"], "num_agents must be at least 2"),
+    (["arena", "--size", "smoke", "--problem", "cosine", "--algorithm", "cokernel_fc"], "phase-level trial"),
+    (["arena", "--size", "smoke", "--problem", "cosine", "--algorithm", "kernel_ucb:beta=-1"], "beta must be"),
 ])
 @pytest.mark.parametrize("check", [True, False])
 def test_ignored_flags_and_out_of_range_arena_input_are_refused(capsys, tmp_path, argv, says, check):
