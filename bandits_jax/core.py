@@ -104,6 +104,11 @@ class Report(NamedTuple):
     rounds:      1 where a communication round took place.
     errors:      int32 bits of `Algorithm.errors` (0: nothing wrong); the runner ORs them over time.
     diagnostics: {name: scalar} recorded per step (a dictionary size, a trigger value, ...).
+
+    Every field is a scalar (shape ()), checked when the step is traced (`runner.check_update`).
+    Communication is never negative nor NaN nor infinite, and every active agent's action lies in
+    [0, K): a step that breaks either carries the runner's own error bit (`runner.RUNNER_ERRORS`, bits
+    27 to 29; an algorithm declares its own `errors` on other bits).
     """
 
     comm_up: Array
