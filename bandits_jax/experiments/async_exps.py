@@ -30,7 +30,9 @@ import jax.numpy as jnp
 from .. import claims
 from ..core import ConfigError, EnvSpec
 from ..curves import Curve, Spec, problem_of
-from .registry import (AT_LEAST_ONE, NONNEGATIVE, POSITIVE, Experiment, Figure, Page, parse_list, register,
+from ..problems.async_env import MAX_RESTARTS
+from ..problems.synthetic import MAX_NOISE_STD
+from .registry import (COUNT, NONNEGATIVE, POSITIVE, Bound, Experiment, Figure, Page, parse_list, register,
                        register_page)
 
 ALGORITHMS = ("Async-KernelUCB", "Approx-DisKernelUCB", "OneKernelUCB", "NKernelUCB", "FedGLB-UCB", "DisLinUCB",
@@ -66,13 +68,17 @@ SYNTH = {**COMMON, "dim": 20, "noise_std": 0.1}
 UCI = {**COMMON, "data_dir": "", "kmeans_n_init": 10, "one_storage": "distinct"}
 STANDIN = {**COMMON, "standin_total_users": 2500, "standin_total_items": 12000, "standin_num_ratings": 600000,
            "standin_num_users": 2000, "standin_num_items": 10000}
-# what every numeric key allows (registry.Bound): gamma is the RBF kernel's exp(-gamma ||x - x'||^2)
-BOUNDS = {"num_agents": AT_LEAST_ONE, "num_arms": AT_LEAST_ONE, "gamma": POSITIVE, "alpha": NONNEGATIVE,
-          "lam": POSITIVE, "q": NONNEGATIVE, "glb_c_mu": POSITIVE, "async_dict_capacity": AT_LEAST_ONE,
-          "async_buffer_capacity": AT_LEAST_ONE, "approx_dict_capacity": AT_LEAST_ONE,
-          "nkernel_capacity": AT_LEAST_ONE, "dim": AT_LEAST_ONE, "noise_std": NONNEGATIVE,
-          "kmeans_n_init": AT_LEAST_ONE, "standin_total_users": AT_LEAST_ONE, "standin_total_items": AT_LEAST_ONE,
-          "standin_num_ratings": AT_LEAST_ONE, "standin_num_users": AT_LEAST_ONE, "standin_num_items": AT_LEAST_ONE}
+# what every numeric key allows (registry.Bound): gamma is the RBF kernel's exp(-gamma ||x - x'||^2) (its largest
+# value is checked where it becomes a lengthscale, `lengthscale`); sizes are int32, the worlds' ends their own
+BOUNDS = {"num_agents": COUNT, "num_arms": COUNT, "gamma": POSITIVE, "alpha": NONNEGATIVE,
+          "lam": POSITIVE, "q": NONNEGATIVE, "glb_c_mu": POSITIVE, "async_dict_capacity": COUNT,
+          "async_buffer_capacity": COUNT, "approx_dict_capacity": COUNT, "nkernel_capacity": COUNT, "dim": COUNT,
+          "noise_std": Bound(0, MAX_NOISE_STD), "kmeans_n_init": Bound(1, MAX_RESTARTS),
+          "standin_total_users": COUNT, "standin_total_items": COUNT, "standin_num_ratings": COUNT,
+          "standin_num_users": COUNT, "standin_num_items": COUNT}
+# the largest gamma: its lengthscale 1 / sqrt(2 gamma) must square to a normal float32 number, since the RBF
+# kernel divides by lengthscale^2 (below, a run in float32 would divide 0 by 0 on the Gram diagonal)
+MAX_GAMMA = 0.5 / float(jnp.finfo(jnp.float32).tiny)
 
 PAPER = {"horizon": 10000, "seeds": 10, "first_segment": 256}
 SMOKE = {"horizon": 40, "seeds": 2, "first_segment": 64, "num_agents": 4, "async_dict_capacity": 48,
@@ -150,7 +156,7 @@ def algorithms(config, spec) -> list:
         raise ConfigError(f"alpha and q must be >= 0, got {config['alpha']} and {config['q']}")
     th = thresholds(config, spec)
     lam, alpha = config["lam"], config["alpha"]
-    kern = dict(kernel="rbf", lam=lam, alpha=alpha, lengthscale=1.0 / math.sqrt(2.0 * config["gamma"]))
+    kern = dict(kernel="rbf", lam=lam, alpha=alpha, lengthscale=lengthscale("gamma", config["gamma"]))
     nk = config["nkernel_capacity"]
     if not isinstance(nk, int) or nk < 1:
         raise ConfigError(f"nkernel_capacity must be a positive integer, got {nk!r}")
@@ -213,8 +219,18 @@ def grid_points(config, algorithm: Spec) -> Optional[tuple]:
         return None
     if "lengthscale" not in algorithm.options:
         return tuple((f"alpha={a:g}", {"alpha": a}) for a in values)
-    return tuple((f"gamma={g:g}, alpha={a:g}", {"lengthscale": 1.0 / math.sqrt(2.0 * g), "alpha": a})
+    return tuple((f"gamma={g:g}, alpha={a:g}", {"lengthscale": lengthscale("grid_values", g), "alpha": a})
                  for g in values for a in values)
+
+
+def lengthscale(key: str, gamma: float) -> float:
+    """The lengthscale 1 / sqrt(2 gamma) of the RBF kernel exp(-gamma ||x - x'||^2), gamma the value of `key`
+    (a ConfigError naming the key where gamma > MAX_GAMMA)."""
+    if gamma > MAX_GAMMA:
+        given = f"gamma={gamma:g}" if key == "gamma" else f"{key}: gamma {gamma:g}"
+        raise ConfigError(f"{given} makes the kernel's lengthscale 1/sqrt(2 gamma) so small that its square "
+                          f"underflows (the kernel divides by it); give gamma <= {MAX_GAMMA:.3g}")
+    return 1.0 / math.sqrt(2.0 * gamma)
 
 
 def d_sweep(config, algs) -> list:

@@ -25,8 +25,10 @@ from __future__ import annotations
 from .. import claims
 from ..core import ConfigError
 from ..curves import Curve, Spec
-from .registry import (AT_LEAST_ONE, CONFIDENCE, NONNEGATIVE, POSITIVE, Bound, Experiment, Figure, Page, parse_list,
-                       register, register_page)
+from ..problems.coop import MAX_BANDWIDTH
+from ..problems.synthetic import MAX_NOISE_STD
+from .registry import (CONFIDENCE, COUNT, NONNEGATIVE, POSITIVE, Bound, Experiment, Figure, Page,
+                       parse_list, register, register_page)
 
 NETWORKS = {"er": "Erdos-Renyi G(V, 0.7)", "facebook": "SNAP ego-Facebook",
             "twitch": "SNAP musae-Twitch (the ENGB graph standing in for DE; graph=twitch reads musae_DE_edges.csv)",
@@ -39,11 +41,13 @@ DEFAULTS = {"num_agents": 200, "num_arms": 8, "dim": 10, "noise_std": 0.1, "grap
             "graph_seed": 0, "delay_mode": "hop", "lam": 1.0, "eta": 1.0, "sigma_z": 1.0, "lengthscale": 1.0,
             "B": 1.0, "S": 1.0, "delta": 0.05, "storage": "feature", "r_max": 16, "landmarks": 64,
             "ring_rounds": 16, "data_dir": ""}
-# what every numeric key allows (registry.Bound): p is the Erdos-Renyi edge probability
-BOUNDS = {"num_agents": AT_LEAST_ONE, "num_arms": AT_LEAST_ONE, "dim": AT_LEAST_ONE, "noise_std": NONNEGATIVE,
+# what every numeric key allows (registry.Bound): p is the Erdos-Renyi edge probability; sizes are int32; the RBF
+# bandwidths (lengthscale is sigma_x) end where the kernel is 1 between any two unit vectors
+BANDWIDTH = Bound(0, MAX_BANDWIDTH, open_low=True)
+BOUNDS = {"num_agents": COUNT, "num_arms": COUNT, "dim": COUNT, "noise_std": Bound(0, MAX_NOISE_STD),
           "p": Bound(0, 1, open_low=True), "gamma": NONNEGATIVE, "graph_seed": NONNEGATIVE, "lam": POSITIVE,
-          "eta": POSITIVE, "sigma_z": POSITIVE, "lengthscale": POSITIVE, "B": NONNEGATIVE, "S": NONNEGATIVE,
-          "delta": CONFIDENCE, "r_max": AT_LEAST_ONE, "landmarks": AT_LEAST_ONE, "ring_rounds": AT_LEAST_ONE}
+          "eta": POSITIVE, "sigma_z": BANDWIDTH, "lengthscale": BANDWIDTH, "B": NONNEGATIVE, "S": NONNEGATIVE,
+          "delta": CONFIDENCE, "r_max": COUNT, "landmarks": COUNT, "ring_rounds": COUNT}
 SIZES = {"smoke": {"num_agents": 8, "horizon": 12, "seeds": 2, "storage": "dual", "landmarks": 8, "r_max": 9},
          "small": {"num_agents": 50, "horizon": 200, "seeds": 20, "landmarks": 32, "r_max": 8},
          "paper": {"num_agents": 200, "horizon": 500, "seeds": 100}}

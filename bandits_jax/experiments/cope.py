@@ -18,8 +18,10 @@ Walk-through: docs/experiments/cope.md.
 from __future__ import annotations
 
 from .. import claims
+from ..core import ConfigError
 from ..curves import Curve, Spec
-from .registry import CONFIDENCE, POSITIVE, Experiment, Figure, Page, parse_list, register, register_page
+from ..problems.cope import MAX_GAP, MAX_XI, MIN_GAP
+from .registry import CONFIDENCE, POSITIVE, Bound, Experiment, Figure, Page, parse_list, register, register_page
 
 FC_METHODS = (("CoKernelFC", "cokernel_fc"), ("CoKernel-IndAlloc", "cokernel_ind_alloc"), ("IndRAGE", "ind_rage"),
               ("IndRAGE-code", "ind_rage_code"), ("IndRAGE-code-threshold", "ind_rage_code_threshold"),
@@ -31,7 +33,10 @@ FC_DEFAULTS = {"deltas": "0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8", "delta": 0.005, "xi"
                "methods": ",".join(m for m, _ in FC_METHODS)}
 FB_DEFAULTS = {"gap": 0.02, "budgets": "7000,10000,20000,50000,100000,200000,300000", "xi": 1e-10,
                "methods": ",".join(m for m, _ in FB_METHODS)}
-BOUNDS = {"delta": CONFIDENCE, "xi": POSITIVE, "eps": POSITIVE, "gap": POSITIVE}  # registry.Bound
+# registry.Bound; the world's ends (problems.cope): a gap from too small to see to what one pull tells apart, a
+# ridge up to the arms' kernel values
+BOUNDS = {"delta": CONFIDENCE, "xi": Bound(0, MAX_XI, open_low=True), "eps": POSITIVE,
+          "gap": Bound(MIN_GAP, MAX_GAP)}
 NOTES = ("Spec cope-kb defaults: xi = 1e-10, eps = 0.1, Frank-Wolfe designs (2000 iterations), Pukelsheim "
          "rounding, the omega/gamma halving tables of the world (spec §6.5 cache). IndALBA and IndPolyALBA are "
          "reconstructions (ALBA's loop with the public ALBA code's constants; PolyALBA's fixed basis design).")
@@ -41,7 +46,7 @@ def fc_build(case):
     def build(config):
         methods = chosen(config, FC_METHODS)
         curves = []
-        for gap in parse_list(config, "deltas", float, minimum=1e-6):
+        for gap in gaps(config):
             arms = Spec("cope-kb", {"case": case, "gap": gap, "xi": config["xi"]})
             for label, name in methods:
                 options = {"delta": config["delta"], "xi": config["xi"]}
@@ -52,6 +57,14 @@ def fc_build(case):
         return curves
 
     return build
+
+
+def gaps(config) -> list:
+    """The Delta_min values of `deltas`, each in [MIN_GAP, MAX_GAP] (a ConfigError naming deltas)."""
+    values = parse_list(config, "deltas", float, minimum=MIN_GAP)
+    if max(values) > MAX_GAP:
+        raise ConfigError(f"deltas: {max(values):g} is past the largest gap of the world; give values <= {MAX_GAP:g}")
+    return values
 
 
 def fb_build(case):
@@ -66,8 +79,6 @@ def fb_build(case):
 
 def chosen(config, methods):
     """The (label, algorithm) pairs named in config["methods"], in the figure's order."""
-    from ..core import ConfigError
-
     wanted = [m.strip() for m in str(config["methods"]).split(",") if m.strip()]
     known = dict(methods)
     unknown = [m for m in wanted if m not in known]

@@ -29,7 +29,8 @@ from .. import claims
 from ..core import ConfigError
 from ..curves import Curve, Spec
 from ..problems.candidates import FUNCTIONS
-from .registry import (AT_LEAST_ONE, NONNEGATIVE, POSITIVE, Bound, Experiment, Figure, Page, parse_list, register,
+from ..problems.synthetic import MAX_NOISE_STD
+from .registry import (COUNT, INT32_MAX, NONNEGATIVE, POSITIVE, Bound, Experiment, Figure, Page, parse_list, register,
                        register_page)
 
 DEFAULTS = {
@@ -39,11 +40,11 @@ DEFAULTS = {
     "beta_grid": "0.2,0.5,1,2,5",
 }
 # what every numeric key allows (registry.Bound); forced_sync: the 0-based step of Approx-DisKernelUCB's forced
-# first synchronisation (0: the very first step; -1: none)
-BOUNDS = {"num_agents": AT_LEAST_ONE, "noise_std": NONNEGATIVE, "num_candidates": AT_LEAST_ONE,
-          "candidate_seed": NONNEGATIVE, "lam": POSITIVE, "first_epoch": AT_LEAST_ONE, "p0": POSITIVE,
+# first synchronisation (0: the very first step; -1: none); sizes and steps are int32
+BOUNDS = {"num_agents": COUNT, "noise_std": Bound(0, MAX_NOISE_STD), "num_candidates": COUNT,
+          "candidate_seed": NONNEGATIVE, "lam": POSITIVE, "first_epoch": COUNT, "p0": POSITIVE,
           "p_log": NONNEGATIVE, "dis_D": NONNEGATIVE, "approx_D": NONNEGATIVE, "q_bar": NONNEGATIVE,
-          "forced_sync": Bound(-1), "approx_dict_capacity": AT_LEAST_ONE, "dis_slots": AT_LEAST_ONE,
+          "forced_sync": Bound(-1, INT32_MAX), "approx_dict_capacity": COUNT, "dis_slots": COUNT,
           "beta": NONNEGATIVE}
 PAPER = {"horizon": 50, "seeds": 5, "first_segment": 8}
 LARGE = {"horizon": 2000, "seeds": 100, "num_agents": 100, "first_segment": 128, "approx_storage": "candidates"}

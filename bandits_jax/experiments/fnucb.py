@@ -30,8 +30,9 @@ import math
 from .. import claims
 from ..core import ConfigError
 from ..curves import Curve, Spec
-from .registry import (AT_LEAST_ONE, NONNEGATIVE, POSITIVE, Experiment, Figure, Page, parse_list, register,
-                       register_page)
+from ..problems.synthetic import MAX_NOISE_STD
+from .registry import (COUNT, COUNT_OR_ZERO, NONNEGATIVE, POSITIVE, Bound, Experiment, Figure, Page, parse_list,
+                       register, register_page)
 
 MODES = ("authors", "paper")
 SYNTHETIC = ("cosine", "square")
@@ -68,15 +69,6 @@ COMMON = {
 SYNTH_DEFAULTS = {**COMMON, "num_arms": 4, "dim": 10, "noise_std": 0.01, "lam": 0.1, "nu_tkn": 0.1, "nu_tk": 0.1}
 REAL_DEFAULTS = {**COMMON, "data_dir": "", "shuffle": "", "lam": 10.0, "nu_tkn": 0.1, "nu_tk": 0.01}
 
-# what every numeric key allows (registry.Bound), checked before anything is built
-BOUNDS = {"width": AT_LEAST_ONE, "train_steps": NONNEGATIVE, "train_until": NONNEGATIVE, "lr": NONNEGATIVE,
-          "alpha_warmup": NONNEGATIVE, "alpha_ramp": NONNEGATIVE, "nu_code": NONNEGATIVE, "num_arms": AT_LEAST_ONE,
-          "dim": AT_LEAST_ONE, "noise_std": NONNEGATIVE, "lam": POSITIVE, "nu_tkn": NONNEGATIVE,
-          "nu_tk": NONNEGATIVE, "num_agents": AT_LEAST_ONE, "lam_synthetic": POSITIVE, "nu_tk_synthetic": NONNEGATIVE,
-          "lam_real": POSITIVE, "nu_tk_real": NONNEGATIVE, "lin_lam": POSITIVE, "lin_max_history": AT_LEAST_ONE,
-          "lengthscale": POSITIVE, "kernel_max_history": AT_LEAST_ONE, "kernel_lam": POSITIVE,
-          "kernel_beta": NONNEGATIVE}
-
 PAPER = {"horizon": 5000, "seeds": 3, "first_segment": 256}
 PAPER_SYNTHETIC = {"seeds": 10}  # module docstring: the spread over initial networks is large
 SMOKE = {"horizon": 30, "seeds": 2, "width": 8, "train_steps": 2}
@@ -94,6 +86,17 @@ NOTE_DIAG_MODES = ("Which mode reproduces what: mode=authors is the authors' rel
 # fixed numbers, not hashes of names, so a curve keeps its stream across processes and versions.
 FAMILY_IDS = {"FN-UCB": 1, "NeuralUCB": 2, "NeuralTS": 3, "LinUCB": 4, "LinTS": 5, "KernelUCB": 6, "KernelTS": 7}
 STREAM_AGENTS = 100_000
+
+# what every numeric key allows (registry.Bound), checked before anything is built
+# (sizes and steps are int32; num_agents ends below the key streams' agent field, `curve_stream`; noise_std where
+# every world's does, problems.synthetic; nu_code and lin_nus are checked where they become a bonus multiplier)
+BOUNDS = {"width": COUNT, "train_steps": COUNT_OR_ZERO, "train_until": COUNT_OR_ZERO, "lr": NONNEGATIVE,
+          "alpha_warmup": COUNT_OR_ZERO, "alpha_ramp": COUNT_OR_ZERO, "nu_code": NONNEGATIVE, "num_arms": COUNT,
+          "dim": COUNT, "noise_std": Bound(0, MAX_NOISE_STD), "lam": POSITIVE, "nu_tkn": NONNEGATIVE,
+          "nu_tk": NONNEGATIVE, "num_agents": Bound(1, STREAM_AGENTS - 1), "lam_synthetic": POSITIVE,
+          "nu_tk_synthetic": NONNEGATIVE, "lam_real": POSITIVE, "nu_tk_real": NONNEGATIVE, "lin_lam": POSITIVE,
+          "lin_max_history": COUNT, "lengthscale": POSITIVE, "kernel_max_history": COUNT, "kernel_lam": POSITIVE,
+          "kernel_beta": NONNEGATIVE}
 
 
 # ------------------------------------------------------------------------------------ parsing
@@ -151,13 +154,13 @@ def _fn(config, name, problem, n, *, lam=None, nu_tk=None, tags=None, separate=F
                  tags={"method": "FN-UCB", "N": n, **(tags or {})})
 
 
-def neural_curves(config, problem, prefix="", lam=None, tags=None) -> list:
-    """Neural UCB and Neural TS for one agent, each on its own stream."""
+def neural_curves(config, problem, prefix="", lam=None, tags=None, lam_key="lam") -> list:
+    """Neural UCB and Neural TS for one agent, each on its own stream (lam_key: the key lam came from)."""
     mode = _mode(config)
     lam = config["lam"] if lam is None else lam
     if config["nu_code"] < 0:
         raise ConfigError(f"nu_code must be >= 0, got {config['nu_code']}")
-    scale = math.sqrt(lam * config["nu_code"])  # the code's sqrt(lam * nu) bonus multiplier
+    scale = bonus_scale(lam, config["nu_code"], lam_key, "nu_code")
     kw = dict(lam=lam, lr=config["lr"], width=config["width"], train_steps=config["train_steps"],
               train_until=config["train_until"], covariance=config["covariance"], **NEURAL_OPTIONS[mode])
     p = problem_spec(config, problem, 1)
@@ -165,6 +168,15 @@ def neural_curves(config, problem, prefix="", lam=None, tags=None) -> list:
                   stream=curve_stream("NeuralUCB", 1), tags={"method": "NeuralUCB", "N": 1, **(tags or {})}),
             Curve(prefix + "NeuralTS", p, Spec("neural_ts", dict(kw, nu=scale)),
                   stream=curve_stream("NeuralTS", 1), tags={"method": "NeuralTS", "N": 1, **(tags or {})})]
+
+
+def bonus_scale(lam: float, nu: float, lam_key: str, nu_key: str) -> float:
+    """The baselines' code bonus multiplier sqrt(lam * nu), refused (a ConfigError naming both keys) where
+    lam * nu overflows."""
+    if not math.isfinite(lam * nu):
+        raise ConfigError(f"{nu_key}={nu:g} with {lam_key}={lam:g} makes the bonus multiplier sqrt({lam_key} * "
+                          f"{nu_key}) overflow; give a smaller {nu_key} or {lam_key}")
+    return math.sqrt(lam * nu)
 
 
 def fn_family(config, problem, n_values, prefix="", tags=None) -> list:
@@ -247,7 +259,7 @@ def _linear_kernel(config, problem, prefix) -> list:
     p = problem_spec(config, problem, 1)
     out = []
     for nu in parse_list(config, "lin_nus", float, 0.0):
-        s = math.sqrt(lam * nu)  # the code's variance scale lam * nu
+        s = bonus_scale(lam, nu, "lin_lam", "lin_nus")  # the code's variance scale lam * nu
         kern = dict(kernel=config["kernel"], lam=lam, lengthscale=config["lengthscale"], max_history=ker_cap)
         specs = {
             "LinUCB": Spec("linucb", dict(lam=lam, beta=s, bonus="quadratic" if authors else "norm",
@@ -270,7 +282,8 @@ def build_fig4(config):
                  nu_tk=config["nu_tk_real"] if real else config["nu_tk_synthetic"])
         prefix = f"{prob}: "
         curves += _linear_kernel(config, prob, prefix)
-        curves += neural_curves(c, prob, prefix, tags={"problem": prob})
+        curves += neural_curves(c, prob, prefix, tags={"problem": prob},
+                                lam_key="lam_real" if real else "lam_synthetic")
         curves += fn_family(c, prob, parse_list(config, "fn_n_values", int, 1, allow_empty=True), prefix,
                              tags={"problem": prob})
     return curves

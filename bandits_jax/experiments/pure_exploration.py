@@ -10,7 +10,9 @@ kind: it shows what the sweep does with outputs that are not regret curves.
 from __future__ import annotations
 
 from ..curves import Curve, Spec
-from .registry import AT_LEAST_ONE, NONNEGATIVE, POSITIVE, Experiment, parse_list, register
+from ..problems.cope import MAX_GAP
+from ..problems.synthetic import MAX_NOISE_STD
+from .registry import COUNT, Bound, Experiment, parse_list, register
 
 DEFAULTS = {
     "num_agents": 1,
@@ -21,8 +23,11 @@ DEFAULTS = {
     "budget": 2000,
     "max_rounds": 100_000,
 }
-BOUNDS = {"num_agents": AT_LEAST_ONE, "num_arms": AT_LEAST_ONE, "gap": NONNEGATIVE, "noise_std": POSITIVE,
-          "budget": AT_LEAST_ONE, "max_rounds": AT_LEAST_ONE}
+# registry.Bound: sizes and counts are int32; gap ends where the CoPE-KB world's does (problems.cope: far past
+# any gap an identification needs, while the staircase gap (K - 1) times a pull count stays finite in float32),
+# noise_std where every world's does (problems.synthetic: rewards that are pure noise)
+BOUNDS = {"num_agents": COUNT, "num_arms": COUNT, "gap": Bound(0, MAX_GAP),
+          "noise_std": Bound(0, MAX_NOISE_STD, open_low=True), "budget": COUNT, "max_rounds": COUNT}
 
 
 def build(config):

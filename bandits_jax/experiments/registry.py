@@ -38,13 +38,19 @@ class Bound(NamedTuple):
         return math.isfinite(value) and above and below
 
     def __str__(self) -> str:
+        low, high = _number(self.low), _number(self.high)
         if self.low is not None and self.high is not None:
-            return f"in {'(' if self.open_low else '['}{self.low:g}, {self.high:g}{')' if self.open_high else ']'}"
+            return f"in {'(' if self.open_low else '['}{low}, {high}{')' if self.open_high else ']'}"
         if self.low is not None:
-            return f"{'>' if self.open_low else '>='} {self.low:g}"
+            return f"{'>' if self.open_low else '>='} {low}"
         if self.high is not None:
-            return f"{'<' if self.open_high else '<='} {self.high:g}"
+            return f"{'<' if self.open_high else '<='} {high}"
         return "finite"
+
+
+def _number(x) -> str:
+    """A bound's end as the message shows it: an integer exactly (2147483647), a float in %g (1e+06)."""
+    return str(x) if isinstance(x, int) else f"{x:g}" if x is not None else ""
 
 
 POSITIVE = Bound(0, open_low=True)
@@ -52,11 +58,19 @@ NONNEGATIVE = Bound(0)
 AT_LEAST_ONE = Bound(1)
 CONFIDENCE = Bound(0, 1, open_low=True, open_high=True)  # a confidence level delta
 ANY = Bound()
+# Integer ends. Steps, sizes, capacities and indices are int32 in the compiled runs (jax's default integer): a
+# count above INT32_MAX cannot even be represented there. Seeds and key data are uint32 (`runner.seed_key`
+# folds the seed into a threefry key): a larger base_key would alias a smaller one under float32.
+INT32_MAX = 2 ** 31 - 1
+UINT32_MAX = 2 ** 32 - 1
+COUNT = Bound(1, INT32_MAX)  # a size, a capacity or a number of steps
+COUNT_OR_ZERO = Bound(0, INT32_MAX)  # the same where 0 means "none" or "the default"
+KEY = Bound(0, UINT32_MAX)  # a seed or key number
 
 COMMON_DEFAULTS = {"seeds": 8, "first_seed": 0, "horizon": 1000, "precision": "float64", "base_key": 0,
                    "first_segment": 128, "vmap_size": 0}
-COMMON_BOUNDS = {"seeds": AT_LEAST_ONE, "first_seed": NONNEGATIVE, "horizon": AT_LEAST_ONE, "base_key": NONNEGATIVE,
-                 "first_segment": AT_LEAST_ONE, "vmap_size": NONNEGATIVE}
+COMMON_BOUNDS = {"seeds": AT_LEAST_ONE, "first_seed": KEY, "horizon": COUNT, "base_key": KEY, "first_segment": COUNT,
+                 "vmap_size": COUNT_OR_ZERO}
 # keys that may change between resumed runs (one_storage: how exact OneKernelUCB stores its model, the same
 # numbers to rounding)
 RUN_KEYS = ("seeds", "first_seed", "precision", "one_storage", "vmap_size")
@@ -178,6 +192,9 @@ def resolve_config(exp: Experiment, size: str, overrides: dict) -> dict:
         check_value(key, value, defaults[key], bounds.get(key, ANY))
     if config["precision"] not in PRECISIONS:
         raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, got {config['precision']!r}")
+    if config["first_seed"] + config["seeds"] > UINT32_MAX + 1:
+        raise ConfigError(f"seeds = {config['seeds']} from first_seed = {config['first_seed']} run past the last "
+                          f"32-bit seed number ({UINT32_MAX}); give fewer seeds or an earlier first seed")
     return config
 
 

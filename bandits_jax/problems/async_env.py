@@ -34,7 +34,7 @@ import numpy as np
 from .. import core
 from ..core import ConfigError, EnvSpec, Problem, float_dtype
 from .datasets import load_dataset
-from .synthetic import check_number
+from .synthetic import check_noise_std
 
 ARRIVALS = ("uniform", "round_robin")
 KMEANS_SEED = 0  # the clustering seed shared by every run of the k-means problems
@@ -137,7 +137,7 @@ def async_synthetic(
         raise ConfigError(f"unknown async synthetic function {kind!r}; known: {', '.join(REWARD_FUNCTIONS)}")
     name = f"async-{kind}"
     spec = core.check_spec(EnvSpec(num_agents, num_arms, dim, horizon, one_active=True))
-    noise_std = check_number(name, "noise_std", noise_std)
+    noise_std = check_noise_std(name, noise_std)
     fn, formula = REWARD_FUNCTIONS[kind]
     active = arrival_rule(name, num_agents, arrivals)
 
@@ -164,6 +164,9 @@ def async_synthetic(
 
 # ----------------------------------------------------------------------------------- k-means arms
 _ARMS_CACHE: dict = {}
+# The most k-means restarts a world runs: each is a full k-means++ seeding and Lloyd run over the data, one after
+# another, before anything runs (the experiments take 10); the key array of a huge n_init alone exhausts memory.
+MAX_RESTARTS = 1000
 
 
 def kmeans_arms(features, rewards, num_clusters: int = 20, seed: int = KMEANS_SEED, n_init: int = 10,
@@ -263,6 +266,9 @@ def async_classification(
     for field, value in (("num_arms", num_arms), ("n_init", n_init)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ConfigError(f"{name}: {field} must be a positive integer, got {value!r}")
+    if n_init > MAX_RESTARTS:
+        raise ConfigError(f"{name}: n_init={n_init} k-means restarts would each run Lloyd's iterations over the whole "
+                          f"data set before anything runs; give n_init <= {MAX_RESTARTS}")
     if not isinstance(kmeans_seed, int) or isinstance(kmeans_seed, bool) or kmeans_seed < 0:
         raise ConfigError(f"{name}: kmeans_seed must be a non-negative integer, got {kmeans_seed!r}")
     core.check_spec(EnvSpec(num_agents, num_arms, 1, horizon))

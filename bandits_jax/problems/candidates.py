@@ -33,6 +33,7 @@ import numpy as np
 
 from .. import core
 from ..core import ConfigError, EnvSpec, Problem, float_dtype
+from .synthetic import check_noise_std
 
 
 HARTMANN_ALPHA = (1.0, 1.2, 3.0, 3.2)
@@ -107,9 +108,7 @@ def candidate_problem(name: str, num_agents: int = 10, horizon: int = 50, *, noi
     Instance {"X": [M, d], "f": [M]} (the same for every seed); contexts [N, M, 0]; means [N, M]
     (f broadcast); rewards add N(0, noise_std^2) to every candidate (common random numbers).
     """
-    noise_std = float(noise_std)
-    if not (math.isfinite(noise_std) and noise_std >= 0):
-        raise ConfigError(f"{name}: noise_std must be a finite number >= 0, got {noise_std!r}")
+    noise_std = check_noise_std(name, noise_std)
     X, values = candidate_set(name, num_candidates, seed)
     spec = core.check_spec(EnvSpec(num_agents, X.shape[0], X.shape[1], horizon))
     best = int(np.argmax(values))

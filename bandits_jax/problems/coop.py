@@ -30,8 +30,15 @@ import numpy as np
 from .. import core
 from ..core import ConfigError, EnvSpec, Problem, float_dtype
 from . import graphs
+from .synthetic import check_noise_std
 
 ANCHORS = 50
+# Contexts and agent vectors are unit vectors, at most 2 apart: at an RBF bandwidth of 1e8 the kernel
+# exp(-r^2 / (2 sigma^2)) is 1 to float64's precision for every pair, so a larger one changes nothing (and
+# sigma^2 overflows near 1e154). Likewise a spread rho of 1e16 leaves the cluster centre below float64's
+# precision in z = normalize(mu + rho xi / sqrt(d)): rho = inf says the same exactly.
+MAX_BANDWIDTH = 1e8
+MAX_RHO = 1e16
 
 
 # ----------------------------------------------------------------------------------- builders
@@ -66,6 +73,7 @@ def coop_world(setup: str, num_agents: int, num_arms: int, dim: int, horizon: in
             raise ConfigError(f"{name}: {label} must be a number >= 0, got {value!r}")
     if not (sigma_x > 0 and sigma_z > 0):
         raise ConfigError(f"{name}: sigma_x and sigma_z must be > 0, got {sigma_x}, {sigma_z}")
+    check_scales(name, noise_std, sigma_x, sigma_z, rho)
     if delay_mode not in graphs.DELAY_MODES:  # before the graph is read
         raise ConfigError(f"{name}: delay_mode must be one of {', '.join(graphs.DELAY_MODES)}, got {delay_mode!r}")
     G, source, kind, stands_in = network(graph, num_agents, p, graph_seed, data_dir)
@@ -89,6 +97,19 @@ def coop_world(setup: str, num_agents: int, num_arms: int, dim: int, horizon: in
     description = (f"{name}: {source}, V={num_agents}, gamma={gamma} ({delay_mode} delays), {clusters} clusters, "
                    f"K={num_arms} contexts in d={dim}, noise N(0, {noise_std:g}^2)")
     return problem._replace(description=description, info=info)
+
+
+def check_scales(name: str, noise_std, sigma_x, sigma_z, rho) -> None:
+    """Refuse (ConfigError naming the option) a noise level above MAX_NOISE_STD, an RBF bandwidth above
+    MAX_BANDWIDTH or a finite rho above MAX_RHO (module constants: where they stop meaning anything)."""
+    check_noise_std(name, noise_std)
+    for label, value in (("sigma_x", sigma_x), ("sigma_z", sigma_z)):
+        if value > MAX_BANDWIDTH:
+            raise ConfigError(f"{name}: {label}={value!r} makes the RBF kernel 1 between any two unit vectors (and "
+                              f"{label}^2 overflows at the largest values); give {label} <= {MAX_BANDWIDTH:g}")
+    if MAX_RHO < rho < math.inf:
+        raise ConfigError(f"{name}: rho={rho!r} leaves no trace of the cluster centres in the agents' z; give "
+                          f"rho <= {MAX_RHO:g}, or rho=inf for agents i.i.d. on the sphere")
 
 
 def network(graph, V: int, p: float, seed: int, data_dir=None):

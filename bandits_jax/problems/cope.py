@@ -31,11 +31,20 @@ import numpy as np
 
 from ..core import Arms, ConfigError, flat_normal
 from ..kernels import design
+from .synthetic import check_noise_std
 
 CASES = {"rank1": (0, 0, 0, 0, 0), "rank2": (0, 0, 1, 1, 1), "rank5": (0, 1, 2, 3, 4)}
 B4 = np.array([[1, 1, 0, 0], [1, 0, 1, 0], [1, 0, 0, 1], [0, 1, 1, 0], [0, 1, 0, 1], [0, 0, 1, 1]], np.float64)
 GAMMA_DRAWS = 10_000  # Monte Carlo draws of the Gaussian width (fixed, so the table is deterministic)
 GAMMA_STEPS = 80     # entropic mirror-descent steps of the Gaussian-width design
+# The ends of the options. gap: Delta_min in units of the N(0, 1) noise; at 1e6 a single pull tells the arms
+# apart, so a larger gap changes no outcome (and the theory's 1 / gap^2 and the means 0.2 + 37 gap overflow
+# at the largest values); below 1e-6 telling them apart takes over 1e12 pulls (and 1 / gap^2 overflows at the
+# smallest values). xi: the ridge of every design; the arms' kernel values are 0, 1 and 2, and
+# omega(xi, X) falls with xi (rank 1: 12 at 1e-10, 3 at 1, 1.7 at 2, 0.92 at 4), so the fixed-budget round
+# count R = ceil(log2 omega) is 2 at xi = 1 (every case), 1 at xi = 2 and 0 (no round) from about 3.4 on.
+MIN_GAP, MAX_GAP = 1e-6, 1e6
+MAX_XI = 1.0
 
 
 def cope_kb(case: str = "rank1", gap: float = 0.1, noise_std: float = 1.0, xi: float = 1e-10) -> Arms:
@@ -44,6 +53,7 @@ def cope_kb(case: str = "rank1", gap: float = 0.1, noise_std: float = 1.0, xi: f
         raise ConfigError(f"cope-kb: case must be one of {', '.join(CASES)}, got {case!r}")
     if not gap > 0 or not noise_std > 0 or not xi > 0:
         raise ConfigError(f"cope-kb: gap, noise_std and xi must be > 0, got gap={gap}, noise_std={noise_std}, xi={xi}")
+    check_ends(gap, noise_std, xi)
     features, theta = world_features(case, gap)
     V, n, _ = features.shape
     means = features @ theta
@@ -66,6 +76,22 @@ def cope_kb(case: str = "rank1", gap: float = 0.1, noise_std: float = 1.0, xi: f
                 description=f"CoPE-KB world: {V} agents x {n} two-hot arms, {case} task similarity, "
                             f"Delta_min {gap:g}, noise N(0, {noise_std:g}^2)",
                 public=lambda inst: {k: inst[k] for k in public}, info=theory(case, gap, xi))
+
+
+def check_ends(gap: float, noise_std: float, xi: float) -> None:
+    """Refuse (ConfigError naming the option) a gap outside [MIN_GAP, MAX_GAP], a noise level above MAX_NOISE_STD
+    or a regulariser xi above MAX_XI, before the (slow) tables are solved."""
+    if gap > MAX_GAP:
+        raise ConfigError(f"cope-kb: gap={gap!r} is far past the gap one pull tells apart under N(0, 1) noise (the "
+                          f"arms' means overflow at the largest values); give gap <= {MAX_GAP:g}")
+    if gap < MIN_GAP:
+        raise ConfigError(f"cope-kb: gap={gap!r} would take over 1e12 pulls to see under N(0, 1) noise (and 1 / gap^2 "
+                          f"overflows at the smallest values); give gap >= {MIN_GAP:g}")
+    check_noise_std("cope-kb", noise_std)
+    if xi > MAX_XI:
+        raise ConfigError(f"cope-kb: xi={xi!r} regularises beyond the arms' own kernel values (0, 1, 2): omega(xi, X) "
+                          f"shrinks until the fixed-budget halving plans no round (from about xi = 3.4), and the "
+                          f"tables underflow at the largest values; give xi <= {MAX_XI:g}")
 
 
 def world_features(case: str, gap: float):

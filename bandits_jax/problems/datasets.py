@@ -146,34 +146,54 @@ def unlzw(data: bytes) -> bytes:
 # ----------------------------------------------------------------------------------- parsing
 def _text_rows(data: bytes, source: str, sep: Optional[str]):
     """Non-empty, non-header ('@...', '%...') lines of a text file, split into stripped fields."""
+    return [fields for _, fields in _numbered_rows(data, source, sep)]
+
+
+def _numbered_rows(data: bytes, source: str, sep: Optional[str]):
+    """(1-based line number, stripped fields) of the lines `_text_rows` keeps."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise ConfigError(f"{source}: not a text file") from None
     rows = []
-    for line in text.splitlines():
+    for number, line in enumerate(text.splitlines(), 1):
         line = line.strip()
         if not line or line[0] in "@%#":
             continue
-        rows.append([f.strip() for f in line.split(sep)])
+        rows.append((number, [f.strip() for f in line.split(sep)]))
     if not rows:
         raise ConfigError(f"{source}: no data rows")
     return rows
 
 
+def _refuse_infinite(table: np.ndarray, source: str, unit: str, lines=None) -> None:
+    """Refuse (ConfigError naming the file, the row and the 1-based column) a table [n, c] read from `source`
+    that holds inf or -inf. `unit` says what a row is in the file ("line" or "row"); `lines` [n]: each row's
+    line number (None: rows count from 1). NaN passes: it is a missing value, which the FN-UCB preprocessing
+    maps to -1 on purpose (`classification.authors_preprocess`)."""
+    bad = np.argwhere(np.isinf(table))
+    if len(bad):
+        row, column = (int(i) for i in bad[0])
+        where = lines[row] if lines is not None else row + 1
+        raise ConfigError(f"{source}: {unit} {where}, column {column + 1} is {table[row, column]}, not a finite "
+                          f"number; fix or remove that {unit} (a missing value may be written nan)")
+
+
 def _parse_magic(data: bytes, source: str) -> Dataset:
-    rows = _text_rows(data, source, ",")
+    rows = _numbered_rows(data, source, ",")
     classes = {"g": 0, "h": 1}
     feats, labels = [], []
-    for i, row in enumerate(rows):
+    for number, row in rows:
         if len(row) != 11 or row[10] not in classes:
-            raise ConfigError(f"{source}: line {i + 1} is not 10 numbers then g or h: {','.join(row)[:80]!r}")
+            raise ConfigError(f"{source}: line {number} is not 10 numbers then g or h: {','.join(row)[:80]!r}")
         try:
             feats.append([float(v) for v in row[:10]])
         except ValueError:
-            raise ConfigError(f"{source}: line {i + 1} has a non-numeric feature") from None
+            raise ConfigError(f"{source}: line {number} has a non-numeric feature") from None
         labels.append(classes[row[10]])
-    return np.asarray(feats, np.float64), np.asarray(labels, np.int64)
+    features = np.asarray(feats, np.float64)
+    _refuse_infinite(features, source, "line", [number for number, _ in rows])
+    return features, np.asarray(labels, np.int64)
 
 
 def onehot_encode(raw: np.ndarray, names=None):
@@ -223,13 +243,14 @@ def _parse_mushroom(data: bytes, source: str, keep_missing: bool = False) -> Dat
 
 
 def _parse_shuttle_text(data: bytes, source: str) -> Dataset:
-    rows = _text_rows(data, source, None)
+    rows = _numbered_rows(data, source, None)
     try:
-        table = np.asarray(rows, dtype=np.float64)
+        table = np.asarray([fields for _, fields in rows], dtype=np.float64)
     except ValueError:
         raise ConfigError(f"{source}: expected rows of 10 numbers (9 features then the class 1..7)") from None
     if table.ndim != 2 or table.shape[1] != 10:
         raise ConfigError(f"{source}: expected rows of 10 numbers (9 features then the class 1..7)")
+    _refuse_infinite(table, source, "line", [number for number, _ in rows])
     labels = table[:, 9].astype(np.int64)
     if labels.min() < 1 or labels.max() > 7:
         raise ConfigError(f"{source}: Shuttle classes must be 1..7, got {labels.min()}..{labels.max()}")
@@ -244,6 +265,7 @@ def _parse_shuttle_npz(data: bytes, source: str) -> Dataset:
         raise ConfigError(f"{source}: expected an .npz with arrays 'x' [n, 9] and 'label' [n] ({err})") from None
     if x.ndim != 2 or x.shape[1] != 9 or y.shape != (x.shape[0],):
         raise ConfigError(f"{source}: expected 'x' [n, 9] and 'label' [n], got {x.shape} and {y.shape}")
+    _refuse_infinite(x, source, "row")
     y = y.astype(np.int64)
     if y.min() < 0 or y.max() > 6:
         raise ConfigError(f"{source}: Shuttle labels must be 0..6, got {y.min()}..{y.max()}")

@@ -30,6 +30,7 @@ and item popularity and goes through the same construction; its problems are nam
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Sequence, Union
@@ -62,11 +63,12 @@ def _parse_text(lines, source: str):
         if line.startswith("{"):
             try:
                 rec = json.loads(line)
-                users.append(str(rec["user_id"]))
-                items.append(str(rec["business_id"]))
-                ratings.append(float(rec["stars"]))
+                user, item, stars = str(rec["user_id"]), str(rec["business_id"]), float(rec["stars"])
             except (ValueError, KeyError, TypeError):
                 raise ConfigError(f"{source}: line {number} is not a JSON review with user_id, business_id, stars")
+            users.append(user)
+            items.append(item)
+            ratings.append(finite_rating(stars, source, number, "stars"))
             continue
         if sep is None:
             sep = next((s for s in ("::", "\t", ",") if s in line), None)
@@ -83,15 +85,22 @@ def _parse_text(lines, source: str):
             raise ConfigError(f"{source}: line {number} is not 'user{sep}item{sep}rating': {line[:80]!r}") from None
         users.append(fields[0].strip())
         items.append(fields[1].strip())
-        ratings.append(rating)
+        ratings.append(finite_rating(rating, source, number, "3"))
     if not users:
         raise ConfigError(f"{source}: no rating rows")
     r = np.asarray(ratings, np.float64)
-    if not np.all(np.isfinite(r)):
-        raise ConfigError(f"{source}: ratings must be finite numbers")
     _, u = np.unique(np.asarray(users), return_inverse=True)
     _, i = np.unique(np.asarray(items), return_inverse=True)
     return u.astype(np.int64), i.astype(np.int64), r
+
+
+def finite_rating(rating: float, source: str, line: int, column: str) -> float:
+    """`rating`, refused (ConfigError naming the file, line and column) where it is inf, -inf or NaN: a rating
+    file has no missing-value marker, so every rating must be a number."""
+    if not math.isfinite(rating):
+        raise ConfigError(f"{source}: line {line}, column {column}: the rating {rating!r} is not a finite number; "
+                          "fix or remove that line")
+    return rating
 
 
 def load_ratings(dataset: str, path=None, data_dir=None):

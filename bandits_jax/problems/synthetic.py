@@ -41,6 +41,10 @@ FNUCB_FIXED_A = (
 )
 
 CONTEXT_LAWS = ("cube", "sphere")
+# The largest Gaussian noise std a world takes. The means of the package's worlds are of order 1 (at most about
+# 40 at their default settings), so at 1e6 the rewards are already pure noise for any run one could compute,
+# while they and their sums of squares stay far inside float32; at 1e308 the rewards overflow to inf and nan.
+MAX_NOISE_STD = 1e6
 REWARD_FUNCTIONS = {
     "cosine": (lambda u: jnp.cos(3.0 * u), "cos(3 <a, x>)"),
     "square": (lambda u: 10.0 * u * u, "10 <a, x>^2"),
@@ -72,6 +76,16 @@ def check_number(problem: str, name: str, value, minimum: float = 0.0) -> float:
     if not (math.isfinite(out) and out >= minimum):
         raise ConfigError(f"{problem}: {name} must be a finite number >= {minimum:g}, got {value!r}")
     return out
+
+
+def check_noise_std(problem: str, value) -> float:
+    """A Gaussian noise level, refused (ConfigError naming noise_std) unless a finite number in
+    [0, MAX_NOISE_STD]."""
+    noise_std = check_number(problem, "noise_std", value)
+    if noise_std > MAX_NOISE_STD:
+        raise ConfigError(f"{problem}: noise_std={value!r} buries the rewards (the means are of order 1) and "
+                          f"overflows them at its largest values; give noise_std <= {MAX_NOISE_STD:g}")
+    return noise_std
 
 
 def _hidden_vector(problem: str, a, dim: int):
@@ -116,7 +130,7 @@ def synthetic(
     Instance: {"a": [d]}. contexts: [N, K, d] unit norm. means: [N, K].
     """
     spec = core.check_spec(EnvSpec(num_agents, num_arms, dim, horizon))
-    noise_std = check_number(name, "noise_std", noise_std)
+    noise_std = check_noise_std(name, noise_std)
     if context_law not in CONTEXT_LAWS:
         raise ConfigError(f"{name}: unknown context_law {context_law!r}; known: {', '.join(CONTEXT_LAWS)}")
     mode, vector = _hidden_vector(name, a, dim)
