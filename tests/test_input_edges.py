@@ -61,7 +61,7 @@ def test_a_cooperative_world_needs_two_agents():
 def test_forced_sync_zero_forces_the_first_synchronisation_at_the_first_step():
     """forced_sync is a 0-based step: 0 forces a round at the very first step, -1 none (the threshold is
     out of reach, so no other round happens)."""
-    problem = build_problem(parse_spec("duets-h1:num_agents=2,horizon=6"))
+    problem = build_problem(parse_spec("duets-h1:num_agents=2,horizon=6,num_candidates=16"))
     rounds = {}
     for forced in (-1, 0, 3):
         spec = parse_spec(f"approx_dis_kernel_ucb_duets:forced_sync={forced},threshold=1e9,storage=candidates"
