@@ -145,20 +145,13 @@ def _pages(data) -> list:
 
 
 # ------------------------------------------------------------------------------ damaged records
-@pytest.mark.parametrize("damage", list(ALL_RECORD_DAMAGES))
-def test_pages_refuse_a_damaged_record(work, capsys, damage):
-    folder = work / "docs" / "reproduction" / "data" / RECORD
-    hurt, file = ALL_RECORD_DAMAGES[damage]
-    hurt(folder)
-    assert_refused(capsys, _pages("docs/reproduction/data"), work, f"{RECORD}/{file}")
-
-
-@pytest.mark.parametrize("damage", list(PHASED_DAMAGES))
-def test_pages_refuse_a_damaged_phase_level_record(work, capsys, damage):
-    folder = work / "docs" / "reproduction" / "data" / PHASED
-    hurt, file = PHASED_DAMAGES[damage]
-    hurt(folder)
-    assert_refused(capsys, _pages("docs/reproduction/data"), work, f"{PHASED}/{file}")
+@pytest.mark.parametrize("record, damage", [(RECORD, d) for d in ALL_RECORD_DAMAGES] +
+                         [(PHASED, d) for d in PHASED_DAMAGES])
+def test_pages_refuse_a_damaged_record(work, capsys, record, damage):
+    """A regret record and a phase-level one, each damaged one way."""
+    hurt, file = (ALL_RECORD_DAMAGES if record == RECORD else PHASED_DAMAGES)[damage]
+    hurt(work / "docs" / "reproduction" / "data" / record)
+    assert_refused(capsys, _pages("docs/reproduction/data"), work, f"{record}/{file}")
 
 
 @pytest.mark.parametrize("damage", list(DAMAGES))
