@@ -20,7 +20,7 @@ from bandits_jax.experiments.catalog import experiments
 from bandits_jax.experiments.registry import ANY, COMMON_BOUNDS, resolve_config
 from bandits_jax.problems import BUILDERS, make_problem
 
-from helpers import data_dir_default, run_cli
+from helpers import run_cli
 
 
 def invalid_values(value, bound) -> list:
@@ -53,17 +53,36 @@ def experiment_probes() -> list:
     return probes
 
 
-def test_every_experiment_key_refuses_invalid_values(capsys, tmp_path):
+class DataRead(Exception):
+    """A data set, ratings file or graph was read: a refusal came too late."""
+
+
+@pytest.fixture
+def no_data_read(monkeypatch):
+    """Every loader of real data raises DataRead: a bad key or option must be refused before any data is
+    looked for, so these tests pass alike with and without the shared data (and never reach the network)."""
+    from bandits_jax.problems import datasets, graphs, ratings
+
+    def read(*args, **kwargs):
+        raise DataRead(f"data read for {args[:1]}")
+
+    for module, name in ((datasets, "_load"), (ratings, "load_ratings"), (graphs, "find_graph_file")):
+        monkeypatch.setattr(module, name, read)
+
+
+def test_every_experiment_key_refuses_invalid_values(capsys, tmp_path, no_data_read):
     probes, accepted, wrong = experiment_probes(), [], []
-    with data_dir_default():
-        for name, size, key, bad in probes:
-            out = tmp_path / "out"
+    for name, size, key, bad in probes:
+        out = tmp_path / "out"
+        try:
             status, err = run_cli(capsys, ["run", name, "--size", size, "--set", f"{key}={bad}", "--out", str(out),
                                            "--check", "--quiet", "--no-plot"])
-            if status == 0:
-                accepted.append(f"{name} {key}={bad}")
-            elif status != 2 or len(err) != 1 or (key not in err[0] and bad not in err[0]) or out.exists():
-                wrong.append(f"{name} {key}={bad}: status {status}, {err[-3:]}, written: {out.exists()}")
+        except DataRead:
+            status, err = "data read first", []
+        if status == 0:
+            accepted.append(f"{name} {key}={bad}")
+        elif status != 2 or len(err) != 1 or (key not in err[0] and bad not in err[0]) or out.exists():
+            wrong.append(f"{name} {key}={bad}: status {status}, {err[-3:]}, written: {out.exists()}")
     assert len(probes) > 1000
     assert not accepted, f"{len(accepted)} invalid values accepted: {accepted[:20]}"
     assert not wrong, f"{len(wrong)} refusals that are not one line naming the key: {wrong[:10]}"
@@ -132,14 +151,13 @@ def test_every_algorithm_option_refuses_invalid_values():
     assert len(probes) > 500
 
 
-def test_every_problem_option_refuses_invalid_values():
+def test_every_problem_option_refuses_invalid_values(no_data_read):
     probes = option_probes(BUILDERS, BUILDERS.get)
     probes += [(name, {"num_agents": 2}, option, bad) for name in ("cosine", "duets-h1", "coop-linear")
                for option, bad in (("num_agents", 0), ("horizon", -3), ("num_arms", 0), ("seed", -1),
                                    ("noise_std", -1.0), ("p", 1.5)) if option in inspect.signature(BUILDERS[name]).parameters]
-    with data_dir_default():
-        for name, base, option, bad in probes:
-            assert_refused(lambda: make_problem(name, **{**base, option: bad}), f"{name}:{option}={bad!r}", option)
+    for name, base, option, bad in probes:  # no data is read (no_data_read)
+        assert_refused(lambda: make_problem(name, **{**base, option: bad}), f"{name}:{option}={bad!r}", option)
     assert len(probes) > 250
 
 

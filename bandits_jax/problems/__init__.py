@@ -40,6 +40,8 @@ def _dataset_problem(name: str, num_classes: int):
     ) -> Problem:
         check_choices(name, preprocess, shuffle)  # options first: no data is read for a refused run
         core.check_spec(EnvSpec(num_agents, num_classes, 1, horizon))
+        if data_dir is not None:
+            datasets.given_folder(data_dir, f"{name} data")
         features, labels = load_dataset(name, path=path, data_dir=data_dir, download=download)
         return classification_bandit(features, labels, num_agents, horizon, num_classes=num_classes,
                                      preprocess=preprocess, shuffle=shuffle, name=name)

@@ -33,7 +33,7 @@ import numpy as np
 
 from .. import core
 from ..core import ConfigError, EnvSpec, Problem, float_dtype
-from .datasets import load_dataset
+from .datasets import given_folder, load_dataset
 from .synthetic import check_noise_std
 
 ARRIVALS = ("uniform", "round_robin")
@@ -273,6 +273,8 @@ def async_classification(
         raise ConfigError(f"{name}: kmeans_seed must be a non-negative integer, got {kmeans_seed!r}")
     core.check_spec(EnvSpec(num_agents, num_arms, 1, horizon))
     arrival_rule(name, num_agents, arrivals)  # validate before the (slow) clustering
+    if data_dir is not None:
+        given_folder(data_dir, f"{dataset} data")  # before any data is looked for
     features, labels = load_dataset(dataset, path=path, data_dir=data_dir, download=download,
                                     **LOAD_OPTIONS[dataset])
     x = _zscore(features) if dataset == "magic" else np.asarray(features, np.float64)
