@@ -43,8 +43,8 @@ import numpy as np
 from .compile_cache import CompileCount
 from .core import ConfigError, Trial
 from .curves import Curve, Spec, parse_spec, problem_of, resolve
-from .results import (REPAIR, atomic_write_text, check_keys, grid_choices, is_finite, is_int, is_text, list_of,
-                      load_checked, load_results, object_of, read_json, step_axis, summary_rows)
+from .results import (REPAIR, atomic_write_text, check_folder, check_keys, grid_choices, is_finite, is_int, is_text,
+                      list_of, load_checked, load_results, object_of, read_json, step_axis, summary_rows)
 
 TUNING_FIRST_SEED = 1_000_000  # tuning seeds start here; reported seeds start at 0
 GRID_FACTORS = (0.1, 0.3, 1.0, 3.0)  # times the default of each exploration parameter
@@ -212,7 +212,7 @@ def run_arena(size: str = "small", problems=("all",), algorithms=("all",), out=N
     grids = {a.label: _grid(a, factors) for a in algs if any(pp[1] is a for pp in pairs)}
     common = dict(size=size, plot=False, quiet=quiet, curves=curves, check=check, summary=False,
                   raise_errors=False, step_progress=False)
-    from .sweep import check_folder, run_experiment, validated_runs
+    from .sweep import run_experiment, validated_runs
 
     tuning = [(p, a) for p, a in pairs if grids[a.label] is not None]
 
@@ -582,9 +582,7 @@ def write_arena_page(folder, docs=Path("docs")) -> list:
     _check_agreement(arena, res, folder / ARENA_FILE)
     is_record = "record" in res.metadata
     target = docs / "arena" / "data" / record_name(res.metadata["experiment"], res.metadata.get("size", ""))
-    for path in (docs, docs / "arena", target):
-        if path.exists() and not path.is_dir():
-            raise ConfigError(f"report --arena: {path} is a file where a folder goes; move it away")
+    check_folder(target, "report --arena: the arena's record")
     (docs / "arena").mkdir(parents=True, exist_ok=True)
     figure = f"pareto-{arena['size']}.png"
     with staging(docs / "arena") as stage:

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from .core import ConfigError
-from .results import Results, atomic_savez, atomic_write_text, flat_arrays, load_checked
+from .results import Results, atomic_savez, atomic_write_text, check_folder, flat_arrays, load_checked
 
 CHECKPOINTS = 100
 
@@ -38,9 +38,7 @@ def write_records(results_dirs, to_dir, checkpoints: int = CHECKPOINTS) -> list:
     """Write the record of each results folder into `to_dir/<experiment slug>-<size>/`; returns those
     folders. Every folder is read and checked first (`make_record`), and where each record goes, so a
     damaged folder (or a `to_dir` that is a file) leaves every record as it was."""
-    if Path(to_dir).exists() and not Path(to_dir).is_dir():
-        raise ConfigError(f"{to_dir} is a file, not a folder of records; give a folder (--data, default "
-                          f"docs/reproduction/data)")
+    check_folder(Path(to_dir), "the records' folder (--data)")
     records = [make_record(d, checkpoints) for d in results_dirs]
     outs = [_record_folder(r, to_dir) for r in records]
     twice = sorted({out.name for out in outs if outs.count(out) > 1})
@@ -67,8 +65,7 @@ def _record_folder(record: Results, to_dir) -> Path:
     """The folder a record goes to under `to_dir`; refused when a file is in its place."""
     md = record.metadata
     out = Path(to_dir) / record_name(md["experiment"], md.get("size", ""))
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"{out} is a file where the record of {md['record']['from']} goes; move it away")
+    check_folder(out, f"the record of {md['record']['from']}")
     return out
 
 

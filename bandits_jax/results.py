@@ -74,6 +74,16 @@ REPAIR = "restore it from version control, or write it again (`bandits-jax run`,
 _UNREADABLE = (zipfile.BadZipFile, zlib.error, EOFError, ValueError, OSError, KeyError)
 
 
+def check_folder(path: Path, what: str) -> None:
+    """Refuse (ConfigError) a folder path that is an existing file, or lies under one, before anything
+    is computed (the results would otherwise be lost at the end of the run)."""
+    for part in (path, *path.parents):
+        if part.exists():
+            if not part.is_dir():
+                raise ConfigError(f"{what} {path} cannot be a folder: {part} is a file; choose another path")
+            return
+
+
 def load_results(out_dir) -> Results:
     """Read back what `bandits-jax run` wrote into `out_dir`. A results.npz or metadata.json that cannot
     be read as one (cut, emptied, not a zip of arrays, pickled objects, not JSON) is a ConfigError naming

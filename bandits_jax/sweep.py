@@ -50,7 +50,7 @@ from .curves import failure, misfit, resolve
 from .experiments.registry import RUN_KEYS, Experiment, build_curves, resolve_config
 from .experiments.catalog import get_experiment
 from .progress import SweepProgress
-from .results import atomic_savez, atomic_write_text, save_results, summary_markdown, Results
+from .results import Results, atomic_savez, atomic_write_text, check_folder, save_results, summary_markdown
 from .identity import package_version, run_identity
 from .runner import OUTPUT_KEYS, describe_errors, horizon_sizes, precision_scope, run_batch, run_start
 from .trials import TrialOutput, run_trials
@@ -158,16 +158,6 @@ def validated_runs(exp: Experiment, size: str, overrides: Optional[dict], chunk:
     if chunk is not None and chunk < 1:
         raise ConfigError(f"--chunk must be at least 1, got {chunk}")
     return config, _selected_runs(exp, config, only)
-
-
-def check_folder(path: Path, what: str) -> None:
-    """Refuse (ConfigError) a folder path that is an existing file, or lies under one, before anything
-    is computed (the results would otherwise be lost at the end of the run)."""
-    for part in (path, *path.parents):
-        if part.exists():
-            if not part.is_dir():
-                raise ConfigError(f"{what} {path} cannot be a folder: {part} is a file; choose another path")
-            return
 
 
 def plan_text(exp, size: str, config: dict, named, out: Path) -> str:

@@ -31,9 +31,8 @@ from .. import claims
 from ..core import ConfigError, EnvSpec
 from ..curves import Curve, Spec, problem_of
 from ..problems.async_env import MAX_RESTARTS
-from ..problems.synthetic import MAX_NOISE_STD
-from .registry import (COUNT, NONNEGATIVE, POSITIVE, Bound, Experiment, Figure, Page, parse_list, register,
-                       register_page)
+from .registry import (COUNT, NOISE_STD, NONNEGATIVE, POSITIVE, Bound, Experiment, Figure, Page, parse_list,
+                       register, register_page)
 
 ALGORITHMS = ("Async-KernelUCB", "Approx-DisKernelUCB", "OneKernelUCB", "NKernelUCB", "FedGLB-UCB", "DisLinUCB",
               "FedLinUCB", "Random")
@@ -73,7 +72,7 @@ STANDIN = {**COMMON, "standin_total_users": 2500, "standin_total_items": 12000, 
 BOUNDS = {"num_agents": COUNT, "num_arms": COUNT, "gamma": POSITIVE, "alpha": NONNEGATIVE,
           "lam": POSITIVE, "q": NONNEGATIVE, "glb_c_mu": POSITIVE, "async_dict_capacity": COUNT,
           "async_buffer_capacity": COUNT, "approx_dict_capacity": COUNT, "nkernel_capacity": COUNT, "dim": COUNT,
-          "noise_std": Bound(0, MAX_NOISE_STD), "kmeans_n_init": Bound(1, MAX_RESTARTS),
+          "noise_std": NOISE_STD, "kmeans_n_init": Bound(1, MAX_RESTARTS),
           "standin_total_users": COUNT, "standin_total_items": COUNT, "standin_num_ratings": COUNT,
           "standin_num_users": COUNT, "standin_num_items": COUNT}
 # the largest gamma: its lengthscale 1 / sqrt(2 gamma) must square to a normal float32 number, since the RBF

@@ -26,8 +26,7 @@ from .. import claims
 from ..core import ConfigError
 from ..curves import Curve, Spec
 from ..problems.coop import MAX_BANDWIDTH
-from ..problems.synthetic import MAX_NOISE_STD
-from .registry import (CONFIDENCE, COUNT, NONNEGATIVE, POSITIVE, Bound, Experiment, Figure, Page,
+from .registry import (CONFIDENCE, COUNT, NOISE_STD, NONNEGATIVE, POSITIVE, Bound, Experiment, Figure, Page,
                        parse_list, register, register_page)
 
 NETWORKS = {"er": "Erdos-Renyi G(V, 0.7)", "facebook": "SNAP ego-Facebook",
@@ -44,7 +43,7 @@ DEFAULTS = {"num_agents": 200, "num_arms": 8, "dim": 10, "noise_std": 0.1, "grap
 # what every numeric key allows (registry.Bound): p is the Erdos-Renyi edge probability; sizes are int32; the RBF
 # bandwidths (lengthscale is sigma_x) end where the kernel is 1 between any two unit vectors
 BANDWIDTH = Bound(0, MAX_BANDWIDTH, open_low=True)
-BOUNDS = {"num_agents": COUNT, "num_arms": COUNT, "dim": COUNT, "noise_std": Bound(0, MAX_NOISE_STD),
+BOUNDS = {"num_agents": COUNT, "num_arms": COUNT, "dim": COUNT, "noise_std": NOISE_STD,
           "p": Bound(0, 1, open_low=True), "gamma": NONNEGATIVE, "graph_seed": NONNEGATIVE, "lam": POSITIVE,
           "eta": POSITIVE, "sigma_z": BANDWIDTH, "lengthscale": BANDWIDTH, "B": NONNEGATIVE, "S": NONNEGATIVE,
           "delta": CONFIDENCE, "r_max": COUNT, "landmarks": COUNT, "ring_rounds": COUNT}

@@ -29,9 +29,8 @@ from .. import claims
 from ..core import ConfigError
 from ..curves import Curve, Spec
 from ..problems.candidates import FUNCTIONS
-from ..problems.synthetic import MAX_NOISE_STD
-from .registry import (COUNT, INT32_MAX, NONNEGATIVE, POSITIVE, Bound, Experiment, Figure, Page, parse_list, register,
-                       register_page)
+from .registry import (COUNT, INT32_MAX, NOISE_STD, NONNEGATIVE, POSITIVE, Bound, Experiment, Figure, Page,
+                       parse_list, register, register_page)
 
 DEFAULTS = {
     "num_agents": 10, "noise_std": 0.2, "num_candidates": 2000, "candidate_seed": 0, "lam": 0.2,
@@ -41,7 +40,7 @@ DEFAULTS = {
 }
 # what every numeric key allows (registry.Bound); forced_sync: the 0-based step of Approx-DisKernelUCB's forced
 # first synchronisation (0: the very first step; -1: none); sizes and steps are int32
-BOUNDS = {"num_agents": COUNT, "noise_std": Bound(0, MAX_NOISE_STD), "num_candidates": COUNT,
+BOUNDS = {"num_agents": COUNT, "noise_std": NOISE_STD, "num_candidates": COUNT,
           "candidate_seed": NONNEGATIVE, "lam": POSITIVE, "first_epoch": COUNT, "p0": POSITIVE,
           "p_log": NONNEGATIVE, "dis_D": NONNEGATIVE, "approx_D": NONNEGATIVE, "q_bar": NONNEGATIVE,
           "forced_sync": Bound(-1, INT32_MAX), "approx_dict_capacity": COUNT, "dis_slots": COUNT,

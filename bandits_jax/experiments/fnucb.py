@@ -30,9 +30,8 @@ import math
 from .. import claims
 from ..core import ConfigError
 from ..curves import Curve, Spec
-from ..problems.synthetic import MAX_NOISE_STD
-from .registry import (COUNT, COUNT_OR_ZERO, NONNEGATIVE, POSITIVE, Bound, Experiment, Figure, Page, parse_list,
-                       register, register_page)
+from .registry import (COUNT, COUNT_OR_ZERO, NOISE_STD, NONNEGATIVE, POSITIVE, Bound, Experiment, Figure, Page,
+                       parse_list, register, register_page)
 
 MODES = ("authors", "paper")
 SYNTHETIC = ("cosine", "square")
@@ -92,7 +91,7 @@ STREAM_AGENTS = 100_000
 # every world's does, problems.synthetic; nu_code and lin_nus are checked where they become a bonus multiplier)
 BOUNDS = {"width": COUNT, "train_steps": COUNT_OR_ZERO, "train_until": COUNT_OR_ZERO, "lr": NONNEGATIVE,
           "alpha_warmup": COUNT_OR_ZERO, "alpha_ramp": COUNT_OR_ZERO, "nu_code": NONNEGATIVE, "num_arms": COUNT,
-          "dim": COUNT, "noise_std": Bound(0, MAX_NOISE_STD), "lam": POSITIVE, "nu_tkn": NONNEGATIVE,
+          "dim": COUNT, "noise_std": NOISE_STD, "lam": POSITIVE, "nu_tkn": NONNEGATIVE,
           "nu_tk": NONNEGATIVE, "num_agents": Bound(1, STREAM_AGENTS - 1), "lam_synthetic": POSITIVE,
           "nu_tk_synthetic": NONNEGATIVE, "lam_real": POSITIVE, "nu_tk_real": NONNEGATIVE, "lin_lam": POSITIVE,
           "lin_max_history": COUNT, "lengthscale": POSITIVE, "kernel_max_history": COUNT, "kernel_lam": POSITIVE,

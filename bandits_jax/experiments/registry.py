@@ -21,6 +21,7 @@ from typing import Callable, NamedTuple, Optional
 
 from ..core import PRECISIONS, ConfigError
 from ..curves import Curve, grid_names, resolve  # noqa: F401  (grid_names: re-exported)
+from ..problems.synthetic import MAX_NOISE_STD
 
 
 class Bound(NamedTuple):
@@ -66,6 +67,7 @@ UINT32_MAX = 2 ** 32 - 1
 COUNT = Bound(1, INT32_MAX)  # a size, a capacity or a number of steps
 COUNT_OR_ZERO = Bound(0, INT32_MAX)  # the same where 0 means "none" or "the default"
 KEY = Bound(0, UINT32_MAX)  # a seed or key number
+NOISE_STD = Bound(0, MAX_NOISE_STD)  # a reward noise level, up to where every world's rewards are pure noise
 
 COMMON_DEFAULTS = {"seeds": 8, "first_seed": 0, "horizon": 1000, "precision": "float64", "base_key": 0,
                    "first_segment": 128, "vmap_size": 0}
