@@ -381,6 +381,14 @@ def first_line(err: BaseException) -> str:
     return text.splitlines()[0].strip() if text else ""
 
 
+def named_cause(err: BaseException, limit: int = 300) -> str:
+    """An exception as a one-line error quotes it: its type and the first line of its message, cut at
+    `limit` characters ("TypeError: ...", or the type alone where the message is empty)."""
+    first = first_line(err)
+    first = first if len(first) <= limit else first[:limit - 3] + "..."
+    return f"{type(err).__name__}{': ' + first if first else ''}"
+
+
 def describe(function) -> str:
     """The docstring's first lines up to the first that ends a sentence, on one line ('' where there is
     no docstring): a registered name's description."""

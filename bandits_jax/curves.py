@@ -23,7 +23,7 @@ from typing import NamedTuple, Optional
 import jax
 import numpy as np
 
-from .core import Arms, ConfigError, Problem, Trial, check_stream, first_line, repeated
+from .core import Arms, ConfigError, Problem, Trial, check_stream, named_cause, repeated
 
 
 class Spec(NamedTuple):
@@ -215,9 +215,7 @@ def failure(err: BaseException) -> str:
     type and the first line of its message (cut at 300 characters), with where to look instead."""
     if isinstance(err, ConfigError):
         return str(err)
-    first = first_line(err)
-    first = first if len(first) <= 300 else first[:297] + "..."
-    return (f"its start or step fails on that problem ({type(err).__name__}{': ' + first if first else ''}); "
+    return (f"its start or step fails on that problem ({named_cause(err)}); "
             f"run it on a problem of its own family (`bandits-jax list --problems`)")
 
 

@@ -18,7 +18,7 @@ import importlib
 import inspect
 
 from .._cpu import cpu_guard
-from ..core import Algorithm, ConfigError, Trial, checked_options, describe, first_line, repeated
+from ..core import Algorithm, ConfigError, Trial, checked_options, describe, named_cause, repeated
 from ..plugins import check_registration
 
 LINEAGES = ("single", "fnucb", "distributed", "duets", "cope", "coop")
@@ -121,9 +121,7 @@ def _registered_build(name: str, factory, options: dict) -> Algorithm | Trial:
     except ConfigError as err:
         raise ConfigError(f"{where}: {err}") from err
     except (Exception, SystemExit) as err:  # noqa: BLE001 - any failure of a user's factory is one line
-        why = first_line(err)
-        why = why if len(why) <= 300 else why[:297] + "..."
-        raise ConfigError(f"{where}: its factory raised {type(err).__name__}{': ' + why if why else ''}; fix the "
+        raise ConfigError(f"{where}: its factory raised {named_cause(err)}; fix the "
                           f"factory so that it returns a core.Algorithm (or a core.Trial)") from err
     if not isinstance(built, (Algorithm, Trial)):
         raise ConfigError(f"{where}: its factory returned {type(built).__name__}, not a core.Algorithm or "
