@@ -97,10 +97,18 @@ class Step:
 jax.tree_util.register_dataclass(Step, data_fields=["t", "contexts", "active"], meta_fields=["one_active"])
 
 
+# The one unit of every Report's communication (docs/design.md, "The unit of communication"): every copy of
+# a scalar that reaches an agent or the server counts once, so an upload counts once, a broadcast of s scalars
+# to N agents N s, and a relayed or peer-to-peer message once per receiver.
+COMM_UNIT = "scalars per receiver"
+
+
 class Report(NamedTuple):
     """What `update` tells the runner about one step (scalars of one run).
 
-    comm_up, comm_down: scalars sent towards the server or peers, and back.
+    comm_up, comm_down: communication in `COMM_UNIT`: comm_up the scalars that reach the server (or, in a
+                 protocol without one, the peers), comm_down those that reach the agents from the server.
+                 A paper that counts in its own unit keeps that count as a diagnostic (e.g. comm_paper).
     rounds:      1 where a communication round took place.
     errors:      int32 bits of `Algorithm.errors` (0: nothing wrong); the runner ORs them over time.
     diagnostics: {name: scalar} recorded per step (a dictionary size, a trigger value, ...).

@@ -2,8 +2,9 @@
 
 results.npz keys, per algorithm name A:
     A/regret    [S, T, N]  instantaneous pseudo-regret
-    A/comm_up   [S, T]     scalars sent up per step
-    A/comm_down [S, T]     scalars sent down per step
+    A/comm_up   [S, T]     scalars sent up per step, in metadata.json's "comm_unit" (core.COMM_UNIT;
+                           a folder written before the key existed counted as its algorithm did then)
+    A/comm_down [S, T]     scalars sent down per step, likewise
     A/rounds    [S, T]     communication rounds per step (0/1)
     A/errors    [S]        the error bits of each run (0: none; metadata.json "errors" names them)
     A/diag/NAME [S, T]     the per-step diagnostics the algorithm reports
@@ -358,6 +359,7 @@ _METADATA = {  # key: (test, what its value must be), for the keys summaries and
     "size": (lambda v: is_text(v) and "/" not in v and "\\" not in v, "a string without slashes, the size's name"),
     "description": (is_text, "a string"),
     "notes": (is_text, "a string"),
+    "comm_unit": (is_text, "a string, the unit of comm_up and comm_down (core.COMM_UNIT)"),
     "commit": (is_text, "a string, the commit's hash"),
     "x": (is_text, "a string, the tag along the x axis"),
     "agents": (lambda v: v in ("mean", "sum"), '"mean" or "sum"'),
@@ -513,7 +515,8 @@ def summary_markdown(results: Results) -> str:
     lines = [
         f"Final cumulative regret at T = {horizon} ({what}), mean +- "
         f"{'standard deviation' if std else 'standard error'} over seeds (std with ddof={md.get('se_ddof', 0)}); "
-        "communication totals are per run, averaged over seeds" + (" (+- their std)." if std else "."),
+        "communication totals are per run, averaged over seeds" + (" (+- their std)" if std else "")
+        + (f", in {md['comm_unit']}." if md.get("comm_unit") else "."),
         "",
         "| algorithm | final cumulative regret | comm. rounds | scalars up | scalars down | seeds |",
         "|---|---|---|---|---|---|",

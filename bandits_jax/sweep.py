@@ -45,7 +45,7 @@ import numpy as np
 
 from . import distributed
 from ._cpu import cpu_guard
-from .core import ConfigError, Trial, first_line
+from .core import COMM_UNIT, ConfigError, Trial, first_line
 from .curves import failure, misfit, resolve
 from .experiments.registry import RUN_KEYS, Experiment, build_curves, resolve_config
 from .experiments.catalog import get_experiment
@@ -260,8 +260,9 @@ def _named_curves(name: str, runs) -> list:
 
 def _metadata(exp, size: str, config: dict, seeds, resolved, named, outcome_of_run: dict) -> dict:
     """metadata.json: the experiment, its configuration and curves (as data: specs, grids, streams and
-    tags), the problems' structural numbers, the tables its algorithms declare, and `outcome_of_run`
-    (identities, cached curves, timing, errors), with the versions and devices."""
+    tags), the problems' structural numbers, the tables its algorithms declare, the unit of comm_up and
+    comm_down (`core.COMM_UNIT`), and `outcome_of_run` (identities, cached curves, timing, errors), with
+    the versions and devices."""
     runs = [(r.problem, r.algorithm, r.curve.grid) for r in resolved]
     problems = list({id(p): p for p, _, _ in runs}.values())
     outcomes = {k: o._asdict() for _, alg, _ in runs if isinstance(alg, Trial) for k, o in alg.outcomes.items()}
@@ -288,6 +289,7 @@ def _metadata(exp, size: str, config: dict, seeds, resolved, named, outcome_of_r
         "tables": {n: [t._asdict() for t in r.algorithm.tables] for n, r in points.items()
                    if getattr(r.algorithm, "tables", ())},
         **({"outcomes": outcomes} if outcomes else {}),
+        "comm_unit": COMM_UNIT,
         **outcome_of_run,
         "agents": exp.agents,
         "se_ddof": exp.se_ddof,

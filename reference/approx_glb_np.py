@@ -15,7 +15,8 @@ lists at every step (fresh inverses, no rank-one updates):
     - sync: each client j keeps its history point at pooled position s when
       rls_uniform[t, s] < min(1, q var_g(x_s)); S_new = kept points in arrival order without
       duplicates (exact, or residual k(x,x) - k_S^T K_SS^{-1} k_S <= tol k(x,x) against S_new so far); A_g, b_g = statistics of all history in S_new;
-      up = d sum_j |S_j| + N (m^2 + m), down = N d m + N (m^2 + m), m = |S_new|.
+      up = d sum_j |S_j| + N (m^2 + m), down = N d m + N (m^2 + m), m = |S_new|, |S_j| the distinct
+      points client j keeps (it uploads a point it saw twice once).
 Returns a dict of per-step arrays: actions, mean/var [T, K] of the active client, up, down,
 rounds, var_sum, dict_size.
 
@@ -79,17 +80,18 @@ def approx_dis_kernel_ucb_np(arrivals, contexts, rewards, tie_noise, rls_uniform
         if count * var_sum[i] > threshold:
             X = np.array([h[0] for h in hist])
             _, var_g = mean_var(Ag, bg, X)
-            kept_total, S_new = 0, []
-            for s, (xs, _, _) in enumerate(hist):
+            uploaded, S_new = [], []
+            for s, (xs, _, owner) in enumerate(hist):
                 if rls_uniform[t, s] < min(1.0, q * var_g[s]):
-                    kept_total += 1
+                    if not any(o == owner and np.array_equal(xs, p) for o, p in uploaded):
+                        uploaded.append((owner, xs))
                     if not any(np.array_equal(xs, p) for p in S_new) and new_direction(k, S_new, xs, tol):
                         S_new.append(xs)
             S = np.array(S_new).reshape(-1, d)
             W = sym_root_pinv(k(S, S), tol) if len(S) else np.zeros((0, 0))
             Ag, bg = stats(hist)
             m = len(S)
-            out["up"][t] = d * kept_total + N * (m * m + m)
+            out["up"][t] = d * len(uploaded) + N * (m * m + m)
             out["down"][t] = N * d * m + N * (m * m + m)
             out["rounds"][t] = 1
             n_sync, elapsed = len(hist), 0

@@ -17,10 +17,12 @@ The rules, from the spec's description of the code:
             sigma~^2(x) = (k(x, x) - k_S(x)^T pinv(K_SS) k_S(x)) / lam + k_S(x)^T pinv(B) k_S(x)
         over the active candidates (an empty S gives mu~ = 0, sigma~^2 = k(x, x) / lam);
         keep x iff mu~(x) + beta sigma~(x) >= max_active (mu~ - beta sigma~).
-Communication of a completed epoch, logged at its last step: up = |S| (kept draws), down = (d + 1)|S|
-(S and the vector pinv(B) K_SD Y), code convention N |S| (the code logs it one step later).
+Communication of a completed epoch, logged at its last step, in scalars per receiver: each of the N agents
+uploads |S| (kept draws) and receives (d + 1)|S| (S and the vector pinv(B) K_SD Y): up = N |S|,
+down = N (d + 1)|S|; the DUETS paper's count (one agent's upload, one broadcast) (d + 2)|S|; code
+convention N |S| (the code logs it one step later).
 
-The returned dict holds per-step arrays actions [T, N], regret [T, N], comm_up, comm_down, comm_code,
+The returned dict holds per-step arrays actions [T, N], regret [T, N], comm_up, comm_down, comm_paper, comm_code,
 syncs [T], and per completed epoch the lists T_j, p, S_ids, mu_tilde, sigma_tilde (over the active ids,
 ascending), active_before, active_after, best_survived, plus active_masks ([M] at every epoch start).
 """
@@ -59,7 +61,7 @@ def duets_authors_np(Xc, f, eps, u_query, u_keep, *, T1, p_log, beta, lam, lengt
     d = Xc.shape[1]
     fstar, best = f.max(), int(np.argmax(f))
     out = {"actions": np.zeros((T, N), dtype=np.int64), "regret": np.zeros((T, N))}
-    out.update({k: np.zeros(T) for k in ("comm_up", "comm_down", "comm_code", "syncs")})
+    out.update({k: np.zeros(T) for k in ("comm_up", "comm_down", "comm_paper", "comm_code", "syncs")})
     lists = ("T_j", "p", "S_ids", "mu_tilde", "sigma_tilde", "active_before", "active_after", "best_survived",
              "active_masks")
     out.update({k: [] for k in lists})
@@ -89,8 +91,9 @@ def duets_authors_np(Xc, f, eps, u_query, u_keep, *, T1, p_log, beta, lam, lengt
         active = np.zeros(M, dtype=bool)
         active[A[keep]] = True
         t_end = start + Tj - 1
-        out["comm_up"][t_end] = len(S)
-        out["comm_down"][t_end] = (d + 1) * len(S)
+        out["comm_up"][t_end] = N * len(S)
+        out["comm_down"][t_end] = N * (d + 1) * len(S)
+        out["comm_paper"][t_end] = (d + 2) * len(S)
         out["comm_code"][t_end] = N * len(S)
         out["syncs"][t_end] = 1
         for k, v in zip(lists[:-1], (Tj, min(p, 1.0), S, mu, sig, len(A), int(keep.sum()), bool(active[best]))):

@@ -36,12 +36,14 @@ step start_j + i, is A[floor(u_query[j][n, i] |A|)]. After a completed epoch:
           in D_j order; if none is kept, S_j = {D_j[floor(u_empty[j] N T_j)]};
     mu~_j = Nystrom mean from (S_j, all of D_j, Y_j) on the active candidates;
     keep x iff mu~_j(x) >= max_{active} mu~_j - 2 beta sqrt(sigma2_max)   (Eq. 9).
-Communication of a completed epoch, logged at the LAST step of the epoch (the round happens after it):
-paper: up = |S_j| (per agent, equal to the average), down = d |S_j| + |S_j| + 1; code convention N times
-the number of kept draws before de-duplication (1 when none is kept): the authors' code keeps duplicates.
+Communication of a completed epoch, logged at the LAST step of the epoch (the round happens after it),
+in scalars per receiver (every copy that reaches an agent or the server counts once): each of the N agents
+uploads |S_j| and receives d |S_j| + |S_j| + 1; the paper's count (Eq. 2: the upload averaged over agents,
+the broadcast once) is (d + 2) |S_j| + 1; the code convention is N times the number of kept draws before
+de-duplication (1 when none is kept): the authors' code keeps duplicates.
 
 All run functions return per-step arrays (increments, not cumulative sums): actions [T, N] (candidate ids),
-regret [T, N], comm = comm_up + comm_down [T] (paper convention), comm_up [T], comm_down [T],
+regret [T, N], comm_up [T], comm_down [T] (scalars per receiver), comm_paper [T] (the paper's count),
 comm_code [T] (the authors' code convention) and syncs [T] (1 at a communication step).
 """
 import math
@@ -132,11 +134,13 @@ def epoch_lengths(T, T1):
 
 
 def duets_comm(S_size, d, N, kept=None):
-    """Communication of one DUETS round with |S_j| = S_size in dimension d: a dict with up = |S_j|
-    (per agent), down = d |S_j| + |S_j| + 1 (S_j, vbar_j, sigma_max), paper = up + down
-    = (d + 2) |S_j| + 1, and code = N * kept, kept the draws before de-duplication (default |S_j|)."""
-    up, down = S_size, d * S_size + S_size + 1
-    return {"up": up, "down": down, "paper": up + down, "code": N * (S_size if kept is None else kept)}
+    """Communication of one DUETS round with |S_j| = S_size in dimension d: a dict with up = N |S_j|
+    (every agent's v_n), down = N (d |S_j| + |S_j| + 1) (S_j, vbar_j, sigma_max to every agent), paper
+    = |S_j| + d |S_j| + |S_j| + 1 = (d + 2) |S_j| + 1 (one agent's upload, one broadcast), and code
+    = N * kept, kept the draws before de-duplication (default |S_j|)."""
+    message = d * S_size + S_size + 1
+    return {"up": N * S_size, "down": N * message, "paper": S_size + message,
+            "code": N * (S_size if kept is None else kept)}
 
 
 def uniform_queries(u, active):
@@ -170,14 +174,14 @@ def _setup(Xc, f, eps, lengthscale):
 
 def _outputs(T, N):
     out = {"actions": np.zeros((T, N), dtype=np.int64), "regret": np.zeros((T, N))}
-    out.update({k: np.zeros(T) for k in ("comm", "comm_up", "comm_down", "comm_code", "syncs")})
+    out.update({k: np.zeros(T) for k in ("comm_up", "comm_down", "comm_paper", "comm_code", "syncs")})
     return out
 
 
-def _log_comm(out, t, up, down, code):
+def _log_comm(out, t, up, down, paper, code):
     out["comm_up"][t] += up
     out["comm_down"][t] += down
-    out["comm"][t] += up + down
+    out["comm_paper"][t] += paper
     out["comm_code"][t] += code
     out["syncs"][t] = 1
 
@@ -223,7 +227,7 @@ def duets_np(Xc, f, eps, u_query, u_keep, u_empty, *, T1, p0, beta, lam, lengths
         active = np.zeros(M, dtype=bool)
         active[A[keep]] = True
         c = duets_comm(len(S), d, N, kept=max(int(np.sum(np.asarray(u_keep[j]) < p)), 1))
-        _log_comm(out, start + Tj - 1, c["up"], c["down"], c["code"])
+        _log_comm(out, start + Tj - 1, c["up"], c["down"], c["paper"], c["code"])
         for k, v in zip(keys[:-1], (Tj, steps, N * Tj, s2max, p, len(S), S, mu, len(A), int(keep.sum()),
                                     bool(active[best]))):
             out[k].append(v)
@@ -274,8 +278,10 @@ def dis_kernel_ucb_np(Xc, f, eps, u_first, *, beta, lam, lengthscale, noise_std,
     step t, a sync happens iff some agent has (t - t_last) ld_n > D, where t - t_last counts the steps
     since the last sync including this one (t_last = -1 at the start). A sync appends agent 0's new pairs
     in time order, then agent 1's, ... to G, and resets L_n and ld_n.
-    Communication per sync, n_new = t - t_last points per agent: paper (spec 4.2) up = n_new (d + 1),
-    down = N n_new (d + 1); code convention N n_new (d + 1) (uploads summed over agents).
+    Communication per sync, n_new = t - t_last points per agent, N n_new in all, d + 1 scalars each: up
+    = N n_new (d + 1) (every point once), down = (N - 1) N n_new (d + 1) (every point to the N - 1 agents
+    that lack it); paper (spec 4.2) n_new (d + 1) + N n_new (d + 1) (the average upload, one broadcast);
+    code convention N n_new (d + 1) (uploads summed over agents).
     D = inf never syncs (N-KernelUCB); D = 0 syncs at every step."""
     T, N, M, d, K, kdiag, fstar, out = _setup(Xc, f, eps, lengthscale)
     G_ids, G_y = [], []
@@ -303,7 +309,8 @@ def dis_kernel_ucb_np(Xc, f, eps, u_first, *, beta, lam, lengthscale, noise_std,
             L_ids, L_y = [[] for _ in range(N)], [[] for _ in range(N)]
             ld[:] = 0.0
             t_last = t
-            _log_comm(out, t, n_new * (d + 1), N * n_new * (d + 1), N * n_new * (d + 1))
+            moved = N * n_new * (d + 1)
+            _log_comm(out, t, moved, (N - 1) * moved, n_new * (d + 1) + moved, moved)
     return out
 
 
@@ -347,8 +354,9 @@ def approx_dis_kernel_ucb_np(Xc, f, eps, u_uniform, u_incl, *, beta, lam, length
     uniform picks. Phase 2: Gm, b are recomputed over ALL data of all agents with the new embedding;
     dG_n, db_n, tr_n are reset; sigma2_last is recomputed from (S, Gm, b) on the candidates after EVERY
     sync (spec pitfall 13; the authors' code never updated it).
-    Communication per sync: paper (spec 4.3, full r x r matrices, not symmetric packing)
-    up = mean_n(d |S^(n)|) + |S|^2 + |S|, down = d |S| + |S|^2 + |S|; code convention |S| (|S| + 1),
+    Communication per sync (full r x r matrices, not symmetric packing), in scalars per receiver: up
+    = sum_n d |S^(n)| + N (|S|^2 + |S|), down = N (d |S| + |S|^2 + |S|); paper (spec 4.3) mean_n(d |S^(n)|)
+    + |S|^2 + |S| + d |S| + |S|^2 + |S| (the average upload, one broadcast); code convention |S| (|S| + 1),
     the value the authors' code ends up logging at a sync (its dictionary upload entry is overwritten,
     spec 4.3), taken as stated there (no factor N)."""
     T, N, M, d, K, kdiag, fstar, out = _setup(Xc, f, eps, lengthscale)
@@ -396,8 +404,9 @@ def approx_dis_kernel_ucb_np(Xc, f, eps, u_uniform, u_incl, *, beta, lam, length
         dG, db, tr[:] = np.zeros((N, r, r)), np.zeros((N, r)), 0.0
         s2_last = lam * approx_model(Zc, kdiag, Gm, b, lam)[1]
         synced = True
-        up = np.mean([d * len(k) for k in kept]) + r * r + r
-        _log_comm(out, t, up, d * r + r * r + r, r * (r + 1))
+        uploaded, stats = sum(len(k) for k in kept), r * r + r
+        _log_comm(out, t, d * uploaded + N * stats, N * (d * r + stats), d * uploaded / N + stats + d * r + stats,
+                  r * (r + 1))
     return out
 
 
@@ -503,7 +512,7 @@ def main(n_seeds=5, N=10, T=50, M=2000):
             for beta in BETAS:
                 outs = [run_algorithm(alg, prob, dr, beta=beta) for dr in seeds]
                 res[beta] = (np.array([o["regret"].sum() for o in outs]),
-                             np.array([o["comm"].sum() for o in outs]),
+                             np.array([o["comm_paper"].sum() for o in outs]),
                              np.array([o["comm_code"].sum() for o in outs]))
             beta = min(BETAS, key=lambda b: res[b][0].mean())
             R, C, Cc = res[beta]

@@ -29,7 +29,8 @@ def run(contexts, rewards, init_params, lam, nu_tkn, nu_tk, D, lr, *, variant="l
     """FN-UCB over contexts [T, N, K, d] and rewards [T, N, K] (the chosen arm's reward is used).
 
     init_params: (W1 [m, d], b1 [m] | None, w2 [m], b2 | None), as `neural_np.from_flax`.
-    Returns dict: actions [T, N], rounds [T], comm_up [T], comm_down [T], alpha [T],
+    Returns dict: actions [T, N], rounds [T], comm_up [T], comm_down [T] (scalars per receiver: N uploads,
+    the broadcast to N agents), comm_paper [T] (the paper's count, spec §4: N uploads, one broadcast), alpha [T],
     W_sync, B_sync, Vinv_sync, theta_sync (flat), theta (agents' flat [N, p]), V_local [N, ...].
     """
     T, N, K, d = contexts.shape
@@ -74,7 +75,7 @@ def run(contexts, rewards, init_params, lam, nu_tkn, nu_tk, D, lr, *, variant="l
     theta_sync = theta0.copy()
     hist = [([], []) for _ in range(N)]
     alpha_adaptive = 0.0
-    out = {k: np.zeros(T) for k in ("rounds", "comm_up", "comm_down", "alpha")}
+    out = {k: np.zeros(T) for k in ("rounds", "comm_up", "comm_down", "comm_paper", "alpha")}
     actions = np.zeros((T, N), dtype=np.int64)
 
     for s in range(T):
@@ -157,7 +158,8 @@ def run(contexts, rewards, init_params, lam, nu_tkn, nu_tk, D, lr, *, variant="l
             upload = 4 * p + 1
             down = upload if variant == "less" else 3 * p + 1 + N * p
         out["comm_up"][s] = N * upload
-        out["comm_down"][s] = down
+        out["comm_down"][s] = N * down
+        out["comm_paper"][s] = N * upload + down
 
     out.update(actions=actions, W_sync=W_sync, B_sync=B_sync, Vinv_sync=Vinv_sync, theta_sync=theta_sync,
                theta=np.array(thetas), V_local=np.array(V_local), n=[len(h[1]) for h in hist])

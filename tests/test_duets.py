@@ -107,6 +107,7 @@ def test_matches_numpy_reference(name, beta, T1, N, T, M):
     np.testing.assert_allclose(diag["sigma2_max"], out["sigma2_max"], rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(diag["p"], out["p"], rtol=1e-9)
     np.testing.assert_array_equal(diag["inducing"], out["S_size"])
+    np.testing.assert_array_equal(diag["comm_paper"], out["comm_paper"][ends])
     np.testing.assert_array_equal(diag["comm_code"], out["comm_code"][ends])
     np.testing.assert_array_equal(diag["active_after"], out["active_after"])
     np.testing.assert_array_equal(diag["best_survived"], np.asarray(out["best_survived"], float))
@@ -121,7 +122,8 @@ def test_matches_numpy_reference(name, beta, T1, N, T, M):
 
 def test_shared_randomness_and_trimming():
     """The server's regeneration equals the queries; the active sets are nested and keep argmax mu;
-    an enormous beta trims nothing; communication is (d + 2)|S_j| + 1 per round (d = 2)."""
+    an enormous beta trims nothing; communication is (d + 2)|S_j| + 1 per round and agent (d = 2): the
+    paper's count (comm_paper) once, scalars per receiver (comm_up + comm_down) N times."""
     N, T, M = 3, 20, 120
     sched = dm.epoch_schedule(T, 2)
     with jax.enable_x64(True):
@@ -136,7 +138,8 @@ def test_shared_randomness_and_trimming():
         assert np.all(b <= a)
     assert masks[-1].sum() < M
     ends = [r for r in reports if r.rounds]
-    assert len(ends) == 3 and all(r.comm_up + r.comm_down == 4 * r.diagnostics["inducing"] + 1 for r in ends)
+    assert len(ends) == 3 and all(r.diagnostics["comm_paper"] == 4 * r.diagnostics["inducing"] + 1 for r in ends)
+    assert all(r.comm_up + r.comm_down == N * r.diagnostics["comm_paper"] for r in ends)
     assert [float(r.diagnostics["active_after"]) for r in wide if r.rounds] == [M] * 3
 
 
@@ -243,7 +246,8 @@ def test_dis_kernel_ucb_duets_matches_reference(name, D, storage):
     np.testing.assert_array_equal(syncs, out["syncs"])
     np.testing.assert_allclose([float(r.comm_up) for r in reports], out["comm_up"], rtol=1e-12)
     np.testing.assert_allclose([float(r.comm_down) for r in reports], out["comm_down"], rtol=1e-12)
-    np.testing.assert_allclose([float(r.diagnostics["comm_code"]) for r in reports], out["comm_code"], rtol=1e-12)
+    for key in ("comm_paper", "comm_code"):
+        np.testing.assert_allclose([float(r.diagnostics[key]) for r in reports], out[key], rtol=1e-12)
     assert 1 <= syncs.sum() < T                   # it synchronised, and not at every step
 
 
@@ -293,7 +297,8 @@ def _approx_against_reference(name, D, forced, q, N, storage):
     np.testing.assert_array_equal(actions, out["actions"])
     np.testing.assert_allclose([float(r.comm_up) for r in reports], out["comm_up"], rtol=1e-12)
     np.testing.assert_allclose([float(r.comm_down) for r in reports], out["comm_down"], rtol=1e-12)
-    np.testing.assert_allclose([float(r.diagnostics["comm_code"]) for r in reports], out["comm_code"], rtol=1e-12)
+    for key in ("comm_paper", "comm_code"):
+        np.testing.assert_allclose([float(r.diagnostics[key]) for r in reports], out[key], rtol=1e-12)
     assert syncs.sum() >= 1 and len(np.unique(actions[-1])) >= 1
     assert (max(float(r.diagnostics["dict_size"]) for r in reports) > 64) == (N == 10)
 

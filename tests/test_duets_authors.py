@@ -102,7 +102,8 @@ def test_matches_numpy_reference(name, beta, p_log, N, T, T1, M, shows):
     for key in ("comm_up", "comm_down"):
         np.testing.assert_array_equal([float(getattr(r, key)) for r in reports], out[key])
     np.testing.assert_array_equal([float(r.rounds) for r in reports], out["syncs"])
-    np.testing.assert_array_equal([float(r.diagnostics["comm_code"]) for r in reports], out["comm_code"])
+    for key in ("comm_paper", "comm_code"):
+        np.testing.assert_array_equal([float(r.diagnostics[key]) for r in reports], out[key])
     np.testing.assert_array_equal(per_epoch(reports, "inducing"), [len(s) for s in out["S_ids"]])
     np.testing.assert_array_equal(per_epoch(reports, "inducing_distinct"), [len(set(s)) for s in out["S_ids"]])
     np.testing.assert_allclose(per_epoch(reports, "p"), out["p"], rtol=1e-12)

@@ -31,7 +31,7 @@ def test_schedule_and_communication_steps():
     N, T = 3, 50
     dr = R.draws(np.random.default_rng(1), T, N, 120, 2)
     out = _duets(prob, dr)
-    for key in ("syncs", "comm", "comm_up", "comm_down", "comm_code"):
+    for key in ("syncs", "comm_paper", "comm_up", "comm_down", "comm_code"):
         assert np.flatnonzero(out[key]).tolist() == [1, 11, 33], key
     assert out["T_j"] == [2, 10, 22] and out["steps"] == [2, 10, 22] and out["n_points"] == [6, 30, 66]
     assert len(out["active_masks"]) == 4
@@ -47,7 +47,7 @@ def test_schedule_and_communication_steps():
     for j, (t, s) in enumerate(zip([1, 11, 33], out["S_size"])):
         kept = max(int(np.sum(dr["u_keep"][j] < out["p"][j])), 1)     # before de-duplication
         c = R.duets_comm(s, 2, N, kept)
-        assert (out["comm_up"][t], out["comm_down"][t], out["comm"][t], out["comm_code"][t]) == \
+        assert (out["comm_up"][t], out["comm_down"][t], out["comm_paper"][t], out["comm_code"][t]) == \
             (c["up"], c["down"], 4 * s + 1, N * kept)
 
 
@@ -101,8 +101,10 @@ def test_trimming_nested_keeps_argmax_and_large_beta_keeps_all():
 
 
 def test_communication_unit_hand_built_epoch():
+    # spec test 6: |S_j| = 5, d = 2 gives the paper's C_j = 4 * 5 + 1 = 21; in scalars per receiver each
+    # of the N = 3 agents uploads 5 and receives 2 * 5 + 5 + 1 = 16: 15 up, 48 down
     c = R.duets_comm(5, 2, 3)
-    assert (c["up"], c["down"], c["paper"], c["code"]) == (5, 16, 21, 15)
+    assert (c["up"], c["down"], c["paper"], c["code"]) == (15, 48, 21, 15)
     # M = 5 candidates in 2-d; N = 3 agents, T1 = 2: D_1 = ids [0, 1, 2, 3, 4, 0], p = 1 -> |S_1| = 5
     X = np.array([[0.1, 0.2], [0.4, 0.9], [0.8, 0.3], [0.5, 0.5], [0.9, 0.9]])
     f = -((X - 0.5) ** 2).sum(1)
@@ -113,7 +115,8 @@ def test_communication_unit_hand_built_epoch():
                      lengthscale=0.5, noise_std=0.2)
     assert out["p"] == [1.0]
     np.testing.assert_array_equal(out["S_ids"][0], [0, 1, 2, 3, 4])
-    np.testing.assert_array_equal(out["comm"], [0, 21, 0, 0])
+    np.testing.assert_array_equal(out["comm_paper"], [0, 21, 0, 0])
+    np.testing.assert_array_equal(out["comm_up"] + out["comm_down"], [0, 63, 0, 0])
     np.testing.assert_array_equal(out["comm_code"], [0, 18, 0, 0])   # N x 6 kept draws, duplicate included
     # no point kept: the fallback takes D_j[floor(u_empty * N T_j)] = D_j[4] = candidate 4
     D = np.array([0, 1, 2, 3, 4, 0])
@@ -131,13 +134,15 @@ def test_dis_kernel_ucb_limits():
     inf = R.dis_kernel_ucb_np(prob["X"], prob["f"], dr["eps"], dr["u_first"], D=np.inf, **args)
     np.testing.assert_array_equal(inf["actions"], nk["actions"])
     np.testing.assert_array_equal(inf["regret"], nk["regret"])
-    assert inf["syncs"].sum() == 0 and inf["comm"].sum() == 0 and nk["comm"].sum() == 0
+    assert inf["syncs"].sum() == 0 and inf["comm_paper"].sum() == 0 and nk["comm_paper"].sum() == 0
     np.testing.assert_array_equal(nk["actions"][0], np.floor(dr["u_first"] * M).astype(int))
     zero = R.dis_kernel_ucb_np(prob["X"], prob["f"], dr["eps"], dr["u_first"], D=0.0, **args)
     np.testing.assert_array_equal(zero["syncs"], np.ones(T))
     d = 2
-    np.testing.assert_array_equal(zero["comm_up"], np.full(T, d + 1))
-    np.testing.assert_array_equal(zero["comm_down"], np.full(T, N * (d + 1)))
+    # every step N new points of d + 1 scalars: each uploaded once and sent to the N - 1 agents that lack it
+    np.testing.assert_array_equal(zero["comm_up"], np.full(T, N * (d + 1)))
+    np.testing.assert_array_equal(zero["comm_down"], np.full(T, (N - 1) * N * (d + 1)))
+    np.testing.assert_array_equal(zero["comm_paper"], np.full(T, (N + 1) * (d + 1)))
     np.testing.assert_array_equal(zero["comm_code"], np.full(T, N * (d + 1)))
     ten = R.dis_kernel_ucb_np(prob["X"], prob["f"], dr["eps"], dr["u_first"], D=10.0, **args)
     steps = np.flatnonzero(ten["syncs"])
@@ -162,8 +167,9 @@ def test_approx_dis_kernel_ucb_syncs():
     np.testing.assert_array_equal(out["actions"][:11], np.floor(dr["u_uniform"][:11] * M).astype(int))
     per_agent = [len(np.unique(out["actions"][:11, n])) for n in range(N)]
     r = len(np.unique(out["actions"][:11]))
-    assert out["comm_up"][10] == pytest.approx(d * np.mean(per_agent) + r * r + r)
-    assert out["comm_down"][10] == d * r + r * r + r
+    assert out["comm_up"][10] == d * np.sum(per_agent) + N * (r * r + r)
+    assert out["comm_down"][10] == N * (d * r + r * r + r)
+    assert out["comm_paper"][10] == pytest.approx(d * np.mean(per_agent) + 2 * (r * r + r) + d * r)
     assert out["comm_code"][10] == r * (r + 1)
     # a tiny threshold syncs at every step, the dictionary is never empty after the first
     every = run(D=1e-12, forced_first_sync=None)

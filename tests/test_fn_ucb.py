@@ -154,6 +154,7 @@ def test_matches_numpy_reference(case):
     np.testing.assert_array_equal(info["rounds"], ref["rounds"])
     np.testing.assert_array_equal(info["comm_up"], ref["comm_up"])
     np.testing.assert_array_equal(info["comm_down"], ref["comm_down"])
+    np.testing.assert_array_equal(info["comm_paper"], ref["comm_paper"])
     np.testing.assert_allclose(info["alpha"], ref["alpha"], **TOL)
     np.testing.assert_allclose(permuted(state.covs.w_sync, perm, mat_axes), ref["W_sync"], **TOL)
     np.testing.assert_allclose(permuted(state.b_sync, perm, 1), ref["B_sync"], **TOL)
@@ -204,11 +205,13 @@ def spec_trigger(contexts, actions, theta_np, lam, D, m):
 
 def test_communication_accounting_by_hand():
     # paper network d = 4, m = 6: p = 4 * 6 + 6 = 30; full matrices, Less Comm.:
-    # upload 2 p^2 + 2 p + 1 = 1861 per agent (N = 2 -> 3722 up), broadcast once: 1861 down
+    # upload 2 p^2 + 2 p + 1 = 1861 per agent (N = 2 -> 3722 up), the broadcast of 1861 reaches both
+    # agents: 3722 down (scalars per receiver); the paper's count takes the broadcast once: 5583
     out = run_case("less-full-exact-paper")
     rounds = out["info"]["rounds"]
     np.testing.assert_array_equal(out["info"]["comm_up"], 3722.0 * rounds)
-    np.testing.assert_array_equal(out["info"]["comm_down"], 1861.0 * rounds)
+    np.testing.assert_array_equal(out["info"]["comm_down"], 3722.0 * rounds)
+    np.testing.assert_array_equal(out["info"]["comm_paper"], 5583.0 * rounds)
     # the trigger from the spec's formula with fresh log-determinants (the code updates them by
     # Sherman-Morrison and Woodbury steps): the diagnostic's values and the rounds it starts
     D = CASES["less-full-exact-paper"][0]
@@ -217,14 +220,16 @@ def test_communication_accounting_by_hand():
     np.testing.assert_array_equal(rounds, expect)
     assert 0 < expect.sum() < T - 1 and trigger.max() > 2 * D  # rounds at some steps, not at all
     # authors network d = 4, m = 6: p = 37; diagonal, full variant: upload 4p + 1 = 149,
-    # broadcast 3p + 1 + N p = 186
+    # broadcast 3p + 1 + N p = 186 to each of the N = 2 agents
     out = run_case("full-diag-adaptive-noavg")
     rounds = out["info"]["rounds"]
     np.testing.assert_array_equal(out["info"]["comm_up"], 298.0 * rounds)
-    np.testing.assert_array_equal(out["info"]["comm_down"], 186.0 * rounds)
-    assert fn.comm_per_round(30, 2, "full", "full") == (2 * 1861, 3 * 900 + 61)
-    assert fn.comm_per_round(30, 2, "less", "full", triangular=True) == (2 * (2 * 465 + 61), 2 * 465 + 61)
-    assert fn.comm_per_round(37, 5, "less", "diag") == (5 * 149, 149)
+    np.testing.assert_array_equal(out["info"]["comm_down"], 372.0 * rounds)
+    np.testing.assert_array_equal(out["info"]["comm_paper"], 484.0 * rounds)
+    assert fn.comm_per_round(30, 2, "full", "full") == (2 * 1861, 2 * (3 * 900 + 61))
+    assert fn.comm_per_round(30, 2, "less", "full", triangular=True) == (2 * (2 * 465 + 61), 2 * (2 * 465 + 61))
+    assert fn.comm_per_round(37, 5, "less", "diag") == (5 * 149, 5 * 149)
+    assert fn.message_sizes(37, 5, "full", "diag") == (149, 3 * 37 + 1 + 5 * 37)
 
 
 @pytest.mark.parametrize("D", [0.0, pytest.param(0.6, marks=pytest.mark.slow)])
@@ -418,9 +423,9 @@ def test_runner_d_zero_communicates_after_the_first_step_and_plotting_convention
         alone = run_batch(problem, alg, [0], params={"D": [D]})
         for name in ("regret", "comm_up", "comm_down", "rounds"):
             np.testing.assert_array_equal(getattr(alone, name)[0], getattr(out, name)[r], err_msg=name)
-    p = D_IN * M + M  # paper network: 30 parameters; diag Less Comm.: 4p + 1 = 121 per agent
+    p = D_IN * M + M  # paper network: 30 parameters; diag Less Comm.: 4p + 1 = 121 per agent, each way
     np.testing.assert_array_equal(out.comm_up[0], 2 * 121.0 * out.rounds[0])
-    np.testing.assert_array_equal(out.comm_down[0], 121.0 * out.rounds[0])
+    np.testing.assert_array_equal(out.comm_down[0], 2 * 121.0 * out.rounds[0])
     assert 4 * p + 1 == 121
     # plotting convention: mean over agents, then cumulative sum over iterations
     assert out.regret.shape == (2, Tn, N) and np.all(out.regret >= 0) and out.regret.sum() > 0

@@ -51,9 +51,11 @@ SMOKE = {"horizon": 14, "seeds": 2, "num_agents": 3, "num_candidates": 100, "fir
          "beta_grid": "0.5,2"}
 
 NOTES = (
-    "Regret: cumulative pseudo-regret summed over agents against the best candidate. Communication: the "
-    "paper's definition (Eq. 2: the uplink averaged over agents plus the broadcast, in scalars; a point "
-    "counts d); each algorithm's authors'-code count is the diagnostic comm_code. lam = 0.2 everywhere; "
+    "Regret: cumulative pseudo-regret summed over agents against the best candidate. Communication: "
+    "scalars per receiver, the library's one unit (docs/design.md: every upload once, a broadcast once per "
+    "agent; a point counts d); the paper's definition (Eq. 2: the uplink averaged over agents plus the "
+    "broadcast once) is each algorithm's diagnostic comm_paper, the authors'-code count comm_code. "
+    "lam = 0.2 everywhere; "
     "beta from beta_grid, the point of lowest mean final regret chosen per algorithm (the paper does not "
     "say how it chose). Candidates: 2000 points fixed per function (seed candidate_seed), h1/h2 on the unit "
     "sphere as the authors' code draws them. Claims (no numbers given): DUETS has the lowest regret on all "

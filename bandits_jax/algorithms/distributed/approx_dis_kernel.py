@@ -13,8 +13,11 @@ all data up to the last synchronisation; client i adds its own new points to get
 After its point x_t the active client adds var_g(x_t) (the global model's) to V_i and triggers
 when count * V_i > threshold. A synchronisation of all N clients re-samples every history point
 with probability min(1, q var_g(x_s)), forms the de-duplicated dictionary S_new, re-embeds all
-histories and broadcasts the new (A_g, b_g); up = d sum_j |S_j| + N (m^2 + m),
-down = N d m + N (m^2 + m), rounds = 1 (spec B3).
+histories and broadcasts the new (A_g, b_g); in scalars per receiver (`core.COMM_UNIT`,
+`dis_protocol.sync_comm`) up = d sum_j |S_j| + N (m^2 + m), down = N d m + N (m^2 + m), rounds = 1
+(spec B3), |S_j| the distinct points client j keeps (`dis_protocol.distinct_kept`). Both variants count
+so; the DUETS one keeps the DUETS paper's count as the diagnostic comm_paper
+(`dis_protocol.paper_sync_comm`) and the authors' code's, m (m + 1), as comm_code.
 
 State: one pooled arrival-order history (hist_X [C, d], hist_y [C], hist_owner [C], C = t_end);
 the dictionary dict_X [M, d] with the inverse Cholesky factor Linv [M, M] of its Gram matrix
@@ -43,7 +46,7 @@ from ..base import (ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, active_index, argmax
                    batch_cond, check_capacity, check_static, check_tolerance, kernel_params, multi_active_error, one_hot_action,
                    resolve_kernel, signed_params)
 from .dis_protocol import (DICT_MESSAGE, ERR_DICT, ERR_HISTORY, ERR_SLOTS, HISTORY_MESSAGE, LOCK_STEP_VMAP,
-                           SLOTS_MESSAGE, async_rows, duets_rows)
+                           SLOTS_MESSAGE, async_rows, distinct_kept, duets_rows, paper_sync_comm, sync_comm)
 
 NAME = "Approx-DisKernelUCB"
 SIGNS = {"lam": "positive", "alpha": "nonnegative", "q": "nonnegative", "threshold": "nonnegative",
@@ -161,8 +164,9 @@ def async_update(config: ApproxDisKernelConfig, params, state: ApproxDisKernelSt
                                                    jnp.any(step.active))
     count = state.loc_n[i] if config.trigger_count == "client" else state.elapsed
     trigger = ok & (count.astype(dtype) * loc_var_i > params["threshold"])
-    sync = partial(synchronise, config, scored_variance, all_clients_comm)
-    state, up, down, kept, over = batch_cond(trigger, sync, quiet, (params, state, key), gather=SYNC_GATHER)
+    sync = partial(synchronise, config, scored_variance)
+    state, uploaded, kept, over = batch_cond(trigger, sync, quiet, (params, state, key), gather=SYNC_GATHER)
+    up, down = sync_comm(x.shape[0], state.loc_n.shape[0], uploaded, state.dict_n.astype(dtype), trigger)
     errors = (jnp.where(history_full, ERR_HISTORY, 0) | jnp.where(over, ERR_DICT, 0)
               | multi_active_error(step.active))
     return state, report(dtype, up, down, trigger, errors, trigger=trigger, var_sum=loc_var_i,
@@ -189,12 +193,14 @@ def duets_update(config: ApproxDisKernelConfig, params, state: ApproxDisKernelSt
     state = state._replace(elapsed=elapsed)
     forced = (step.t == config.forced_sync) & (state.num_syncs == 0)
     trigger = jnp.any(state.loc_var > params["threshold"]) | forced
-    sync = partial(synchronise, config, unscaled_variance, duets_comm)
-    state, up, down, kept, over = batch_cond(trigger, sync, quiet, (params, state, key), gather=SYNC_GATHER)
-    m = state.dict_n.astype(dtype)
+    sync = partial(synchronise, config, unscaled_variance)
+    state, uploaded, kept, over = batch_cond(trigger, sync, quiet, (params, state, key), gather=SYNC_GATHER)
+    m, d = state.dict_n.astype(dtype), contexts.shape[-1]
+    up, down = sync_comm(d, N, uploaded, m, trigger)
     errors = jnp.where(full, ERR_HISTORY, 0) | jnp.where(over, ERR_DICT, 0)
     return state, report(dtype, up, down, trigger, errors, trigger=trigger, var_sum=jnp.max(state.loc_var),
-                         dict_size=state.dict_n, kept=kept, comm_code=jnp.where(trigger, m * (m + 1), 0.0))
+                         dict_size=state.dict_n, kept=kept, comm_paper=paper_sync_comm(d, N, uploaded, m, trigger),
+                         comm_code=jnp.where(trigger, m * (m + 1), 0.0))
 
 
 def add_point(config, increment, params, state: ApproxDisKernelState, x, y, i, any_active):
@@ -223,11 +229,11 @@ def add_point(config, increment, params, state: ApproxDisKernelState, x, y, i, a
     return state, ok, loc_var_i, any_active & ~room
 
 
-def synchronise(config: ApproxDisKernelConfig, leverage_variance, comm, operand):
+def synchronise(config: ApproxDisKernelConfig, leverage_variance, operand):
     """Steps (a)-(d) of the module docstring on operand (params, state, key), the re-sampling drawn with
-    leverage_variance(params, var_g) (`scored_variance` or `unscaled_variance`) and the communication
-    counted by comm(state, keep, kept, m) (`all_clients_comm` or `duets_comm`).
-    Returns (state, up, down, kept points, dictionary overflow)."""
+    leverage_variance(params, var_g) (`scored_variance` or `unscaled_variance`).
+    Returns (state, uploaded: the distinct (client, point) pairs kept, `dis_protocol.distinct_kept`,
+    kept history rows, dictionary overflow)."""
     params, state, key = operand
     dtype = state.g_b.dtype
     C = state.hist_X.shape[0]
@@ -244,30 +250,20 @@ def synchronise(config: ApproxDisKernelConfig, leverage_variance, comm, operand)
     # (c)-(d) re-embed the whole (pooled) history, sum, broadcast
     Z = nystrom.embed_chol(config.kernel.fn, state.hist_X, dict_X, dict_n, Linv, p)
     A, b = nystrom.embedded_stats(Z, state.hist_y, valid)
-    up, down = comm(state, keep, kept, dict_n.astype(dtype))
+    uploaded = distinct_kept(state.hist_X, state.hist_owner, keep)
     state = state._replace(
         dict_X=dict_X, dict_n=dict_n, Linv=Linv, g_Pinv=nystrom.ridge_inverse(A, params["lam"]), g_b=b,
         loc_n=jnp.zeros_like(state.loc_n), loc_var=jnp.zeros_like(state.loc_var),
         elapsed=jnp.zeros_like(state.elapsed), num_syncs=state.num_syncs + 1,
     )
-    return state, up, down, kept, over
-
-
-def distinct_per_owner(state: ApproxDisKernelState, keep):
-    """Kept history rows (keep[C]) counted once per (owner, point): the sum over clients of the
-    distinct points each uploads."""
-    C = keep.shape[0]
-    same = (jnp.all(state.hist_X[:, None, :] == state.hist_X[None, :, :], axis=-1)
-            & (state.hist_owner[:, None] == state.hist_owner[None, :]) & keep[None, :]
-            & (jnp.arange(C)[None, :] < jnp.arange(C)[:, None]))
-    return jnp.sum(keep & ~jnp.any(same, axis=1))
+    return state, uploaded.astype(jnp.int32), kept, over
 
 
 def quiet(operand):
-    """The no-sync branch: the state unchanged, no communication, nothing kept, no overflow."""
+    """The no-sync branch: the state unchanged, nothing uploaded or kept, no overflow."""
     _, state, _ = operand
-    zero = jnp.zeros((), state.g_b.dtype)
-    return state, zero, zero, jnp.zeros((), jnp.int32), jnp.zeros((), bool)
+    zero = jnp.zeros((), jnp.int32)
+    return state, zero, zero, jnp.zeros((), bool)
 
 
 # ------------------------------------------------------------------------------ sizes (rows: dis_protocol)
@@ -313,22 +309,6 @@ def scored_variance(params, var_g):
 def unscaled_variance(params, var_g):
     """The re-sampling's variance of the DUETS baseline: lam var_g (q is the paper's q-bar)."""
     return params["lam"] * var_g
-
-
-def all_clients_comm(state: ApproxDisKernelState, keep, kept, m):
-    """(up, down) of a sync, spec B3: every client's kept points and statistics, m the new dictionary size."""
-    d, N = state.hist_X.shape[1], state.loc_n.shape[0]
-    up = d * kept.astype(m.dtype) + N * (m * m + m)
-    down = N * d * m + N * (m * m + m)
-    return up, down
-
-
-def duets_comm(state: ApproxDisKernelState, keep, kept, m):
-    """(up, down) of a sync in the DUETS paper's units: one client's share of the distinct kept points
-    and one set of statistics up, one broadcast down."""
-    del kept
-    d, N = state.hist_X.shape[1], state.loc_n.shape[0]
-    return d * distinct_per_owner(state, keep).astype(m.dtype) / N + m * m + m, d * m + m * m + m
 
 
 # ------------------------------------------------------------------------------ helpers

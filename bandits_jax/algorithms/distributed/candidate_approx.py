@@ -15,7 +15,10 @@ A client's points since the synchronisation update (mean_G, Sigma_G) exactly as 
 candidate c of owner j when one uniform u[j, c] falls below 1 - (1 - p_c)^count[j, c],
 p_c = min(1, q lam var_G(c)) (the same law as a draw per point); the new dictionary is the kept
 candidates in candidate order; then A = Z^T diag(count) Z, b = Z^T sums and the new model, in
-O(M m^2 + M^2 m). Communication: up = d (kept pairs) / N + m^2 + m, down = d m + m^2 + m.
+O(M m^2 + M^2 m). Communication as the rows storage counts it (`dis_protocol.sync_comm`, scalars per
+receiver), each kept (owner, candidate) pair one uploaded point: up = d (kept pairs) + N (m^2 + m),
+down = N (d m + m^2 + m); the DUETS paper's count is the diagnostic comm_paper
+(`dis_protocol.paper_sync_comm`), the authors' code's, m (m + 1), comm_code.
 
 State: candidates [M, d], counts [N, M], sums [M], dict_n, mean_g [M], cov_g [M, M], resid [M];
 per client the `candidate_kernel.Slots` [N, B, ...], loc_mean [N, M], loc_var [N, M] and the
@@ -36,7 +39,7 @@ from bandits_jax.kernels import nystrom
 
 from ...core import EnvSpec, Sizes, flat_uniform, report
 from ..base import argmax_or_uniform, batch_cond, capacity_ladder, kernel_params, sized_switch
-from .dis_protocol import ERR_DICT, ERR_SLOTS
+from .dis_protocol import ERR_DICT, ERR_SLOTS, paper_sync_comm, sync_comm
 
 
 class CandidateApproxState(NamedTuple):
@@ -107,7 +110,7 @@ def update(config, slots, params, state: CandidateApproxState, step, actions, re
     trigger = jnp.any(trig > params["threshold"]) | forced
     pooled = (state.counts, state.sums, state.dict_n, state.mean_g, state.cov_g, state.resid)
     operand = (params, pooled, loc, state.candidates, key)
-    pooled, up, down, kept, over = batch_cond(trigger, lambda o: synchronise(config, o), quiet, operand, gather=1)
+    pooled, kept, over = batch_cond(trigger, lambda o: synchronise(config, o), quiet, operand, gather=1)
     p_counts, p_sums, dict_n, mean_g, cov_g, resid = pooled
     restart = lambda own, shared: jnp.where(trigger, shared, own)  # noqa: E731
     state = state._replace(
@@ -115,16 +118,18 @@ def update(config, slots, params, state: CandidateApproxState, step, actions, re
         loc=slots.restart(trigger, loc), loc_mean=restart(mean, mean_g[None, :]),
         loc_var=restart(var, jnp.diagonal(cov_g)[None, :]), loc_trig=restart(trig, 0.0),
         elapsed=restart(state.elapsed + 1, 0), num_syncs=state.num_syncs + trigger.astype(jnp.int32))
-    m = dict_n.astype(dtype)
+    m, d = dict_n.astype(dtype), state.candidates.shape[1]
+    up, down = sync_comm(d, N, kept, m, trigger)
     errors = jnp.where(over, ERR_DICT, 0) | jnp.where(jnp.any(step.active & ~ok), ERR_SLOTS, 0)
     return state, report(dtype, up, down, trigger, errors, trigger=trigger, var_sum=jnp.max(trig),
-                         dict_size=dict_n, kept=kept, comm_code=jnp.where(trigger, m * (m + 1), 0.0))
+                         dict_size=dict_n, kept=kept, comm_paper=paper_sync_comm(d, N, kept, m, trigger),
+                         comm_code=jnp.where(trigger, m * (m + 1), 0.0))
 
 
 def synchronise(config, operand):
     """Steps (a)-(d) of the module docstring. operand: (params, pooled (counts [N, M], sums [M], dict_n,
     mean_g, cov_g, resid), the clients' new points (`Slots` [N, ...]), candidates [M, d], key).
-    Returns (new pooled, up, down, kept pairs, dictionary overflow). The dictionary's buffer is the
+    Returns (new pooled, kept (owner, candidate) pairs, dictionary overflow). The dictionary's buffer is the
     smallest of `base.capacity_ladder` that holds the kept candidates (`base.sized_switch`), so (c)-(d)
     follow the dictionary's size, not dict_capacity."""
     params, (counts, sums, _, _, cov_g, resid), loc, X, key = operand
@@ -137,9 +142,7 @@ def synchronise(config, operand):
     chosen = jnp.any(keep, axis=0)
     dict_n, model, over = sized_switch(jnp.sum(chosen), capacity_ladder(min(config.dict_capacity, M)),
                                        partial(pooled_model, config), (params, X, chosen, counts, sums))
-    m, d = dict_n.astype(dtype), X.shape[1]
-    kept = jnp.sum(keep, dtype=jnp.int32)
-    return (counts, sums, dict_n) + model, d * kept.astype(dtype) / N + m * m + m, d * m + m * m + m, kept, over
+    return (counts, sums, dict_n) + model, jnp.sum(keep, dtype=jnp.int32), over
 
 
 def pooled_model(config, capacity: int, operand):
@@ -158,10 +161,9 @@ def pooled_model(config, capacity: int, operand):
 
 
 def quiet(operand):
-    """The no-sync branch: the pooled model unchanged, no communication, nothing kept, no overflow."""
+    """The no-sync branch: the pooled model unchanged, nothing kept, no overflow."""
     _, pooled, _, _, _ = operand
-    zero = jnp.zeros((), pooled[1].dtype)
-    return pooled, zero, zero, jnp.zeros((), jnp.int32), jnp.zeros((), bool)
+    return pooled, jnp.zeros((), jnp.int32), jnp.zeros((), bool)
 
 
 # ------------------------------------------------------------------------------ helpers

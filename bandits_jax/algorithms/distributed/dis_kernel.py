@@ -10,10 +10,12 @@ DisKernelUCB (exact, shares raw data; internals recalled from Li et al., NeurIPS
 client holds the pooled data G of the last synchronisation plus its own new points dD_i, and
 triggers a synchronisation of all N clients when
     elapsed * log( det(I + K_{G + dD_i} / lam) / det(I + K_G / lam) ) > threshold;
-communication [A]: up = (d + 1) sum_j |dD_j|, down = (d + 1)(N - 1) sum_j |dD_j|, rounds = 1.
-Two registered variants: `dis_kernel_ucb` and `dis_kernel_ucb_duets` (the DUETS paper's baseline,
-spec duets §4.2: every client acts each step, unscaled variance, first-index ties; storage
-"candidates" in `candidate_kernel`).
+communication [A] in scalars per receiver (`core.COMM_UNIT`): every new point is uploaded once and
+forwarded to the N - 1 clients that lack it, up = (d + 1) sum_j |dD_j|, down = (d + 1)(N - 1) sum_j |dD_j|,
+rounds = 1 (`dis_protocol.raw_point_comm`). Two registered variants: `dis_kernel_ucb` and
+`dis_kernel_ucb_duets` (the DUETS paper's baseline, spec duets §4.2: every client acts each step,
+unscaled variance, first-index ties; storage "candidates" in `candidate_kernel`), which counts the same
+and keeps the DUETS paper's count as the diagnostic comm_paper, the authors' code's as comm_code.
 OneKernelUCB: one exact KernelUCB on all pooled data (storage `kernel.LEARNERS`); up = d + 1,
 down = (N - 1)(d + 1) per active step (spec B1 [A]). NKernelUCB: N independent KernelUCBs, no
 communication.
@@ -42,7 +44,7 @@ from ..base import (ERR_MULTI_ACTIVE, MULTI_ACTIVE_MESSAGE, argmax_or_uniform, a
                    check_static, independent, kernel_args, multi_active_error, resolve_kernel, scaled_ucb,
                    signed_params, ucb_select)
 from .dis_protocol import (BUFFER_MESSAGE, CAPACITY_MESSAGE, ERR_BUFFER, ERR_CAPACITY, LOCK_STEP_VMAP, async_rows,
-                           duets_report, duets_rows, duets_trigger)
+                           duets_report, duets_rows, duets_trigger, raw_point_comm)
 from ..single.kernel import (LEARNERS, STORAGES, KernelConfig, KernelState, Learner, init1, posterior, resize1, rows1,
                              update1)
 
@@ -147,7 +149,7 @@ def async_update(config: DisKernelConfig, params, state: DisKernelState, step, a
 
 def duets_update(config: DisKernelConfig, params, state: DisKernelState, step, actions, rewards, aux, key):
     """Every active client appends its point (client order); ANY client's trigger synchronises
-    everyone; communication in the DUETS paper's units (module docstring)."""
+    everyone; communication as `async_update` counts it, the paper's count a diagnostic (module docstring)."""
     del aux, key
     dtype = state.y.dtype
     contexts, active = step.contexts.astype(dtype), step.active
@@ -406,12 +408,6 @@ def synchronise(kern: Kernel, params, state: DisKernelState, trigger):
         num_syncs=state.num_syncs + trigger.astype(jnp.int32),
     )
     return state, count, n > C
-
-
-def raw_point_comm(moved, d: int, N: int, dtype):
-    """(up, down) scalars when `moved` raw points (d + 1 scalars each) reach all N clients."""
-    moved = jnp.asarray(moved, dtype)
-    return (d + 1) * moved, (d + 1) * (N - 1) * moved
 
 
 # ============================================================================ OneKernelUCB

@@ -12,8 +12,11 @@ vbar = (lam I + Z^T Z)^{-1} sum_n Z_n^T Y_n (Eq. 8, z(x) = K_SS^{-1/2} k_S(x)), 
 
     X_{j+1} = {x in X_j : mu(x) >= max_{X_j} mu - 2 beta sigma_max},   mu(x) = z(x)^T vbar.
 
-Communication (spec §3.6), at the last step of each completed epoch: up = |S_j|,
-down = d|S_j| + |S_j| + 1, rounds = 1; the authors' code's count is the diagnostic `comm_code`.
+Communication at the last step of each completed epoch, in scalars per receiver (`core.COMM_UNIT`): every
+agent uploads v_n (|S_j| scalars) and receives S_j, vbar and sigma_max (d|S_j| + |S_j| + 1), so
+up = N |S_j|, down = N (d|S_j| + |S_j| + 1), rounds = 1. The paper's own count (spec §3.6, Eq. 2: the
+uplink averaged over agents, the broadcast counted once), (d + 2)|S_j| + 1, is the diagnostic `comm_paper`;
+the authors' code's, N |S_j| draws, the diagnostic `comm_code`.
 
 State: candidates [M, d], best; active [M] bool, active_ids [M] int32, n_active; the epoch's
 counts [M] and reward sums [M] (all agents); the agents' coin root and the server's key. An epoch
@@ -42,7 +45,7 @@ NAME = "DUETS"
 COIN, SERVER = 1, 2
 SIGNS = {"beta": "nonnegative", "p0": "positive", "lam": "positive", "lengthscale": "positive"}
 DIAGNOSTICS = ("epoch_length", "sigma2_max", "p", "inducing", "active_before", "active_after", "best_survived",
-               "comm_code", "regen_mismatch")
+               "comm_paper", "comm_code", "regen_mismatch")
 
 
 class Schedule(NamedTuple):
@@ -198,8 +201,9 @@ def trim(config: DuetsConfig, N: int, j: int, capacity: int, operand):
     size = jnp.sum(in_S).astype(dtype)
     diags = dict(epoch_length=config.schedule.lengths[j], sigma2_max=sigma2_max, p=p, inducing=size,
                  active_before=state.n_active, active_after=n_active, best_survived=active[state.best],
-                 comm_code=N * code_count, regen_mismatch=jnp.sum(counts != state.counts))
-    rep = report(dtype, comm_up=size, comm_down=d * size + size + 1.0, rounds=1.0, active=n_active,
+                 comm_paper=(d + 2) * size + 1.0, comm_code=N * code_count,
+                 regen_mismatch=jnp.sum(counts != state.counts))
+    rep = report(dtype, comm_up=N * size, comm_down=N * (d * size + size + 1.0), rounds=1.0, active=n_active,
                  **{name: jnp.asarray(v).astype(dtype) for name, v in diags.items()})
     return new, rep
 

@@ -15,11 +15,13 @@ last, cut epoch. From the code (spec §3.8 [C]):
     sigma~^2 = (k(x,x) - k_S^T K_SS^+ k_S) / lam + k_S^T (lam K_SS + K_SD K_DS)^+ k_S (divided by
     lam, §2.3), not Eq. 9's 2 beta sigma_max.
 
-Communication ([A]: the code counts uplink only): at the last step of each completed epoch up = |S_j|
-(kept draws), down = (d + 1)|S_j| (S_j, vbar_j; no sigma_max: with the code's public randomness every
-agent can form Z^T Z itself), rounds = 1; diagnostic comm_code = N |S_j|, the code's count. Others at
-epoch ends: epoch_length, p, inducing, inducing_distinct, sigma_tilde_max over X_j, active_before,
-active_after, best_survived, regen_mismatch.
+Communication ([A]: the code counts uplink only) at the last step of each completed epoch, in scalars
+per receiver (`core.COMM_UNIT`): every agent uploads its |S_j| statistics (one per kept draw) and
+receives S_j and vbar_j ((d + 1)|S_j|; no sigma_max: with the code's public randomness every agent can
+form Z^T Z itself), so up = N |S_j|, down = N (d + 1)|S_j|, rounds = 1. Diagnostics: comm_paper =
+(d + 2)|S_j|, the DUETS paper's count of these messages (the uplink averaged over agents, the broadcast
+once); comm_code = N |S_j|, the code's count. Others at epoch ends: epoch_length, p, inducing,
+inducing_distinct, sigma_tilde_max over X_j, active_before, active_after, best_survived, regen_mismatch.
 """
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ from .duets import (DuetsConfig, check_epochs, end_of_epoch, epoch_points, epoch
 NAME = "DUETS-authors"
 SIGNS = {"beta": "nonnegative", "p_log": "nonnegative", "lam": "positive", "lengthscale": "positive"}
 DIAGNOSTICS = ("epoch_length", "p", "inducing", "inducing_distinct", "sigma_tilde_max", "active_before",
-               "active_after", "best_survived", "comm_code", "regen_mismatch")
+               "active_after", "best_survived", "comm_paper", "comm_code", "regen_mismatch")
 
 
 def ceil_next(horizon: int, length: int) -> int:
@@ -78,9 +80,9 @@ def trim(config: DuetsConfig, N: int, j: int, capacity: int, operand):
     size = jnp.sum(kept).astype(dtype)
     diags = dict(epoch_length=config.schedule.lengths[j], p=p, inducing=size, inducing_distinct=jnp.sum(in_S),
                  sigma_tilde_max=jnp.max(jnp.where(state.active, sigma, -jnp.inf)), active_before=state.n_active,
-                 active_after=n_active, best_survived=active[state.best], comm_code=N * size,
-                 regen_mismatch=jnp.sum(counts != state.counts))
-    rep = report(dtype, comm_up=size, comm_down=(d + 1) * size, rounds=1.0, active=n_active,
+                 active_after=n_active, best_survived=active[state.best], comm_paper=(d + 2) * size,
+                 comm_code=N * size, regen_mismatch=jnp.sum(counts != state.counts))
+    rep = report(dtype, comm_up=N * size, comm_down=N * (d + 1) * size, rounds=1.0, active=n_active,
                  **{name: jnp.asarray(v).astype(dtype) for name, v in diags.items()})
     return new, rep
 

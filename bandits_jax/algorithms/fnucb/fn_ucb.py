@@ -13,6 +13,9 @@ or the shared network [C], c = 1 / sqrt(m) or 1:
     round when any (s - t_last)(log det V_i - log det V_last) > D: train the networks,
     theta_sync = their mean (or the shared one), Vinv_sync = mean_i (V^local_i)^{-1},
     W_sync += sum_i W_new_i, B_sync += sum_i B_new_i, W_new = B_new = 0, t_last = s.
+A round's communication (`comm_per_round`) is in scalars per receiver (`core.COMM_UNIT`): N uploads up,
+the broadcast to all N agents down; the paper's count (N uploads and ONE broadcast, spec §4) is the
+diagnostic comm_paper.
 
 State (`FNUCBState`): networks theta [N, ...], theta0, theta_sync and histories X [N, C, d],
 y [N, C], n [N]; the covariance tracker (`fn_ucb_cov.Covariances`, [N, p, p] or [N, p]);
@@ -239,11 +242,12 @@ def update(config: FNUCBConfig, params, state: FNUCBState, step, actions, reward
     state = batch_cond(comm, partial(round_, config), partial(no_round, config),
                        (params, state, s, chosen, y, step.active, pending))
 
-    up, down = comm_per_round(state.b_sync.shape[0], step.contexts.shape[0], config.variant, config.covariance,
-                              config.triangular)
+    N = step.contexts.shape[0]
+    up, down = comm_per_round(state.b_sync.shape[0], N, config.variant, config.covariance, config.triangular)
     c = comm.astype(dtype)
     trigger = jnp.max(jnp.where(step.active, crit, 0.0))
-    return state, report(dtype, c * up, c * down, c, trigger=trigger, alpha=alpha_used)
+    return state, report(dtype, c * up, c * down, c, trigger=trigger, alpha=alpha_used,
+                         comm_paper=c * (up + down // N))
 
 
 def no_round(config: FNUCBConfig, operand) -> FNUCBState:
@@ -439,7 +443,17 @@ def first_agent(tree):
 
 def comm_per_round(p: int, num_agents: int, variant: str = "less", covariance: str = "full",
                    triangular: bool = False) -> tuple:
-    """(scalars up, scalars down) of one round: up = N * upload, down = one multicast broadcast.
+    """(scalars up, scalars down) of one round in scalars per receiver (`core.COMM_UNIT`): every agent's
+    upload reaches the server, up = N * upload, and the broadcast reaches every agent, down = N * broadcast
+    (`message_sizes`). The paper's count (spec §4: N uploads and one multicast broadcast), N * upload +
+    broadcast, is the diagnostic comm_paper."""
+    upload, broadcast = message_sizes(p, num_agents, variant, covariance, triangular)
+    return num_agents * upload, num_agents * broadcast
+
+
+def message_sizes(p: int, num_agents: int, variant: str = "less", covariance: str = "full",
+                  triangular: bool = False) -> tuple:
+    """(one agent's upload, the broadcast) of one round, in scalars (spec §4).
 
     diag: upload 4p + 1, broadcast 4p + 1 ("less") or 3p + 1 + N p ("full"); full: upload
     2 mat + 2p + 1, broadcast the same ("less") or (N + 1) mat + 2p + 1 ("full"), mat = p^2 (or
@@ -447,12 +461,12 @@ def comm_per_round(p: int, num_agents: int, variant: str = "less", covariance: s
     """
     if covariance == "full":
         mat = p * (p + 1) // 2 if triangular else p * p
-        up = 2 * mat + 2 * p + 1
-        down = up if variant == "less" else (num_agents + 1) * mat + 2 * p + 1
+        upload = 2 * mat + 2 * p + 1
+        broadcast = upload if variant == "less" else (num_agents + 1) * mat + 2 * p + 1
     else:
-        up = 4 * p + 1
-        down = up if variant == "less" else 3 * p + 1 + num_agents * p
-    return num_agents * up, down
+        upload = 4 * p + 1
+        broadcast = upload if variant == "less" else 3 * p + 1 + num_agents * p
+    return upload, broadcast
 
 
 def check_config(config: FNUCBConfig) -> FNUCBConfig:
