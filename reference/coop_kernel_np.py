@@ -20,9 +20,17 @@ the message (u, s)); the query agent's embedding is always its own samples of ro
 Ties: argmax(score + 1e-9 U[t, v]); an agent whose model has no data scores 0, i.e. a uniformly
 random arm. Regret r[t, v] = max_k fbar[t, v, k] - fbar[t, v, a]. Counting per round t (spec 1.3):
 originated = V, deliveries = pairs (v, u), 1 <= dist <= gamma, whose message (round t + 1 - delay)
-exists, scalars = (d + 2) deliveries, accepted = those with admit[v, u] (independent methods: 0).
+exists, scalars = (d + 2) deliveries (scalars per receiver; Dist adds its model transfers), accepted =
+those with admit[v, u] (independent methods: 0).
 Inputs X [T, V, K, d], Y [T, V, K] (noisy reward of every arm), fbar [T, V, K], U [T, V, K], the
 graph dict of graph_arrays_np; outputs actions [T, V], regret [T, V], scores [T, V, K], counts [T].
+Arrivals: active [T, V] bool (keyword, default all True); an idle agent (active[t, v] False) makes no
+observation at round t and decides nothing (score 0, regret 0, no model transfer): no data set,
+embedding or message holds (v, t). An embedding is the mean over its source's existing samples,
+identified by (source, sample count) for K_hat_z = 1 exactly; a query agent without samples has none
+(K_hat_z = 0 to every source: it borrows no data before its first pull); originated counts the active
+agents, a delivery counts only where the message's observation exists. Dist's arm_projection mimics its
+centre's latest arm up to round t - lag (score 0, no transfer while there is none).
 """
 from functools import partial
 
@@ -135,46 +143,50 @@ def eager_kernel_ucb_np(X, Y, fbar, U, graph, **kw):
     return _dual_method(X, Y, fbar, U, graph, graph["within"], **kw)
 
 
-def kernel_ucb_np(X, Y, fbar, U, graph, *, kernel="rbf", sigma_x=1.0, lam=1.0, eta=1.0):
+def kernel_ucb_np(X, Y, fbar, U, graph, *, kernel="rbf", sigma_x=1.0, lam=1.0, eta=1.0, active=None):
     """Independent KernelUCB: own data, W = 1, width eta / sqrt(lam)."""
     return _dual_method(X, Y, fbar, U, graph, _identity(X), kernel=kernel, sigma_x=sigma_x, lam=lam,
-                        eta=eta, kz="one", talk=False)
+                        eta=eta, kz="one", talk=False, active=active)
 
 
-def igp_ucb_np(X, Y, fbar, U, graph, *, kernel="rbf", sigma_x=1.0, lam=1.0, B=1.0, R=0.1, delta=0.05):
+def igp_ucb_np(X, Y, fbar, U, graph, *, kernel="rbf", sigma_x=1.0, lam=1.0, B=1.0, R=0.1, delta=0.05,
+               active=None):
     """Independent IGP-UCB: own data, W = 1, the plug-in beta_t width."""
     return _dual_method(X, Y, fbar, U, graph, _identity(X), kernel=kernel, sigma_x=sigma_x, lam=lam,
-                        kz="one", width=("igp", B, R, delta), talk=False)
+                        kz="one", width=("igp", B, R, delta), talk=False, active=active)
 
 
-def naive_igp_ucb_np(X, Y, fbar, U, graph, *, kernel="rbf", sigma_x=1.0, lam=1.0, B=1.0, R=0.1, delta=0.05):
+def naive_igp_ucb_np(X, Y, fbar, U, graph, *, kernel="rbf", sigma_x=1.0, lam=1.0, B=1.0, R=0.1, delta=0.05,
+                     active=None):
     """Naive Cooperation, RBF row: IGP-UCB on N_gamma(v)'s data as its own (W = 1)."""
     return _dual_method(X, Y, fbar, U, graph, graph["within"], kernel=kernel, sigma_x=sigma_x, lam=lam,
-                        kz="one", width=("igp", B, R, delta))
+                        kz="one", width=("igp", B, R, delta), active=active)
 
 
-def linucb_np(X, Y, fbar, U, graph, *, lam=1.0, eta=1.0):
+def linucb_np(X, Y, fbar, U, graph, *, lam=1.0, eta=1.0, active=None):
     """Independent pooled LinUCB, alpha = eta."""
-    return _primal_method(X, Y, fbar, U, graph, _identity(X), lam, ("eta", eta), talk=False)
+    return _primal_method(X, Y, fbar, U, graph, _identity(X), lam, ("eta", eta), talk=False, active=active)
 
 
-def oful_np(X, Y, fbar, U, graph, *, lam=1.0, R=0.1, S=1.0, delta=0.05):
+def oful_np(X, Y, fbar, U, graph, *, lam=1.0, R=0.1, S=1.0, delta=0.05, active=None):
     """Independent OFUL with the self-normalised width."""
-    return _primal_method(X, Y, fbar, U, graph, _identity(X), lam, ("oful", R, S, delta), talk=False)
+    return _primal_method(X, Y, fbar, U, graph, _identity(X), lam, ("oful", R, S, delta), talk=False,
+                          active=active)
 
 
-def naive_linucb_np(X, Y, fbar, U, graph, *, lam=1.0, eta=1.0):
+def naive_linucb_np(X, Y, fbar, U, graph, *, lam=1.0, eta=1.0, active=None):
     """Naive Cooperation, linear row: pooled LinUCB on N_gamma(v)'s data."""
-    return _primal_method(X, Y, fbar, U, graph, graph["within"], lam, ("eta", eta))
+    return _primal_method(X, Y, fbar, U, graph, graph["within"], lam, ("eta", eta), active=active)
 
 
 def dist_kernel_ucb_np(X, Y, fbar, U, graph, *, kernel="linear", sigma_x=1.0, lam=1.0, eta=1.0, kz="mmd",
-                       sigma_z=1.0, mmd_squared=False, embedding="current", dist_mimic="centre_model"):
+                       sigma_z=1.0, mmd_squared=False, embedding="current", dist_mimic="centre_model", active=None):
     """Dist-KernelUCB (Alg. 3). Also counts model_transfers [T] and model_scalars [T]: one transfer
-    per mimicking peripheral agent and round, (d + 2) n_c scalars (c's data) or d (one arm)."""
+    per mimicking peripheral agent and round, (d + 2) n_c scalars (c's data) or d (one arm), which its
+    scalars include beside the messages."""
     if dist_mimic not in ("centre_model", "arm_projection"):
         raise ValueError(f"dist_mimic must be 'centre_model' or 'arm_projection', got {dist_mimic!r}")
-    _check(X, Y, fbar, U, graph)
+    active = _check(X, Y, fbar, U, graph, active)
     T, V, K, d = X.shape
     model = _Model(X, graph, graph["within"], kernel, sigma_x, lam, kz, sigma_z, mmd_squared, embedding)
     own = _Model(X, graph, _identity(X), kernel, sigma_x, lam, "one", sigma_z, mmd_squared, embedding)
@@ -188,16 +200,21 @@ def dist_kernel_ucb_np(X, Y, fbar, U, graph, *, kernel="linear", sigma_x=1.0, la
             return model.scores(hist, v, t, v, X[t, v], width)
         if t < lag[v]:  # 1-based t <= delay[v, c]: own data only
             return own.scores(hist, v, t, v, X[t, v], width)
-        transfers[t] += 1
         if dist_mimic == "arm_projection":
+            played = np.flatnonzero(hist.valid[:t - lag[v] + 1, c])  # c's latest arm up to round t - lag
+            if len(played) == 0:
+                return None
+            transfers[t] += 1
             sizes[t] += d
-            return kernel_matrix(kernel, X[t, v], hist.x[t - lag[v], c][None], sigma_x)[:, 0]
-        sizes[t] += (d + 2) * len(model.slots(c, t - lag[v])[0])
+            return kernel_matrix(kernel, X[t, v], hist.x[played[-1], c][None], sigma_x)[:, 0]
+        transfers[t] += 1
+        sizes[t] += (d + 2) * len(model.slots(c, t - lag[v], hist.valid)[0])
         return model.scores(hist, c, t - lag[v], v, X[t, v], width)
 
     admit = graph["within"] & graph["central"][:, None]
-    out = _loop(X, Y, fbar, U, decide, model.prefix_needed)
-    out.update(_counts(graph, admit, T, d), model_transfers=transfers, model_scalars=sizes)
+    out = _loop(X, Y, fbar, U, decide, model.prefix_needed, active)
+    out.update(_counts(graph, admit, T, d, active), model_transfers=transfers, model_scalars=sizes)
+    out["scalars"] = out["scalars"] + sizes
     return out
 
 
@@ -219,24 +236,24 @@ def fig1_row(row, sigma_x=1.0):
 # ----------------------------------------------------------------------------------- engines
 
 def _dual_method(X, Y, fbar, U, graph, admit, *, kernel="linear", sigma_x=1.0, lam=1.0, eta=1.0, kz="mmd",
-                 sigma_z=1.0, mmd_squared=False, embedding="current", width=None, talk=True):
-    _check(X, Y, fbar, U, graph)
+                 sigma_z=1.0, mmd_squared=False, embedding="current", width=None, talk=True, active=None):
+    active = _check(X, Y, fbar, U, graph, active)
     model = _Model(X, graph, admit, kernel, sigma_x, lam, kz, sigma_z, mmd_squared, embedding)
     width = width or ("eta", eta)
     out = _loop(X, Y, fbar, U, lambda t, v, hist: model.scores(hist, v, t, v, X[t, v], width),
-                model.prefix_needed)
-    out.update(_counts(graph, admit if talk else None, X.shape[0], X.shape[3]))
+                model.prefix_needed, active)
+    out.update(_counts(graph, admit if talk else None, X.shape[0], X.shape[3], active))
     return out
 
 
-def _primal_method(X, Y, fbar, U, graph, admit, lam, width, talk=True):
-    _check(X, Y, fbar, U, graph)
+def _primal_method(X, Y, fbar, U, graph, admit, lam, width, talk=True, active=None):
+    active = _check(X, Y, fbar, U, graph, active)
     T, V, K, d = X.shape
     if not lam > 0:
         raise ValueError(f"lam must be > 0, got {lam}")
 
     def decide(t, v, hist):
-        s, u = active_slots(admit[v], graph["delay"][v], t)
+        s, u = active_slots(admit[v], graph["delay"][v], t, hist.valid)
         if len(s) == 0:
             return None
         Z = hist.x[s, u]
@@ -252,32 +269,38 @@ def _primal_method(X, Y, fbar, U, graph, admit, lam, width, talk=True):
             w = R * np.sqrt(np.linalg.slogdet(A)[1] - d * np.log(lam) + 2 * np.log(1 / delta)) + np.sqrt(lam) * S
         return C @ theta + w * norm
 
-    out = _loop(X, Y, fbar, U, decide, False)
-    out.update(_counts(graph, admit if talk else None, T, d))
+    out = _loop(X, Y, fbar, U, decide, False, active)
+    out.update(_counts(graph, admit if talk else None, T, d, active))
     return out
 
 
 class _History:
+    """x [T, V, d], y [T, V] of the observations made so far, valid [T, V] where they exist."""
+
     def __init__(self, T, V, d):
         self.x, self.y, self.prefix = np.zeros((T, V, d)), np.zeros((T, V)), None
+        self.valid = np.zeros((T, V), bool)
 
 
-def _loop(X, Y, fbar, U, decide, prefix_needed):
-    """Two-phase rounds: every agent decides on rounds < t, then the round's observations land."""
+def _loop(X, Y, fbar, U, decide, prefix_needed, active):
+    """Two-phase rounds: every active agent decides on rounds < t, then the round's observations land
+    (an idle agent's decision is skipped: score 0, regret 0, no observation)."""
     T, V, K, d = X.shape
     hist = _History(T, V, d)
     actions = np.zeros((T, V), dtype=np.int64)
     scores = np.zeros((T, V, K))
     for t in range(T):
         if prefix_needed:
-            hist.prefix = prefix_needed(hist.x[:t])
+            hist.prefix = prefix_needed(hist.x[:t], hist.valid[:t])
         for v in range(V):
-            s = decide(t, v, hist)
+            s = decide(t, v, hist) if active[t, v] else None
             scores[t, v] = 0.0 if s is None else s
             actions[t, v] = int(np.argmax(scores[t, v] + TIE * U[t, v]))
-        hist.x[t] = X[t, np.arange(V), actions[t]]
-        hist.y[t] = Y[t, np.arange(V), actions[t]]
-    return {"actions": actions, "regret": regret(fbar, actions), "scores": scores}
+        on = np.flatnonzero(active[t])
+        hist.x[t, on] = X[t, on, actions[t, on]]
+        hist.y[t, on] = Y[t, on, actions[t, on]]
+        hist.valid[t] = active[t]
+    return {"actions": actions, "regret": regret(fbar, actions) * active, "scores": scores}
 
 
 class _Model:
@@ -297,15 +320,15 @@ class _Model:
         self.kernel, self.sigma_x, self.lam = kernel, sigma_x, lam
         self.kz, self.sigma_z, self.squared, self.embedding = kz, sigma_z, mmd_squared, embedding
         mmd = isinstance(kz, str) and kz == "mmd"
-        self.prefix_needed = (lambda hx: mmd_prefix_sums(hx, kernel, sigma_x)) if mmd else False
+        self.prefix_needed = (lambda hx, valid: mmd_prefix_sums(hx, kernel, sigma_x, valid)) if mmd else False
 
-    def slots(self, owner, t):
-        return active_slots(self.admit[owner], self.delay[owner], t)
+    def slots(self, owner, t, valid):
+        return active_slots(self.admit[owner], self.delay[owner], t, valid)
 
     def scores(self, hist, owner, t, q, C, width):
         """UCB of owner's data set at decision round t, queried at (z_q, C[K, d]) with q's own
         embedding of rounds < t_now (hist.prefix holds every prefix up to now)."""
-        s, u = self.slots(owner, t)
+        s, u = self.slots(owner, t, hist.valid)
         if len(s) == 0:
             return None
         Wg, wq, wqq = self._similarity(hist, owner, t, q, s, u)
@@ -330,7 +353,7 @@ class _Model:
             return 1.0, np.ones(len(s)), 1.0
         if not isinstance(self.kz, str):
             return self.kz[np.ix_(u, u)], self.kz[q, u], self.kz[q, q]
-        n_now = hist.prefix.shape[0]  # q's own samples: every round so far
+        n_now = hist.prefix[0].shape[0]  # q's own samples: every round so far
         if self.embedding == "current":
             last = t - self.delay[owner, u]  # source u as seen by the owner at round t
         else:
@@ -338,14 +361,18 @@ class _Model:
         emb = (u, last)
         Wg = khat_prefix(hist.prefix, emb, emb, self.sigma_z, self.squared)
         wq = khat_prefix(hist.prefix, (np.array([q]), np.array([n_now - 1])), emb, self.sigma_z, self.squared)[0]
+        if hist.prefix[1][n_now - 1, q] == 0:  # q has no samples: no embedding to compare
+            wq = np.zeros_like(wq)
         return Wg, wq, 1.0  # K_hat_z(q, q) = 1
 
 
 # ----------------------------------------------------------------------------------- helpers
 
-def active_slots(admit_row, delay_row, t):
-    """(s, u) index arrays of the observations an agent uses at 0-based decision round t."""
-    s, u = np.nonzero((np.arange(t)[:, None] <= t - delay_row[None, :]) & admit_row[None, :])
+def active_slots(admit_row, delay_row, t, valid=None):
+    """(s, u) index arrays of the observations an agent uses at 0-based decision round t: admitted, old
+    enough, and existing (valid [>= t, V], default: all)."""
+    exists = True if valid is None else valid[:t]
+    s, u = np.nonzero((np.arange(t)[:, None] <= t - delay_row[None, :]) & admit_row[None, :] & exists)
     return s, u
 
 
@@ -354,25 +381,32 @@ def regret(fbar, actions):
     return fbar.max(axis=2) - chosen
 
 
-def mmd_prefix_sums(hist_x, kernel, sigma_x):
-    """P[s, u, s', u'] = sum_{tau <= s, tau' <= s'} K_x(x_{u, tau}, x_{u', tau'}) of chosen contexts
-    hist_x [t, V, d]: every prefix embedding's inner products in O(1)."""
+def mmd_prefix_sums(hist_x, kernel, sigma_x, valid=None):
+    """(P, n): P[s, u, s', u'] = sum_{tau <= s, tau' <= s'} K_x(x_{u, tau}, x_{u', tau'}) over the existing
+    chosen contexts of hist_x [t, V, d] (valid [t, V], default all), n[s, u] their counts: every prefix
+    embedding's inner products in O(1)."""
     t, V, d = hist_x.shape
+    valid = np.ones((t, V), bool) if valid is None else valid
     flat = hist_x.reshape(t * V, d)
     M = kernel_matrix(kernel, flat, flat, sigma_x).reshape(t, V, t, V)
-    return M.cumsum(axis=0).cumsum(axis=2)
+    M = np.where(valid[:, :, None, None] & valid[None, None], M, 0.0)
+    return M.cumsum(axis=0).cumsum(axis=2), valid.cumsum(axis=0)
 
 
-def khat_prefix(P, emb_a, emb_b, sigma_z=1.0, squared=False):
-    """K_hat_z between prefix embeddings (source, last round) a [n] and b [m] -> [n, m]."""
+def khat_prefix(prefix, emb_a, emb_b, sigma_z=1.0, squared=False):
+    """K_hat_z between prefix embeddings (source, last round) a [n] and b [m] -> [n, m], from
+    prefix = (P, counts) of `mmd_prefix_sums`; an embedding without samples is zero, and two of one
+    source with as many samples are one set (K_hat_z = 1)."""
+    P, count = prefix
     ua, la = np.asarray(emb_a[0]), np.asarray(emb_a[1])
     ub, lb = np.asarray(emb_b[0]), np.asarray(emb_b[1])
-    na, nb = la + 1.0, lb + 1.0
-    self_a = P[la, ua, la, ua] / na**2
-    self_b = P[lb, ub, lb, ub] / nb**2
-    cross = P[la[:, None], ua[:, None], lb[None, :], ub[None, :]] / (na[:, None] * nb[None, :])
+    na, nb = count[la, ua], count[lb, ub]
+    ma, mb = np.maximum(na, 1.0), np.maximum(nb, 1.0)
+    self_a = P[la, ua, la, ua] / ma**2
+    self_b = P[lb, ub, lb, ub] / mb**2
+    cross = P[la[:, None], ua[:, None], lb[None, :], ub[None, :]] / (ma[:, None] * mb[None, :])
     return _similarity_from_mmd2(self_a[:, None] + self_b[None, :] - 2 * cross,
-                                 (ua[:, None] == ub[None, :]) & (la[:, None] == lb[None, :]), sigma_z, squared)
+                                 (ua[:, None] == ub[None, :]) & (na[:, None] == nb[None, :]), sigma_z, squared)
 
 
 def khat_z(samples, kernel, sigma_x=1.0, sigma_z=1.0, squared=False):
@@ -412,22 +446,25 @@ def _identity(X):
     return np.eye(X.shape[1], dtype=bool)
 
 
-def _counts(graph, admit, T, d):
-    """Per-round originated, deliveries, scalars, accepted (spec 1.3 'Counting'); zeros if admit is None."""
+def _counts(graph, admit, T, d, active):
+    """Per-round originated, deliveries, scalars, accepted (spec 1.3 'Counting'); zeros if admit is None.
+    Only existing observations (active [T, V]) are sent."""
     V = len(graph["dist"])
     zeros = np.zeros(T, dtype=np.int64)
     if admit is None:
         return {"originated": zeros, "deliveries": zeros, "scalars": zeros, "accepted": zeros.copy()}
     pairs = graph["within"] & ~np.eye(V, dtype=bool)
-    # the message of round t + 1 - delay reaches v in round t's communication phase
-    arrived = np.arange(T)[:, None, None] + 1 - graph["delay"][None] >= 0
+    # the message of round t + 1 - delay reaches v in round t's communication phase, if it exists
+    sent = np.arange(T)[:, None, None] + 1 - graph["delay"][None]  # [T, V, V]
+    arrived = (sent >= 0) & active[np.clip(sent, 0, T - 1), np.arange(V)[None, None, :]]
     deliveries = (arrived & pairs).sum(axis=(1, 2))
     accepted = (arrived & pairs & admit).sum(axis=(1, 2))
-    return {"originated": np.full(T, V), "deliveries": deliveries, "scalars": (d + 2) * deliveries,
+    return {"originated": active.sum(axis=1), "deliveries": deliveries, "scalars": (d + 2) * deliveries,
             "accepted": accepted}
 
 
-def _check(X, Y, fbar, U, graph):
+def _check(X, Y, fbar, U, graph, active=None):
+    """Refuse malformed inputs; returns active [T, V] bool (all True where None)."""
     if X.ndim != 4:
         raise ValueError(f"X must be [T, V, K, d], got shape {X.shape}")
     T, V, K, _ = X.shape
@@ -439,3 +476,8 @@ def _check(X, Y, fbar, U, graph):
         raise ValueError(f"graph arrays lack {missing}; build them with graph_arrays_np(adjacency, gamma)")
     if np.shape(graph["dist"]) != (V, V):
         raise ValueError(f"graph arrays are for {len(graph['dist'])} agents, X has V = {V}")
+    if active is None:
+        return np.ones((T, V), bool)
+    if np.shape(active) != (T, V):
+        raise ValueError(f"active must have shape {(T, V)}, got {np.shape(active)}")
+    return np.asarray(active, bool)

@@ -222,3 +222,31 @@ def assert_one_active_matches(algo, hp=None, N=4, K=5, d=3, T=40, seed=0):
         np.testing.assert_array_equal(getattr(outs[1], name), getattr(outs[0], name), err_msg=name)
     assert outs[0].regret.sum() > 0
     return c0
+
+
+def graph_public(edges, gamma: int, mode: str, V: int) -> dict:
+    """The graph arrays of the graph on agents 0..V-1 with `edges`, at TTL gamma and delay mode `mode`."""
+    import networkx as nx
+
+    from bandits_jax.problems.graphs import graph_arrays
+
+    G = nx.Graph()
+    G.add_nodes_from(range(V))
+    G.add_edges_from(edges)
+    return graph_arrays(G, gamma, mode)
+
+
+def clustered_linear_world(seed: int, T: int, V: int, K: int, D: int, key):
+    """A cooperative test world: task-dependent contexts X [T, V, K, D] of two clusters, linear means fbar
+    [T, V, K], noisy rewards Y (noise 0.1) and the tie numbers U that `select` draws from `key`."""
+    from bandits_jax.algorithms.coop import coop_kernel
+
+    rng = np.random.default_rng(seed)
+    cl = rng.integers(0, 2, V)
+    theta = rng.normal(size=(2, D))
+    theta /= np.linalg.norm(theta, axis=1, keepdims=True)
+    X = rng.normal(size=(2, D))[cl][None, :, None, :] + rng.normal(size=(T, V, K, D)) / np.sqrt(D)
+    X /= np.linalg.norm(X, axis=-1, keepdims=True)
+    fbar = np.einsum("tvkd,vd->tvk", X, theta[cl])
+    Y = fbar + 0.1 * rng.normal(size=fbar.shape)
+    return X, Y, fbar, coop_kernel.tie_uniforms(key, V, K, T)

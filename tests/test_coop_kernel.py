@@ -13,6 +13,7 @@ from bandits_jax.core import ConfigError, EnvSpec, Problem, gaussian_rewards
 from bandits_jax.problems import make_problem
 from bandits_jax.problems.coop import coop_arrays
 from bandits_jax.problems.graphs import graph_arrays
+from helpers import clustered_linear_world, graph_public
 from reference import coop_kernel_np as ref
 
 pytestmark = pytest.mark.numerics  # checked against an independent computation (pyproject.toml)
@@ -53,25 +54,13 @@ CASES = {
 
 
 def public(graph: str) -> dict:
-    edges, gamma, mode = GRAPHS[graph]
-    G = nx.Graph()
-    G.add_nodes_from(range(V))
-    G.add_edges_from(edges)
-    return graph_arrays(G, gamma, mode)
+    return graph_public(*GRAPHS[graph], V)
 
 
 @pytest.fixture(scope="module")
 def world():
     """Task-dependent contexts (two clusters), linear means, noisy rewards and the tie numbers U."""
-    rng = np.random.default_rng(0)
-    cl = rng.integers(0, 2, V)
-    theta = rng.normal(size=(2, D))
-    theta /= np.linalg.norm(theta, axis=1, keepdims=True)
-    X = rng.normal(size=(2, D))[cl][None, :, None, :] + rng.normal(size=(T, V, K, D)) / np.sqrt(D)
-    X /= np.linalg.norm(X, axis=-1, keepdims=True)
-    fbar = np.einsum("tvkd,vd->tvk", X, theta[cl])
-    Y = fbar + 0.1 * rng.normal(size=fbar.shape)
-    return X, Y, fbar, coop_kernel.tie_uniforms(KEY, V, K, T)
+    return clustered_linear_world(0, T, V, K, D, KEY)
 
 
 @pytest.fixture(scope="module")
@@ -186,7 +175,7 @@ def test_khat_is_a_similarity(world):
         from bandits_jax.algorithms.coop import coop_storage as ops
         store = ops.dual_init(T, V, D, jnp.float64)
         for t in range(T):
-            store = ops.dual_update(store, t, jnp.asarray(X[t, :, t % K]), jnp.asarray(Y[t, :, 0]))
+            store = ops.dual_update(store, t, jnp.asarray(X[t, :, t % K]), jnp.asarray(Y[t, :, 0]), jnp.ones(V, bool))
         flat = store.X.reshape(-1, D)
         for kern in ("linear", "rbf"):
             algo = make_algorithm("eager_kernel_ucb", kernel=kern)

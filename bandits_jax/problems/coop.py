@@ -44,24 +44,27 @@ MAX_RHO = 1e16
 # ----------------------------------------------------------------------------------- builders
 def coop_linear(num_agents: int = 200, num_arms: int = 8, dim: int = 10, horizon: int = 500, *, graph="er",
                 p: float = 0.7, gamma=None, delay_mode: str = "hop", noise_std: float = 0.1, graph_seed: int = 0,
-                data_dir=None) -> Problem:
+                data_dir=None, ttl=None) -> Problem:
     """Coop-KernelUCB setup 1: linear rewards theta_cluster^T x of agents on a graph (spec §5.3)."""
     return coop_world("linear", num_agents, num_arms, dim, horizon, graph=graph, p=p, gamma=gamma,
-                      delay_mode=delay_mode, noise_std=noise_std, graph_seed=graph_seed, data_dir=data_dir)
+                      delay_mode=delay_mode, noise_std=noise_std, graph_seed=graph_seed, data_dir=data_dir, ttl=ttl)
 
 
 def coop_rbf(num_agents: int = 200, num_arms: int = 8, dim: int = 10, horizon: int = 500, *, graph="er",
              p: float = 0.7, gamma=None, delay_mode: str = "hop", noise_std: float = 0.1, graph_seed: int = 0,
-             data_dir=None, rho: float = 0.3, sigma_x: float = 1.0, sigma_z: float = 1.0) -> Problem:
+             data_dir=None, rho: float = 0.3, sigma_x: float = 1.0, sigma_z: float = 1.0, ttl=None) -> Problem:
     """Coop-KernelUCB setup 2: F(x, z_v) in the RKHS of RBF K_x * RBF K_z, agents on a graph (spec §5.4)."""
     return coop_world("rbf", num_agents, num_arms, dim, horizon, graph=graph, p=p, gamma=gamma,
                       delay_mode=delay_mode, noise_std=noise_std, graph_seed=graph_seed, data_dir=data_dir,
-                      rho=rho, sigma_x=sigma_x, sigma_z=sigma_z)
+                      rho=rho, sigma_x=sigma_x, sigma_z=sigma_z, ttl=ttl)
 
 
 def coop_world(setup: str, num_agents: int, num_arms: int, dim: int, horizon: int, *, graph, p, gamma, delay_mode,
-               noise_std, graph_seed, data_dir, rho=0.3, sigma_x=1.0, sigma_z=1.0) -> Problem:
-    """The problem of `setup` ("linear" or "rbf"); every check runs here, before anything compiles."""
+               noise_std, graph_seed, data_dir, rho=0.3, sigma_x=1.0, sigma_z=1.0, ttl=None) -> Problem:
+    """The problem of `setup` ("linear" or "rbf"); every check runs here, before anything compiles. `ttl`
+    (default gamma) is the agents' message TTL alone: the graph arrays the methods see are those of TTL
+    ttl, while the clusters of the rewards stay those of gamma, so the same world can be played with more
+    or less communication (ttl = 0: no messages)."""
     name = f"coop-{setup}"
     spec = core.check_spec(EnvSpec(num_agents, num_arms, dim, horizon))
     if num_agents < 2:
@@ -78,14 +81,15 @@ def coop_world(setup: str, num_agents: int, num_arms: int, dim: int, horizon: in
         raise ConfigError(f"{name}: delay_mode must be one of {', '.join(graphs.DELAY_MODES)}, got {delay_mode!r}")
     G, source, kind, stands_in = network(graph, num_agents, p, graph_seed, data_dir)
     gamma = graphs.default_gamma(G) if gamma is None else gamma
-    arrays = graphs.graph_arrays(G, gamma, delay_mode)
+    ttl = gamma if ttl is None else ttl
+    arrays = graphs.graph_arrays(G, ttl, delay_mode)
     cluster = voronoi_clusters(arrays["dist"], gamma, graph_seed)
     clusters = int(cluster.max()) + 1
     draw = _linear_world(spec, cluster) if setup == "linear" else _rbf_world(spec, cluster, rho, sigma_x, sigma_z)
     init, contexts, mean_reward = draw
     stand_in = {"stand_in": source} if stands_in else {}
     info = {"setup": setup, "graph_source": source, "network_source": kind, **stand_in, "graph_seed": graph_seed,
-            **graphs.graph_info(G, gamma, horizon), "delay_mode": delay_mode, "clusters": clusters,
+            **graphs.graph_info(G, gamma, horizon), "ttl": int(ttl), "delay_mode": delay_mode, "clusters": clusters,
             "cluster_sizes": ",".join(str(n) for n in np.bincount(cluster)), "noise_std": float(noise_std)}
     problem = Problem(name=name, spec=spec, init=init, contexts=contexts, mean_reward=mean_reward,
                       sample_rewards=core.gaussian_rewards(noise_std),

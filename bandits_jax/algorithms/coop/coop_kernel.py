@@ -20,8 +20,32 @@ Storages (`coop_storage`, option `storage`): "dual" (exact, small sizes) and "fe
 identity features, K_hat_z from its top r_max eigenpairs, prefix sums in a ring of `ring_rounds`).
 Both rebuild the model from the history every round, so a re-estimated K_hat_z is never patched.
 The graph is `public(instance)`: the contract's arrays dist, delay, within, clique, central, cent.
-Report per round: comm_up = (d + 2) deliveries (pairs 1 <= dist <= gamma whose message exists);
-diagnostics originated, deliveries, hops (sum of dist over them), accepted (admitted deliveries).
+Report per round, in scalars per receiver (`core.COMM_UNIT`), all in comm_up (peer to peer: there is
+no server to send down): (d + 2) deliveries (pairs 1 <= dist <= gamma whose message exists, each
+(receiver, message) once), plus Dist's model transfers, (d + 2) n_c for a mimicking agent (cent(p)'s
+data set of n_c observations) or d ("arm_projection"), plus the exchange that embedding "common_lag"
+needs beyond the messages. Diagnostics: originated, deliveries, hops (sum of dist over them), accepted
+(admitted deliveries), model_transfers, model_scalars, embedding_scalars.
+
+Arrivals (`Step.active`): an idle agent makes no observation at that round. The storages keep which
+(u, s) exist (`coop_storage`: a validity mask, zeroed features), so no data set, embedding or count
+holds an idle agent's pull; its action is never used. A message exists only for an observation that
+does (a pair's delivery of round t carries u's round t + 1 - delay[v, u], counted only where u acted:
+`heard`), originated counts the active agents, and an idle agent needs no model transfer. An agent
+without samples of its own has no embedding: K_hat_z to every source is 0, so it borrows no data
+before its first pull (its scores are the prior's; every embedding agrees on this). A Dist
+agent mimicking by "arm_projection" projects on its centre's latest arm up to round t - lag, and
+plays as an agent without data (score 0) while its centre has none. With every agent active at every
+step (coop-linear, coop-rbf) every number is the one without arrivals.
+
+common_lag and the paper: Sec. 3.3 estimates K_hat_z "from the available context", and Remark 6 has
+each agent's estimate over its own clique, i.e. over what it has received (embeddings "current" and
+"frozen_at_send" do so). "common_lag" instead factors ONE K_hat_z over every agent's contexts, pairs
+that never exchange a message included, so each agent's factor rests on contexts it never received.
+It is kept as the paper-size shortcut (one eigendecomposition a round, spec 8.3) and its exchange is
+counted: every agent receives, each round, the mean-embedding summary (prefix sum f_u and its count,
+m + 1 scalars) of every source whose messages do not bring it u's samples up to the common lag
+(`common_lag_exchange`).
 
 Walk-through: docs/algorithms/coop_kernel.md.
 """
@@ -159,8 +183,8 @@ def select(pieces: Pieces, opts: Options, params, state: CoopState, step, key):
         return scores(pieces.width, params, *out), out[3]
 
     s, count = jax.vmap(one)(jnp.arange(V), mask, lags, contexts)
-    mimic = (step.t >= state.net.lag) & (state.net.lag > 0)
-    s = opts.mimic.scores(opts, kp, state, step.t, contexts, s, mimic)
+    mimic = (step.t >= state.net.lag) & (state.net.lag > 0) & step.active
+    s, mimic = opts.mimic.scores(opts, kp, state, step.t, contexts, s, mimic)
     noise = flat_uniform(jax.random.fold_in(key, TIE_FOLD), (V, K), dtype)
     return jnp.argmax(s + TIE * noise, axis=1).astype(jnp.int32), {"scores": s, "count": count, "mimic": mimic}
 
@@ -193,7 +217,7 @@ def dual_frozen(pieces, opts, params, kp, store, t, mask, lags):
     """Dual storage, embedding "frozen_at_send": one [T, V, T, V] slot similarity for all agents."""
     del pieces, mask, lags
     gram4 = _gram4(opts, kp, store)
-    W4, Wq = frozen_similarity(opts, params, gram4, t)
+    W4, Wq = frozen_similarity(opts, params, gram4, store.valid, t)
 
     def posterior(v, mask_v, lags_v, ctx):
         return store_ops.dual_posterior(opts.kernel, kp, params["lam"], store, gram4, t, mask_v, lags_v,
@@ -240,15 +264,16 @@ def _gram4(opts, kp, store):
 # ---- similarity pieces: khat(...) -> K_hat_z [V + 1, V + 1]; factor(opts, khat) -> L
 def mmd_similarity(opts: Options, params, inner, v, mask, lags, qlag):
     """K_hat_z [V + 1, V + 1] over the V sources (as seen with `lags`) and the query agent v (last
-    row); zero for sources not used or without samples."""
+    row); zero for sources not used and for any item without samples (a query agent that has none
+    borrows no data)."""
     V = mask.shape[0]
     src = jnp.concatenate([jnp.arange(V), v[None]])
     lg = jnp.concatenate([lags, qlag[None]])
     E, n = inner(src, lg)
     d = jnp.diag(E)
-    same = (src[:, None] == src[None, :]) & (lg[:, None] == lg[None, :])
+    same = (src[:, None] == src[None, :]) & (n[:, None] == n[None, :])  # one source, as many samples: one set
     khat = khat_of(opts, params, d[:, None] + d[None, :] - 2.0 * E, same)
-    valid = jnp.concatenate([mask & (n[:V] > 0), jnp.ones((1,), bool)])
+    valid = jnp.concatenate([mask, jnp.ones((1,), bool)]) & (n > 0)
     return jnp.where(valid[:, None] & valid[None, :], khat, 0.0)
 
 
@@ -272,27 +297,38 @@ def unit_factor(opts: Options, khat):
 
 def common_factor(pieces: Pieces, opts: Options, params, inner, mask, lags):
     """Embedding "common_lag" (feature storage, spec 8.3 and §7 #10's alternative): L[V, r] of ONE
-    K_hat_z per round over every source as of the largest lag any agent uses this round (so no
-    agent sees a fresher embedding than its messages allow); agent v's query row is row v. One
-    eigendecomposition a round instead of one per agent."""
+    K_hat_z per round over every source as of the largest lag any agent uses this round (`common_lag`,
+    so no agent sees a fresher embedding of its own sources than its messages allow); agent v's query
+    row is row v. One eigendecomposition a round instead of one per agent; the embeddings of sources an
+    agent gets no message from are sent to it (`common_lag_exchange`)."""
     V = mask.shape[0]
-    lag = jnp.max(jnp.where(mask, lags, 1)).astype(jnp.int32)
+    lag = common_lag(mask, lags)
     khat = pieces.similarity.khat(opts, params, inner, jnp.zeros((), jnp.int32), jnp.ones((V,), bool),
                                   jnp.full((V,), lag), lag)
     return pieces.similarity.factor(opts, khat[:V, :V])
 
 
-def frozen_similarity(opts: Options, params, gram4, t):
+def common_lag(mask, lags):
+    """The lag of embedding "common_lag" at a round: the largest of lags [V, V] over the sources in use
+    (mask [V, V]), int32."""
+    return jnp.max(jnp.where(mask, lags, 1)).astype(jnp.int32)
+
+
+def frozen_similarity(opts: Options, params, gram4, valid, t):
     """Embedding "frozen_at_send" (dual storage): (W4[T, V, T, V] between slots, Wq[V, T, V] between
-    each agent's current embedding and the slots); equal embeddings get exactly 1."""
+    each agent's current embedding and the slots, zero for an agent without samples), over the existing
+    samples (valid[T, V]); equal embeddings (one source, as many samples) get exactly 1."""
     T, V = gram4.shape[:2]
-    E, _, Eq, _ = store_ops.frozen_embedding_inner(gram4, t)
+    E, n, Eq, nq = store_ops.frozen_embedding_inner(gram4, valid, t)
     d = jnp.diagonal(E.reshape(T * V, T * V)).reshape(T, V)
-    same = jnp.eye(T * V, dtype=bool).reshape(T, V, T, V)
+    agent = jnp.arange(V)
+    one = agent[:, None] == agent[None, :]
+    same = one[None, :, None, :] & (n[:, :, None, None] == n[None, None])
     W4 = khat_of(opts, params, d[:, :, None, None] + d[None, None] - 2.0 * E, same)
-    dq = E[jnp.maximum(t - 1, 0), jnp.arange(V), jnp.maximum(t - 1, 0), jnp.arange(V)]  # = P[last, v, last, v] / nq^2
-    sameq = (jnp.arange(T)[None, :, None] == t - 1) & (jnp.arange(V)[:, None, None] == jnp.arange(V)[None, None, :])
-    return W4, khat_of(opts, params, dq[:, None, None] + d[None] - 2.0 * Eq, sameq)
+    dq = E[jnp.maximum(t - 1, 0), agent, jnp.maximum(t - 1, 0), agent]  # = P[last, v, last, v] / nq^2
+    sameq = one[:, None, :] & (n[None] == nq[:, None, None])
+    Wq = khat_of(opts, params, dq[:, None, None] + d[None] - 2.0 * Eq, sameq)
+    return W4, jnp.where((nq > 0)[:, None, None], Wq, 0.0)
 
 
 def khat_of(opts: Options, params, mmd2, same):
@@ -336,35 +372,61 @@ def scores(width, params, mean, var, gain, count):
     return jnp.where(count > 0, mean + width(params, gain) * jnp.sqrt(var), 0.0)
 
 
-# ---- Dist's mimic pieces: scores(...) -> [V, K]; size(d, count) -> scalars of one model transfer
+# ---- Dist's mimic pieces: scores(...) -> (scores [V, K], mimic [V]: who receives a model transfer);
+# size(d, count) -> scalars of one model transfer
 def centre_model_scores(opts, kp, state, t, contexts, s, mimic):
     """"centre_model": a mimicking agent scores its contexts with its centre's model (already in s)."""
-    del opts, kp, state, t, contexts, mimic
-    return s
+    del opts, kp, state, t, contexts
+    return s, mimic
 
 
 def arm_projection_scores(opts: Options, kp, state: CoopState, t, contexts, s, mimic):
-    """"arm_projection": a mimicking agent scores K_x(x, x_c) [V, K], c = cent(v)'s arm of round t - lag_v."""
+    """"arm_projection": a mimicking agent scores K_x(x, x_c) [V, K], c = cent(v)'s latest arm up to round
+    t - lag_v (X carries it forward); while c has none, the agent has nothing to mimic: score 0, no transfer."""
     rows = jnp.maximum(t - state.net.lag, 0)
-    X = state.store.X
+    X, valid = state.store.X, state.store.valid
     xc = X[rows % X.shape[0], state.net.host]  # [V, d]
+    played = jnp.any(valid[:, state.net.host] & (jnp.arange(valid.shape[0])[:, None] <= rows[None, :]), axis=0)
     projected = jax.vmap(lambda ctx, x: opts.kernel.fn(ctx, x[None], kp)[:, 0])(contexts, xc)
-    return jnp.where(mimic[:, None], projected, s)
+    s = jnp.where((mimic & ~played)[:, None], 0.0, s)
+    return jnp.where((mimic & played)[:, None], projected, s), mimic & played
 
 
 # ------------------------------------------------------------------------------ update
 def update(pieces: Pieces, opts: Options, params, state: CoopState, step, actions, rewards, aux, key):
-    """Store round t's observations of every agent; count the round's messages."""
+    """Store round t's observations of the active agents; count the round's messages (those of existing
+    observations: `heard`, `originated`)."""
     del pieces
     dtype = float_dtype()
     chosen = jnp.take_along_axis(step.contexts, actions[:, None, None], axis=1)[:, 0, :].astype(dtype)
     store, errors = opts.model.update(opts, params, state, step, chosen, rewards.astype(dtype), key)
-    return CoopState(state.net, store), counts(opts, state.net, step.t, step.contexts.shape[-1], dtype, errors, aux)
+    exchange = opts.model.exchange(state.net, state.store, step.t)
+    rep = counts(opts, heard(state.net, store.valid, step.t), step.t, step.contexts.shape[-1], dtype, errors, aux,
+                 exchange)
+    return CoopState(state.net, store), originated(rep, state.net, step.active)
+
+
+def heard(net: Network, valid, t) -> Network:
+    """The network as `counts` sees round t: the message v gets from u then is u's observation of round
+    t + 1 - delay[v, u], which exists only where u acted (valid[T, V], the store's, round t included);
+    a pair whose observation does not exist gets a delay past t, so it delivers nothing. Unchanged
+    where every agent acts."""
+    V = net.delay.shape[0]
+    sent = jnp.clip(t + 1 - net.delay, 0, valid.shape[0] - 1)
+    return net._replace(delay=jnp.where(valid[sent, jnp.arange(V)[None, :]], net.delay, t + 2))
+
+
+def originated(rep, net: Network, active):
+    """`counts`'s report with originated = the active agents (an idle one sends nothing), where the
+    method talks at all."""
+    was = rep.diagnostics["originated"]
+    now = jnp.where(jnp.any(net.talks), jnp.sum(active), 0).astype(jnp.result_type(was))
+    return rep._replace(diagnostics={**rep.diagnostics, "originated": now})
 
 
 def dual_update(opts, params, state: CoopState, step, chosen, rewards, key):
     del opts, params, key
-    return store_ops.dual_update(state.store, step.t, chosen, rewards), jnp.zeros((), jnp.int32)
+    return store_ops.dual_update(state.store, step.t, chosen, rewards, step.active), jnp.zeros((), jnp.int32)
 
 
 def feature_update(opts, params, state: CoopState, step, chosen, rewards, key):
@@ -376,22 +438,46 @@ def feature_update(opts, params, state: CoopState, step, chosen, rewards, key):
         store = jax.lax.cond(t == 0, lambda s: store_ops.choose_landmarks(opts.kernel, kp, s, key, step.contexts.astype(
             dtype), False), lambda s: s, store)
     phi = store_ops.features(opts.kernel, kp, store, chosen, opts.linear)
-    store = store_ops.feature_update(store, t, phi, rewards, chosen)
+    store = store_ops.feature_update(store, t, phi, rewards, chosen, step.active)
     mask, lags = sources_at(state.net, t + 1)
     late = mask & (lags > store.G.shape[0]) & (t + 2 - lags > 0)
     return store, jnp.where(jnp.any(late), ERR_RING, 0).astype(jnp.int32)
 
 
-def counts(opts: Options, net: Network, t, d: int, dtype, errors, aux):
-    """Messages of round t (spec 1.3 'Counting'): a pair's message exists from t + 1 >= delay. Dist's
-    mimicking agents also count one model transfer each: (d + 2) n_c scalars, or d (arm_projection)."""
+def counts(opts: Options, net: Network, t, d: int, dtype, errors, aux, exchange):
+    """The Report of round t (spec 1.3 'Counting'), all in comm_up: the messages, (d + 2) scalars per
+    delivery (a pair's message exists from t + 1 >= delay); Dist's model transfers, one per mimicking
+    agent, (d + 2) n_c scalars or d (arm_projection); `exchange`, the scalars the embedding needs beyond
+    the messages (`Model.exchange`)."""
     live = net.talks & (t + 1 - net.delay >= 0)
     deliveries = jnp.sum(live)
     size = opts.mimic.size(d, aux["count"])
-    return report(dtype, comm_up=(d + 2) * deliveries, rounds=jnp.any(net.talks), errors=errors,
-                  originated=jnp.where(jnp.any(net.talks), net.host.shape[0], 0), deliveries=deliveries,
-                  hops=jnp.sum(jnp.where(live, net.dist, 0)), accepted=jnp.sum(live & net.accepts),
-                  model_transfers=jnp.sum(aux["mimic"]), model_scalars=jnp.sum(jnp.where(aux["mimic"], size, 0)))
+    model_scalars = jnp.sum(jnp.where(aux["mimic"], size, 0))
+    return report(dtype, comm_up=(d + 2) * deliveries + model_scalars + exchange, rounds=jnp.any(net.talks),
+                  errors=errors, originated=jnp.where(jnp.any(net.talks), net.host.shape[0], 0),
+                  deliveries=deliveries, hops=jnp.sum(jnp.where(live, net.dist, 0)),
+                  accepted=jnp.sum(live & net.accepts), model_transfers=jnp.sum(aux["mimic"]),
+                  model_scalars=model_scalars, embedding_scalars=exchange)
+
+
+def no_exchange(net: Network, store, t):
+    """An embedding each agent forms from what its messages bring: nothing else is sent."""
+    del net, store, t
+    return jnp.zeros((), jnp.int32)
+
+
+def common_lag_exchange(net: Network, store, t):
+    """Scalars that embedding "common_lag" sends at round t beyond the messages (module docstring): each
+    agent v factors K_hat_z over EVERY source as of the common lag (`common_lag`), so it receives the
+    mean-embedding summary of each other source u (prefix sum f_u [m] and its count: m + 1 scalars)
+    whose messages do not bring it u's samples up to t - lag (no route within gamma, or delay[v, u] >
+    lag); nothing while no source has a sample that old."""
+    mask, lags = sources_at(net, t)
+    lag = common_lag(mask, lags)
+    V = net.delay.shape[0]
+    informed = (net.talks & (net.delay <= lag)) | jnp.eye(V, dtype=bool)
+    m = store.f.shape[-1]
+    return jnp.where(t + 1 - lag > 0, (m + 1) * jnp.sum(~informed), 0).astype(jnp.int32)
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -418,7 +504,7 @@ def feature_init(opts: Options, spec):
                           f"lower landmarks")
     m = d if opts.linear else opts.landmarks
     R = spec.horizon + 1 if opts.ring_rounds is None else opts.ring_rounds
-    return store_ops.feature_init(R, V, m, d, float_dtype())
+    return store_ops.feature_init(R, spec.horizon, V, m, d, float_dtype())
 
 
 class Similarity(NamedTuple):
@@ -428,11 +514,14 @@ class Similarity(NamedTuple):
 
 class Model(NamedTuple):
     """A storage with one embedding of the sources: init(opts, spec) -> store, prepare (above),
-    update(opts, params, state, step, chosen, rewards, key) -> (store, errors)."""
+    update(opts, params, state, step, chosen, rewards, key) -> (store, errors), exchange(net, store, t)
+    -> the scalars its embedding needs at round t beyond the messages (int32; `no_exchange`,
+    `common_lag_exchange`)."""
 
     init: Callable
     prepare: Callable
     update: Callable
+    exchange: Callable = no_exchange
 
 
 class Mimic(NamedTuple):
@@ -445,7 +534,7 @@ UNIT = Similarity(unit_similarity, unit_factor)
 MODELS = {("dual", "current"): Model(dual_init, dual_current, dual_update),
           ("dual", "frozen_at_send"): Model(dual_init, dual_frozen, dual_update),
           ("feature", "current"): Model(feature_init, feature_current, feature_update),
-          ("feature", "common_lag"): Model(feature_init, feature_common, feature_update)}
+          ("feature", "common_lag"): Model(feature_init, feature_common, feature_update, common_lag_exchange)}
 MIMICS = {"centre_model": Mimic(centre_model_scores, lambda d, count: (d + 2) * count),
           "arm_projection": Mimic(arm_projection_scores, lambda d, count: d)}
 MMDS = {"unsquared": unsquared, "squared": squared}

@@ -18,6 +18,16 @@ feature [spec 8.3]: phi_x identity (linear) or Nystrom on m landmarks drawn from
     residual in one term). Exact (to rounding) for a linear K_x with r = V + 1.
 Both return gain = 0.5 logdet(I + K/lam) (0.5 (logdet A - r m ln lam) in features) and n, the
 number of observations used.
+
+Absent observations (`Step.active`: an idle agent makes none): both keep valid[T, V], whether (s, u)
+exists. dual: the slot is left out of every data set (its live mask) and of every mean embedding (zero
+weight, n counts existing samples only); feature: its phi, y are zeroed before they enter the prefix
+sums, and count[R, V] (prefix counts of existing observations) replaces j as n. An embedding is the
+mean over its existing samples (zero where there are none; `coop_kernel` then uses it nowhere), and
+two embeddings of one source with as many samples are the same set, so K_hat_z = 1 exactly there.
+X carries an idle agent's latest chosen context forward (masked everywhere but Dist's arm_projection,
+which mimics the centre's latest arm). With every agent active nothing changes: the masks select
+everything.
 """
 from __future__ import annotations
 
@@ -32,16 +42,20 @@ from bandits_jax.kernels.nystrom import inv_sqrt_root
 
 
 class DualStore(NamedTuple):
-    """X[T, V, d] chosen contexts and y[T, V] rewards; row s holds round s."""
+    """X[T, V, d] chosen contexts (an idle agent's latest one carried forward), y[T, V] rewards (0 where
+    absent) and valid[T, V] (the observation exists); row s holds round s."""
 
     X: jax.Array
     y: jax.Array
+    valid: jax.Array
 
 
 class FeatureStore(NamedTuple):
     """Prefix sums in a ring of R rounds: G[R, V, m, m], h[R, V, m], f[R, V, m]; landmarks[m, d]
     and root[m, m] of the Nystrom map (unused for a linear K_x); X[R, V, d] the chosen contexts
-    (round s in row s mod R)."""
+    (round s in row s mod R, an idle agent's latest one carried forward); count[R, V] the prefix counts
+    of existing observations (in the ring); valid[T, V] whether (s, u) exists, over the horizon (the
+    message counts look back by any delay)."""
 
     G: jax.Array
     h: jax.Array
@@ -49,25 +63,34 @@ class FeatureStore(NamedTuple):
     landmarks: jax.Array
     root: jax.Array
     X: jax.Array
+    count: jax.Array
+    valid: jax.Array
 
 
 # ------------------------------------------------------------------------------ dual
 def dual_init(T: int, V: int, d: int, dtype) -> DualStore:
-    return DualStore(jnp.zeros((T, V, d), dtype), jnp.zeros((T, V), dtype))
+    return DualStore(jnp.zeros((T, V, d), dtype), jnp.zeros((T, V), dtype), jnp.zeros((T, V), bool))
 
 
-def dual_update(store: DualStore, t, x, y) -> DualStore:
-    """Round t's chosen contexts x[V, d] and rewards y[V]."""
-    return DualStore(store.X.at[t].set(x), store.y.at[t].set(y))
+def dual_update(store: DualStore, t, x, y, active) -> DualStore:
+    """Round t's chosen contexts x[V, d] and rewards y[V] of the active agents (active[V])."""
+    x = jnp.where(active[:, None], x, latest(store.X, t))
+    return DualStore(store.X.at[t].set(x), store.y.at[t].set(jnp.where(active, y, 0.0)), store.valid.at[t].set(active))
+
+
+def latest(X, t):
+    """Row t - 1 of X[R, V, d] (ring index), or zeros at t = 0: an idle agent's latest chosen context."""
+    return jnp.where(t > 0, X[(t - 1) % X.shape[0]], 0.0)
 
 
 def dual_embedding_inner(store: DualStore, gram4, t, src, lags):
-    """<Psi_a, Psi_b> [A, A] of the mean embeddings of items a = (source src[a], its samples
+    """<Psi_a, Psi_b> [A, A] of the mean embeddings of items a = (source src[a], its existing samples
     s <= t - lags[a]); gram4[T, V, T, V] = K_x over all slots. Also counts n[A]."""
     T = store.y.shape[0]
     last = t - lags
-    n = jnp.maximum(last + 1, 0).astype(store.y.dtype)
-    w = (jnp.arange(T)[None, :] <= last[:, None]) / jnp.maximum(n, 1.0)[:, None]  # [A, T]
+    used = (jnp.arange(T)[None, :] <= last[:, None]) & store.valid[:, src].T  # [A, T]
+    n = jnp.sum(used, axis=1).astype(store.y.dtype)
+    w = used / jnp.maximum(n, 1.0)[:, None]
     sub = gram4[:, src][:, :, :, src]  # [T, A, T, A]
     return jnp.einsum("as,satb,bt->ab", w, sub, w), n
 
@@ -76,7 +99,7 @@ def dual_posterior(kern, kp, lam, store: DualStore, gram4, t, mask, lags, W4, wq
     """(mean[K], var[K], gain, n) of one agent (module docstring); mask[V], lags[V] per source,
     W4 the slot similarities (broadcastable to [T, V, T, V]), wq2 the query's ([T, V]-broadcastable)."""
     T, V = store.y.shape
-    live = (jnp.arange(T)[:, None] <= t - lags[None, :]) & mask[None, :]  # [T, V]
+    live = (jnp.arange(T)[:, None] <= t - lags[None, :]) & mask[None, :] & store.valid  # [T, V]
     m = live.reshape(-1)
     n = T * V
     G = (gram4 * W4).reshape(n, n)
@@ -93,23 +116,26 @@ def dual_posterior(kern, kp, lam, store: DualStore, gram4, t, mask, lags, W4, wq
     return a.T @ c, var, gain, count
 
 
-def frozen_embedding_inner(gram4, t):
-    """Embeddings frozen at send: slot (s, u) carries u's samples s' <= s, the query v its samples
-    before t. Returns (E[T, V, T, V] slot inner products, n[T, V], Eq[V, T, V] query-slot ones,
-    nq) from the prefix sums P[s, u, s', u'] = sum_{tau <= s, tau' <= s'} K_x(x_{u, tau}, x_{u', tau'})."""
-    T, V = gram4.shape[:2]
-    P = jnp.cumsum(jnp.cumsum(gram4, axis=0), axis=2)
-    n = jnp.broadcast_to(jnp.arange(1, T + 1, dtype=gram4.dtype)[:, None], (T, V))
-    E = P / (n[:, :, None, None] * n[None, None, :, :])
+def frozen_embedding_inner(gram4, valid, t):
+    """Embeddings frozen at send: slot (s, u) carries u's existing samples s' <= s (valid[T, V]), the
+    query v its samples before t. Returns (E[T, V, T, V] slot inner products, n[T, V] their sample
+    counts, Eq[V, T, V] query-slot ones, nq[V]) from the prefix sums P[s, u, s', u'] = sum_{tau <= s,
+    tau' <= s'} K_x(x_{u, tau}, x_{u', tau'}) over existing samples; an empty embedding is zero."""
+    both = valid[:, :, None, None] & valid[None, None]
+    P = jnp.cumsum(jnp.cumsum(jnp.where(both, gram4, 0.0), axis=0), axis=2)
+    n = jnp.cumsum(valid, axis=0).astype(gram4.dtype)
+    n1 = jnp.maximum(n, 1.0)
+    E = P / (n1[:, :, None, None] * n1[None, None, :, :])
     last = jnp.maximum(t - 1, 0)
-    nq = jnp.maximum(t, 1).astype(gram4.dtype)
-    return E, n, P[last] / (nq * n[None]), nq
+    nq = jnp.where(t > 0, n[last], 0.0)
+    return E, n, P[last] / (jnp.maximum(nq, 1.0)[:, None, None] * n1[None]), nq
 
 
 # ------------------------------------------------------------------------------ features
-def feature_init(R: int, V: int, m: int, d: int, dtype) -> FeatureStore:
+def feature_init(R: int, T: int, V: int, m: int, d: int, dtype) -> FeatureStore:
     return FeatureStore(jnp.zeros((R, V, m, m), dtype), jnp.zeros((R, V, m), dtype), jnp.zeros((R, V, m), dtype),
-                        jnp.zeros((m, d), dtype), jnp.zeros((m, m), dtype), jnp.zeros((R, V, d), dtype))
+                        jnp.zeros((m, d), dtype), jnp.zeros((m, m), dtype), jnp.zeros((R, V, d), dtype),
+                        jnp.zeros((R, V), dtype), jnp.zeros((T, V), bool))
 
 
 def features(kern, kp, store: FeatureStore, x, linear: bool):
@@ -130,13 +156,17 @@ def choose_landmarks(kern, kp, store: FeatureStore, key, contexts, linear: bool)
     return store._replace(landmarks=pts, root=inv_sqrt_root(kern.fn(pts, pts, kp), m))
 
 
-def feature_update(store: FeatureStore, t, phi, y, x) -> FeatureStore:
-    """Prefix t + 1 = prefix t plus round t's features phi[V, m] and rewards y[V]; x[V, d] kept."""
+def feature_update(store: FeatureStore, t, phi, y, x, active) -> FeatureStore:
+    """Prefix t + 1 = prefix t plus round t's features phi[V, m] and rewards y[V] of the active agents
+    (active[V]: an idle one adds zeros); x[V, d] kept."""
     R = store.G.shape[0]
     old, new = t % R, (t + 1) % R
+    phi = jnp.where(active[:, None], phi, 0.0)
     G = store.G[old] + phi[:, :, None] * phi[:, None, :]
     return store._replace(G=store.G.at[new].set(G), h=store.h.at[new].set(store.h[old] + y[:, None] * phi),
-                          f=store.f.at[new].set(store.f[old] + phi), X=store.X.at[old].set(x))
+                          f=store.f.at[new].set(store.f[old] + phi),
+                          X=store.X.at[old].set(jnp.where(active[:, None], x, latest(store.X, t))),
+                          count=store.count.at[new].set(store.count[old] + active), valid=store.valid.at[t].set(active))
 
 
 def prefix(store: FeatureStore, field: str, j, src):
@@ -147,9 +177,9 @@ def prefix(store: FeatureStore, field: str, j, src):
 
 
 def feature_embedding_inner(store: FeatureStore, t, src, lags):
-    """<Psi_a, Psi_b> [A, A] of mean feature embeddings of items (src, s <= t - lags); counts n[A]."""
+    """<Psi_a, Psi_b> [A, A] of mean feature embeddings of items (src, existing s <= t - lags); counts n[A]."""
     j = t + 1 - lags
-    n = jnp.maximum(j, 0).astype(store.f.dtype)
+    n = prefix(store, "count", j, src)
     mean = prefix(store, "f", j, src) / jnp.maximum(n, 1.0)[:, None]
     return mean @ mean.T, n
 
@@ -179,7 +209,7 @@ def feature_posterior(kern, kp, lam, store: FeatureStore, t, src, mask, lags, L,
     residual = jnp.maximum(kern.diag(contexts, kp) - jnp.sum(lq * lq) * jnp.sum(phi * phi, axis=1), 0.0)
     var = jnp.maximum(lam * jnp.sum(a * a, axis=0) + residual, 0.0)
     gain = jnp.sum(jnp.log(jnp.diag(C))) - 0.5 * r * m * jnp.log(lam)
-    count = jnp.sum(jnp.where(mask, jnp.maximum(j, 0), 0))
+    count = jnp.sum(jnp.where(mask, prefix(store, "count", j, src), 0.0)).astype(jnp.int32)
     return a.T @ c, var, gain, count
 
 
