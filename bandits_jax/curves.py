@@ -153,7 +153,9 @@ ARRIVALS = {  # a problem's arrivals (`arrivals_of`) in words
 }
 WHERE = {  # where an algorithm that needs those arrivals (`Algorithm.one_active`) finds them
     True: "a problem that declares one arrival a step (the async-* ones, movielens, yelp and their stand-ins) or "
-          "any problem through the one_arrival wrapper (e.g. --problem cosine:num_agents=4+one_arrival)",
+          "any problem through the one_arrival wrapper (e.g. --problem cosine:num_agents=4+one_arrival), or run the "
+          "algorithm through the serial_arrivals wrapper, which serves several arrivals a step in agent order "
+          "(e.g. --algorithm dis_kernel_ucb+serial_arrivals)",
     False: "a problem without arrivals (e.g. cosine, coop-linear, duets-h1)",
 }
 
@@ -170,7 +172,8 @@ def arrivals_of(problem) -> Optional[bool]:
 def check_arrivals(run: Run) -> None:
     """Refuse a regret algorithm whose declared arrivals (`Algorithm.one_active`: True, one active agent a
     step; False, every agent every step; None, any) its problem does not have (`arrivals_of`). Such a
-    pair would otherwise compute to the end and only then report error bits."""
+    pair would otherwise compute to the end and only then report error bits. A one-arrival algorithm
+    through the serial_arrivals wrapper declares None: it serves any arrivals one at a time."""
     need = getattr(run.algorithm, "one_active", None)
     if need is None:
         return

@@ -114,7 +114,8 @@ def one_arrival(problem: Problem, arrivals: str = "uniform") -> Problem:
 
 
 BUILDERS.update({f"duets-{f}": candidates.named(f) for f in candidates.FUNCTIONS})
-WRAPPERS = {"pad_to_even": pad_to_even, "candidates_as_contexts": candidates_as_contexts, "one_arrival": one_arrival}
+WRAPPERS = {"pad_to_even": pad_to_even, "candidates_as_contexts": candidates_as_contexts, "one_arrival": one_arrival,
+            "complete_graph": graphs.complete_graph}
 
 
 def register_problem(name: str, builder) -> None:

@@ -31,10 +31,12 @@ import math
 import os
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
 import networkx as nx
 import numpy as np
 
-from ..core import ConfigError
+from ..core import ConfigError, Problem
 from .datasets import DATA_DIR_ENV, DataNotFoundError, given_folder
 
 DELAY_MODES = ("hop", "hop_plus_one")
@@ -192,7 +194,15 @@ def graph_arrays(G: nx.Graph, gamma: int, delay_mode: str = "hop") -> dict:
     cent_delay is the message delay from cent(p), so Dist's mimic lag follows `delay_mode`."""
     if delay_mode not in DELAY_MODES:
         raise ConfigError(f"delay_mode must be one of {', '.join(DELAY_MODES)}, got {delay_mode!r}")
-    dist = distances(G)
+    return distance_arrays(distances(G), gamma, delay_mode)
+
+
+def distance_arrays(dist: np.ndarray, gamma: int, delay_mode: str = "hop") -> dict:
+    """`graph_arrays` of the graph whose hop distances are dist [V, V] (int, V where no path), without
+    networkx: the complete graph's are 1 - I (`complete_arrays`)."""
+    if delay_mode not in DELAY_MODES:
+        raise ConfigError(f"delay_mode must be one of {', '.join(DELAY_MODES)}, got {delay_mode!r}")
+    dist = np.asarray(dist, np.int32)
     _check_gamma(gamma)
     V = len(dist)
     adjacency = power_adjacency(dist, gamma)
@@ -267,6 +277,48 @@ def central_agents(adjacency: np.ndarray, dist: np.ndarray):
         options = np.flatnonzero(adjacency[p] & central)
         cent[p] = min(options, key=lambda c: (-degree[c], dist[p, c], c))
     return central, cent
+
+
+def complete_arrays(V: int, delay_mode: str = "hop") -> dict:
+    """`graph_arrays` of the complete graph on V agents (gamma = 1): every pair one hop apart, one clique,
+    agent 0 the only central agent and everyone's centre."""
+    _check_size(V, "V")
+    return distance_arrays(1 - np.eye(V, dtype=np.int32), 1, delay_mode)
+
+
+# ----------------------------------------------------------------------------------- problem wrapper
+def complete_graph(problem: Problem, delay_mode: str = "hop") -> Problem:
+    """The problem with its agents on a complete graph: `public(instance)` also holds the cooperative
+    methods' graph arrays (`complete_arrays`: gamma = 1, one clique of all agents, dist = delay = 1
+    between distinct agents), so Coop-KernelUCB and its baselines run on it; nothing else changes.
+
+    Delays: with "hop" (default) every observation reaches every agent one round later, as its own
+    do (a cooperative method uses round s's data from round s + 1), so the clique is the pooled data
+    without delay: Coop-, Eager- and Naive- pool every agent's data, Dist- makes agent 0 the centre
+    whose model the others mimic one round late; "hop_plus_one" delays other agents' data by one
+    more round. A problem with arrivals of its own (some agents idle at a step, e.g. async-*) keeps
+    them: the cooperative methods honour `Step.active` (an idle agent makes no observation and sends
+    no message; `coop_kernel`). A problem whose public part already holds graph arrays (coop-linear,
+    coop-rbf) is refused."""
+    V = problem.spec.num_agents
+    arrays = complete_arrays(V, delay_mode)
+    base = problem.public
+    known = {} if base is None else jax.eval_shape(lambda key: base(problem.init(key)),
+                                                   jax.ShapeDtypeStruct((2,), jnp.uint32))
+    if not isinstance(known, dict):
+        raise ConfigError(f"complete_graph: {problem.name}'s public part is a {type(known).__name__}, not a dict to "
+                          f"add the graph arrays to")
+    if any(key in known for key in arrays):
+        raise ConfigError(f"complete_graph: {problem.name} has a graph of its own already (public "
+                          f"{', '.join(sorted(set(known) & set(arrays)))})")
+
+    def public(instance):
+        return {**({} if base is None else base(instance)), **{k: jnp.asarray(v) for k, v in arrays.items()}}
+
+    return problem._replace(public=public, info={**problem.info, "graph": f"complete on {V} agents",
+                                                 "delay_mode": delay_mode},
+                            description=problem.description + f" (complete graph of its {V} agents, {delay_mode} "
+                                                              f"delays)")
 
 
 # ----------------------------------------------------------------------------------- numbers
