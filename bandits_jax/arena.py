@@ -4,35 +4,43 @@
     bandits-jax arena --plugin my_bandits --algorithm all --algorithm my_ucb:beta=2
     run_arena("small", problems=("cosine",), algorithms=("linucb", "fn_ucb"))
 
-The benchmark set (`BENCH`) holds one problem of each regret family at a common size (`SIZES`): the
-FN-UCB cosine function, an asynchronous synthetic function (one agent acts a step), a DUETS test
-function on its candidate set (the candidates as every agent's contexts, so contextual algorithms run
-on it too) and a Coop-KernelUCB network problem. `--problem` and `--algorithm` name what runs: a
-benchmark label or any problem spec, a registered algorithm or spec; `all` stands for the whole set
-(the default), so `--algorithm all --algorithm mine` adds an algorithm and `--algorithm mine` runs it
-alone. Which pairs run is the misfit check's decision (`curves.check_fit`, traced): the fit matrix is
-printed first and kept.
+The benchmark set (`BENCH`) holds problems of every regret family at a common size (`SIZES`), each
+instance (parameters, candidate sets) drawn from the run's seed, so tuning and reported seeds differ in
+the problem as well as in the noise. `--problem` and `--algorithm` name what runs: a benchmark label or
+any problem spec, a registered algorithm or spec; `all` stands for the whole set (the default), so
+`--algorithm all --algorithm mine` adds an algorithm and `--algorithm mine` runs it alone. Which pairs
+run is the misfit check's decision (`curves.check_fit`, traced); where a pair does not fit as it is, an
+adapter that leaves the problem's rewards as they are may make it fit (`ADAPTERS`: one-arrival methods
+serve simultaneous arrivals one after another; cooperative methods see a complete graph with no delay),
+and the fit matrix says which. DUETS needs a fixed, public candidate set, which a problem that draws
+fresh contexts every step does not have. A benchmark problem whose data a user has no copy of is
+skipped with one line.
 
 Equal terms:
 - random numbers: on a problem every algorithm runs the same seeds with key stream 0, so the problem's
-  draws (contexts, the reward noise of every arm, arrivals, graphs) are the same numbers for each;
-- settings: each algorithm at its registered defaults ("default"; on the benchmark problem of its own
-  family, with the static options that family's experiment uses there, `Bench.setting`: the Coop
-  methods' RBF kernel and feature storage), and at the best point of a grid
-  (`factors`, default `GRID_FACTORS`) scaling its exploration parameters (`exploration`) together;
-  the grid runs as one vmapped call per pair (traced hyper-parameters, one compile) on the tuning
-  seeds `TUNING_FIRST_SEED`.., disjoint from the reported seeds 0.., and its point of lowest mean
-  final regret there (`results.grid_choices`) is run on the reported seeds ("tuned");
-- communication: scalars sent up plus scalars sent down (`core.Report`), summed over agents and steps.
+  draws (instance, contexts, the reward noise of every arm, arrivals) are the same numbers for each;
+- settings: each algorithm at its registered defaults ("default") and at the best point of a grid of
+  factors (`factors`, default `TUNING_FACTORS`) scaling the exploration parameters its registry entry
+  declares (`algorithms.tuning_of`), chosen by mean final regret on the tuning seeds
+  (`TUNING_FIRST_SEED`.., disjoint from the reported seeds 0..); a grid whose best point is an edge
+  is extended by one step; on the benchmark problem of its own family an algorithm takes the static
+  options and thresholds that family's experiment uses there (`Bench.setting`);
+- communication: scalars per receiver (`core.COMM_UNIT`): each copy that reaches an agent or the
+  server counts once; a communicating algorithm is run at every value of its declared knob
+  (`tuning.Knob`, exploration tuned at the knob's default), a curve of operating points;
+- a run with error bits never ranks; zero-communication plugins are audited (`audit`).
 
-Output (`OUT`, default results/arena/<size>): `OUT/tuning/` and `OUT/` are results folders like any
-experiment's (chunked, resumable, with the curve cache); `OUT/arena.json` holds the fit matrix, the
-grids, the tuning choices and the timing; `OUT/arena.md` and `OUT/pareto.png` are the page and its
-figure. `bandits-jax report --arena OUT` writes the committed record and docs/arena.md from it.
+A grid, a knob and the reported seeds are vmapped calls of one compiled program per pair (the tuning and
+reported grids have the same number of points and seeds). Output (`OUT`, default
+results/arena/<size>): `OUT/tuning/`, `OUT/tuning-edge/` and `OUT/` are results folders like any
+experiment's (chunked, resumable); `OUT/arena.json` holds the fit matrix, the declarations, the tuning
+choices and the timing; `OUT/arena.md`, its figures and the per-seed table are written from them
+(`arena_page`). `bandits-jax report --arena OUT` writes the committed record and docs/arena.md.
 """
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from pathlib import Path
@@ -43,24 +51,19 @@ import numpy as np
 from .compile_cache import CompileCount
 from .core import ConfigError, Trial
 from .curves import Curve, Spec, parse_spec, problem_of, resolve
-from .results import (REPAIR, atomic_write_text, check_folder, check_keys, grid_choices, is_finite, is_int, is_text,
-                      list_of, load_checked, load_results, object_of, read_json, step_axis, summary_rows)
+from .results import (REPAIR, atomic_write_text, check_folder, check_keys, is_finite, is_int, is_text, list_of,
+                      load_results, object_of, read_json, step_axis, summary_rows)
 
 TUNING_FIRST_SEED = 1_000_000  # tuning seeds start here; reported seeds start at 0
-GRID_FACTORS = (0.1, 0.3, 1.0, 3.0)  # times the default of each exploration parameter
-CONVENTIONAL = ("beta", "alpha", "nu", "eta")  # the first of these an algorithm has is its exploration
-EXPLORATION = {  # algorithms whose confidence width is set by other parameters (scaled together)
-    "fn_ucb": ("nu_tkn", "nu_tk"), "fn_ucb_authors": ("nu_tkn", "nu_tk"),
-    "igp_ucb": ("B", "R"), "naive_igp_ucb": ("B", "R"), "oful": ("R", "S"),
-}
+TUNING_FACTORS = (0.03, 0.1, 0.3, 1.0, 3.0, 10.0)  # times the default of each exploration parameter
 ARENA_FILE = "arena.json"
+KNOB_TAG = " @knob"  # the curve of a pair's operating points: "<problem>: <algorithm> @knob"
 
 
 class Bench(NamedTuple):
     """A benchmark problem: its label, the family it comes from, its spec with the size's fields, and the
-    static options its family's own experiment gives the family's algorithms there ((lineage, {option:
-    value}); each algorithm of that lineage takes those its factory accepts, where its spec does not set
-    them)."""
+    options its family's own experiment gives the family's algorithms there ((lineage, {option: value});
+    each algorithm of that lineage takes those its factory accepts, where its spec does not set them)."""
 
     label: str
     family: str
@@ -68,20 +71,55 @@ class Bench(NamedTuple):
     setting: tuple = ()
 
 
-BENCH = (
-    Bench("cosine", "FN-UCB", "cosine:num_agents={agents},horizon={horizon}"),
+# the coop/* experiments' small size (experiments/coop.py): the Coop methods' options on their problem, and
+# on any problem they join through the complete graph (their registered dual storage grows with t^2)
+COOP_SETTING = ("coop", {"kernel": "rbf", "storage": "feature", "ring_rounds": 16, "embedding": "common_lag",
+                         "r_max": 8, "landmarks": 32})
+BENCH = (  # the instance of each drawn from the run's seed (theta, the candidate set, the data's order)
+    Bench("cosine", "FN-UCB", "cosine:num_agents={agents},horizon={horizon},a=random"),
     Bench("async-f1", "Async-KernelUCB", "async-f1:num_agents={agents},horizon={horizon},num_arms=10,dim=10"),
-    Bench("duets-h1", "DUETS",
-          "duets-h1:num_agents={agents},horizon={horizon},num_candidates={candidates}+candidates_as_contexts"),
-    Bench("coop-rbf", "Coop-KernelUCB", "coop-rbf:num_agents={network},horizon={horizon}",
-          ("coop", {"kernel": "rbf", "storage": "feature", "ring_rounds": 16, "embedding": "common_lag",
-                    "r_max": 8, "landmarks": 32})),  # the coop/* experiments' small size (experiments/coop.py)
+    Bench("hartmann4", "DUETS", "duets-hartmann4:num_agents={agents},horizon={horizon},num_candidates={candidates},"
+                                "instance=per_seed+candidates_as_contexts"),
+    # a sparser graph than the problem's default (p = 0.7, diameter 2): at V = 8 its diameter is 3, so the
+    # message TTLs 0 to 3 of the Coop methods' curve are four distinct operating points
+    Bench("coop-rbf", "Coop-KernelUCB", "coop-rbf:num_agents={network},horizon={horizon},p=0.3", COOP_SETTING),
+    Bench("magic", "real data", "magic:num_agents={agents},horizon={horizon}"),
 )
 SIZES = {  # agents of the cosine, async and DUETS problems, agents of the network, steps, seeds
     "smoke": dict(agents=2, network=4, horizon=12, candidates=40, seeds=2, tuning_seeds=2),
-    "small": dict(agents=4, network=8, horizon=200, candidates=200, seeds=10, tuning_seeds=5),
-    "large": dict(agents=10, network=50, horizon=1000, candidates=2000, seeds=100, tuning_seeds=20),
+    "small": dict(agents=4, network=8, horizon=200, candidates=200, seeds=10, tuning_seeds=10),
+    "large": dict(agents=10, network=50, horizon=1000, candidates=2000, seeds=100, tuning_seeds=100),
 }
+class Adapter(NamedTuple):
+    """A way for a pair that does not fit as it is to fit: the wrapper it adds (to the problem, or else to the
+    algorithm), the setting it gives the algorithm, and which algorithms it is for (`applies(spec)`). Each
+    leaves the problem's rewards, so its regret, as they are."""
+
+    label: str
+    to_problem: bool
+    setting: tuple
+    applies: object
+
+
+def _one_arrival(spec: Spec) -> bool:
+    """Whether an algorithm needs exactly one active agent a step (`Algorithm.one_active`)."""
+    from .algorithms import build_algorithm
+
+    return getattr(build_algorithm(_with_horizon(spec, 2)), "one_active", None) is True
+
+
+def _cooperative(spec: Spec) -> bool:
+    """Whether an algorithm is a packaged cooperative method (it reads the graph arrays)."""
+    from .algorithms import ALGORITHMS
+
+    return str(ALGORITHMS.get(spec.name, "")).startswith("coop.")
+
+
+ADAPTERS = (  # tried in order
+    Adapter("serial_arrivals", False, (), _one_arrival),  # simultaneous arrivals served one after another
+    # every agent a neighbour, no delay; as many landmarks as a small magic round has contexts (4 agents x 2)
+    Adapter("complete_graph", True, (COOP_SETTING[0], {**COOP_SETTING[1], "landmarks": 8}), _cooperative),
+)
 
 
 class Entry(NamedTuple):
@@ -94,15 +132,40 @@ class Entry(NamedTuple):
     setting: tuple = ()
 
 
+class Pair(NamedTuple):
+    """A pair that runs: its problem and algorithm, the specs it runs with (an adapter's wrapper added),
+    the adapter's label ("" for none) and the algorithm's declaration (`tuning.Tuning`)."""
+
+    problem: Entry
+    algorithm: Entry
+    problem_spec: Spec
+    algorithm_spec: Spec
+    adapter: str
+    tuning: object
+
+    @property
+    def name(self) -> str:
+        return f"{self.problem.label}: {self.algorithm.label}"
+
+
 # ------------------------------------------------------------------------------ the arena's parts
-def arena_problems(size: str, names=("all",)) -> list:
-    """[Entry] of the problems named: a benchmark label, `all` (the whole set), or any problem spec."""
+def arena_problems(size: str, names=("all",), skipped=None) -> list:
+    """[Entry] of the problems named: a benchmark label, `all` (the whole set), or any problem spec. A
+    benchmark problem whose data is missing is left out with a line in `skipped` (a list), where given."""
+    from .problems.datasets import DataNotFoundError
+
     dims = size_of(size)
     bench = {b.label: Entry(b.label, parse_spec(b.spec.format(**dims), "--problem"), b.family, b.setting)
              for b in BENCH}
     entries = {}
     for name in names or ("all",):
         for entry in (bench.values() if name == "all" else [bench.get(name) or _user_problem(name, dims["horizon"])]):
+            if entry.label in bench and skipped is not None:
+                try:
+                    problem_of(entry.spec)
+                except DataNotFoundError as err:
+                    skipped.append(f"{entry.label}: skipped, no copy of its data ({err})")
+                    continue
             entries[entry.label] = entry
     return list(entries.values())
 
@@ -143,31 +206,62 @@ def arena_algorithms(names=("all",)) -> list:
     return list(entries.values())
 
 
-def fit_matrix(problems: list, algorithms: list, horizon: int) -> dict:
-    """{problem label: {algorithm label: "" where it fits, else why not}}, by the traced misfit check."""
-    fits = {}
+def fit_matrix(problems: list, algorithms: list, horizon: int) -> tuple:
+    """(fits, pairs): fits {problem label: {algorithm label: "" where it fits (as it is or through an
+    adapter), else why not}} by the traced misfit check, and [Pair] of those that fit."""
+    fits, pairs = {}, []
     for problem in problems:
         fits[problem.label] = {}
         for algorithm in algorithms:
-            try:
-                resolve([_curve(problem, algorithm, horizon, algorithm.label)])
-                fits[problem.label][algorithm.label] = ""
-            except ConfigError as err:
-                fits[problem.label][algorithm.label] = str(err)
-    return fits
+            pair, why = _fitting_pair(problem, algorithm, horizon)
+            fits[problem.label][algorithm.label] = why
+            if pair is not None:
+                pairs.append(pair)
+    return fits, pairs
 
 
-def exploration(name: str, defaults: dict) -> tuple:
-    """The hyper-parameters the arena's grid scales for algorithm `name`: `EXPLORATION`'s where it
-    lists the name, else the first of `CONVENTIONAL` among its `defaults`, else none (no grid)."""
-    if name in EXPLORATION:
-        return EXPLORATION[name]
-    return next(((p,) for p in CONVENTIONAL if p in defaults), ())
+def _fitting_pair(problem: Entry, algorithm: Entry, horizon: int) -> tuple:
+    """(Pair, "") as it is or through the first adapter that makes it fit, else (None, the plain misfit)."""
+    from .algorithms import tuning_of
+
+    tuning = tuning_of(algorithm.spec.name)
+    whys = []
+    for adapter in (None,) + tuple(a for a in ADAPTERS if a.applies(algorithm.spec)):
+        pspec, aspec = problem.spec, algorithm.spec
+        if adapter is not None:
+            target = pspec if adapter.to_problem else aspec
+            target = target._replace(wrappers=target.wrappers + ((adapter.label, {}),))
+            pspec, aspec = (target, aspec) if adapter.to_problem else (pspec, target)
+            aspec = _in_setting(adapter.setting, aspec)
+        pair = Pair(problem, algorithm, pspec, aspec, adapter.label if adapter else "", tuning)
+        try:
+            resolve([_curve(pair, horizon, pair.name)])
+            return pair, ""
+        except ConfigError as err:
+            whys.append(str(err) if adapter is None else f"through {adapter.label}: {err.args[0].split(': ', 1)[-1]}")
+    return None, "; ".join(whys)
 
 
 def grid_points(defaults: dict, params: tuple, factors) -> tuple:
     """((label, {param: default x factor}), ...) over `factors`; labels "x0.3"."""
-    return tuple((f"x{f:g}", {p: defaults[p] * f for p in params}) for f in factors)
+    return tuple((factor_label(f), {p: defaults[p] * f for p in params}) for f in factors)
+
+
+def factor_label(factor: float) -> str:
+    return f"x{factor:g}"
+
+
+def knob_points(knob, hparams: dict) -> tuple:
+    """((label, {knob: value, **hparams}), ...) over a knob's values (`tuning.Knob`); labels "D=10"."""
+    return tuple((f"{knob.param}={v:g}", {**hparams, knob.param: float(v)}) for v in knob.values)
+
+
+def extended(factors: tuple, edge: float) -> tuple:
+    """The grid `factors` (ascending) moved one step past its edge `edge` and keeping its length: the
+    new point is edge^2 / its neighbour (one more step of the grid's local ratio)."""
+    if edge == factors[0]:
+        return (factors[0] ** 2 / factors[1],) + factors[:-1]
+    return factors[1:] + (factors[-1] ** 2 / factors[-2],)
 
 
 def size_of(size: str, seeds=None, tuning_seeds=None) -> dict:
@@ -195,88 +289,200 @@ SEED_RANGES = {"seeds": f"reported seeds 0..S-1 stay below the tuning seeds, whi
 
 # ------------------------------------------------------------------------------ running it
 def run_arena(size: str = "small", problems=("all",), algorithms=("all",), out=None, seeds=None,
-              tuning_seeds=None, factors=GRID_FACTORS, quiet: bool = False, check: bool = False,
+              tuning_seeds=None, factors=TUNING_FACTORS, quiet: bool = False, check: bool = False,
               curves=None) -> Path:
     """Run (or resume) the arena; returns its folder (module docstring). Bad input, an empty arena or
     a bad grid raise ConfigError before anything compiles."""
+    from .core import COMM_UNIT
+
     started, count = time.perf_counter(), CompileCount()
     dims = size_of(size, seeds, tuning_seeds)
-    factors = _checked_factors(factors)
-    probs, algs = arena_problems(size, problems), arena_algorithms(algorithms)
-    fits = fit_matrix(probs, algs, dims["horizon"])
-    pairs = [(p, a) for p in probs for a in algs if not fits[p.label][a.label]]
+    factors, skipped = _checked_factors(factors), []
+    probs, algs = arena_problems(size, problems, skipped), arena_algorithms(algorithms)
+    fits, pairs = fit_matrix(probs, algs, dims["horizon"])
+    defaults = {a.label: _defaults(a) for a in algs}
+    for pair in pairs:
+        _check_declaration(pair, defaults[pair.algorithm.label])
     out = Path(out) if out is not None else Path("results") / "arena" / size
-    print(fit_text(fits), flush=True)
+    print("\n".join(skipped + [fit_text(fits, pairs)]), flush=True)
     if not pairs:
         raise ConfigError("no algorithm fits any problem of the arena; see the fit matrix above")
-    grids = {a.label: _grid(a, factors) for a in algs if any(pp[1] is a for pp in pairs)}
+    audits = _audits(pairs, algs, check)
     common = dict(size=size, plot=False, quiet=quiet, curves=curves, check=check, summary=False,
                   raise_errors=False, step_progress=False)
     from .sweep import run_experiment, validated_runs
 
-    tuning = [(p, a) for p, a in pairs if grids[a.label] is not None]
+    tuned = [p for p in pairs if p.tuning.exploration]
+    grids = {p.name: grid_points(defaults[p.algorithm.label], p.tuning.exploration, factors) for p in tuned}
 
-    def reported(chosen):
-        return _experiment("arena", size, dims, 0, dims["seeds"],
-                           lambda cfg: _reported_curves(pairs, grids, chosen, dims["horizon"]))
+    def phase(name, first_seed, count_, build, folder):
+        experiment = _experiment(name, size, dims, first_seed, count_, lambda cfg: build())
+        return run_experiment(experiment, out=folder, **common)
 
-    validated_runs(reported({}), size, {}, None, ())  # the reported run is checked before tuning computes
+    untuned = {p.name: {"factor": 1.0, "window": [1.0]} for p in pairs}
+    validated_runs(_experiment("arena", size, dims, 0, dims["seeds"],
+                               lambda cfg: _reported_curves(pairs, defaults, untuned, dims["horizon"])),
+                   size, {}, None, ())  # the reported run is checked before tuning computes
     check_folder(out, "the arena's folder (--out)")
-    if tuning:
-        run_experiment(_experiment("arena/tuning", size, dims, TUNING_FIRST_SEED, dims["tuning_seeds"],
-                                   lambda cfg: [_curve(p, a, dims["horizon"], _name(p, a), grids[a.label][0])
-                                                for p, a in tuning]), out=out / "tuning", **common)
+    if tuned:
+        phase("arena/tuning", TUNING_FIRST_SEED, dims["tuning_seeds"],
+              lambda: [_curve(p, dims["horizon"], p.name, grids[p.name]) for p in tuned], out / "tuning")
     if check:
         return out
-    chosen = _choices(out / "tuning", tuning, factors) if tuning else {}
-    run_experiment(reported(chosen), out=out, **common)
+    chosen = _choices(out / "tuning", tuned, factors) if tuned else {}
+    edges = [p for p in tuned if chosen[p.name]["edge"]]
+    if edges:
+        phase("arena/tuning-edge", TUNING_FIRST_SEED, dims["tuning_seeds"],
+              lambda: [_curve(p, dims["horizon"], p.name, grid_points(
+                  defaults[p.algorithm.label], p.tuning.exploration, extended(factors, chosen[p.name]["edge"])))
+                  for p in edges], out / "tuning-edge")
+        chosen.update(_edge_choices(out / "tuning-edge", edges, chosen, factors))
+    for p in pairs:
+        chosen.setdefault(p.name, _untuned(p))
+    phase("arena", 0, dims["seeds"], lambda: _reported_curves(pairs, defaults, chosen, dims["horizon"]), out)
     arena = {"size": size, "dims": dims, "factors": list(factors), "tuning_first_seed": TUNING_FIRST_SEED,
+             "comm_unit": COMM_UNIT, "skipped": skipped,
              "problems": [{"label": p.label, "family": p.family, "spec": _text(p.spec),
                            "setting": list(p.setting)} for p in probs],
-             "algorithms": [{"label": a.label, "family": a.family} for a in algs],
-             "fits": fits, "exploration": {a: list(g[1]) if g else [] for a, g in grids.items()},
-             "chosen": chosen, "timing": _timing(out, started, count)}
+             "algorithms": [_algorithm_record(a, defaults[a.label]) for a in algs],
+             "fits": fits, "pairs": [_pair_record(p, chosen[p.name]) for p in pairs], "audits": audits,
+             "timing": _timing(out, started, count)}
     atomic_write_text(out / ARENA_FILE, json.dumps(arena, indent=1) + "\n")
-    atomic_write_text(out / "arena.md", arena_page(out))
-    plot_pareto(out, out / "pareto.png")
+    from .arena_page import write_pages
+
+    write_pages(out, out, "")
     if not quiet:
-        print(f"the arena's page: {out / 'arena.md'}; its figure: {out / 'pareto.png'}")
+        print(f"the arena's page: {out / 'arena.md'}")
     return out
 
 
-def _reported_curves(pairs, grids, chosen, horizon) -> list:
-    """The default curve of every pair, and its tuned curve where the grid chose another point."""
+def _reported_curves(pairs, defaults, chosen, horizon) -> list:
+    """Every pair on the reported seeds: its exploration grid (the window of factors its tuning ended
+    on: the default x1 and the tuned point are two of its points; the registered defaults where it
+    declares no exploration) and, where it declares a knob, its operating points at the tuned point."""
     curves = []
-    for p, a in pairs:
-        curves.append(_curve(p, a, horizon, _name(p, a), tags={"setting": "default"}))
-        pick = chosen.get(p.label, {}).get(a.label)
-        if pick and pick["factor"] != 1.0:
-            tuned = Entry(a.label, a.spec.with_options(**pick["hparams"]), a.family)
-            curves.append(_curve(p, tuned, horizon, _name(p, a) + " (tuned)",
-                                 tags={"setting": "tuned", "factor": pick["factor"]}))
+    for p in pairs:
+        pick = chosen[p.name]
+        base = defaults[p.algorithm.label]
+        grid = grid_points(base, p.tuning.exploration, pick["window"]) if p.tuning.exploration else None
+        curves.append(_curve(p, horizon, p.name, grid, {"role": "explore"}))
+        knob = pair_knob(p)
+        hparams = {k: base[k] * pick["factor"] for k in p.tuning.exploration}
+        if knob is not None and knob.on == "algorithm":
+            curves.append(_curve(p, horizon, p.name + KNOB_TAG, knob_points(knob, hparams), {"role": "knob"}))
+        elif knob is not None:  # a problem option: a curve (a program) per value
+            for label, value in knob_points(knob, {}):
+                point = p._replace(problem_spec=p.problem_spec.with_options(**{knob.param: int(value[knob.param])}),
+                                   algorithm_spec=p.algorithm_spec.with_options(**hparams))
+                curves.append(_curve(point, horizon, f"{p.name}{KNOB_TAG} [{label}]", None, {"role": "knob"}))
     return curves
 
 
-def _choices(tuning_dir: Path, tuning: list, factors) -> dict:
-    """{problem: {algorithm: {"factor", "hparams", "tuning": {label: mean final regret}}}} of the grid run."""
-    res = load_results(tuning_dir)
-    picks = grid_choices(res)
-    final = {r["algorithm"]: r["final_regret_mean"] for r in summary_rows(res)}
-    chosen = {}
-    for p, a in tuning:
-        name = _name(p, a)
-        points = res.metadata["grids"][name]
-        best = points.index(picks[name])
-        hparams = {k: v for k, v in res.metadata["algorithm_hparams"][picks[name]].items()
-                   if k in exploration(a.spec.name, res.metadata["algorithm_hparams"][picks[name]])}
-        chosen.setdefault(p.label, {})[a.label] = {
-            "factor": factors[best], "hparams": hparams,
-            "tuning": {f"x{f:g}": final[n] for f, n in zip(factors, points)}}
-    return chosen
+def pair_knob(pair: Pair):
+    """The communication knob a pair runs over (`tuning.Knob`): its algorithm's, where the knob is a
+    hyper-parameter or an option its problem has; None otherwise."""
+    from .problems import problem_options
+
+    knob = pair.tuning.knob
+    if knob is None or knob.on == "algorithm" or knob.param in problem_options(pair.problem_spec.name):
+        return knob
+    return None
+
+
+def _choices(folder: Path, tuned: list, factors) -> dict:
+    """{pair name: choice} of the tuning grid: `_choice` over its points' scores."""
+    scores = _scores(folder)
+    return {p.name: _choice(p, {f: scores[f"{p.name} [{factor_label(f)}]"] for f in factors}, factors)
+            for p in tuned}
+
+
+def _edge_choices(folder: Path, edges: list, chosen: dict, factors) -> dict:
+    """The choices of the pairs whose grid was extended past an edge: over the union of both grids."""
+    scores, out = _scores(folder), {}
+    for p in edges:
+        window = extended(factors, chosen[p.name]["edge"])
+        every = {**{float(k): tuple(v) for k, v in chosen[p.name]["scores"].items()},
+                 **{f: scores[f"{p.name} [{factor_label(f)}]"] for f in window}}
+        out[p.name] = _choice(p, every, window)
+        out[p.name]["edge"], out[p.name]["extended"] = 0.0, True
+        out[p.name]["window"] = sorted(set(window) | {1.0})  # the reported grid keeps the defaults' point
+    return out
+
+
+def _choice(pair: Pair, scores: dict, window) -> dict:
+    """The tuning choice of a pair from {factor: (mean final regret, failed seeds)} on the tuning seeds:
+    the lowest mean among points with no failed seed; an edge of the window when it wins (`edge`, its
+    factor, for the extension; 0 otherwise); "untuned" with the reason when every point failed."""
+    sound = {f: s[0] for f, s in scores.items() if s[1] == 0 and math.isfinite(s[0])}
+    record = {"scores": {f"{f:g}": list(s) for f, s in sorted(scores.items())}, "window": list(window),
+              "exploration": list(pair.tuning.exploration), "extended": False}
+    if not sound:
+        return {**record, "factor": 1.0, "edge": 0.0, "status": "untuned: every grid point failed (error bits) on "
+                                                                 "the tuning seeds; run at its defaults"}
+    best = min(sound, key=lambda f: (sound[f], abs(math.log(f))))
+    edge = best if best in (window[0], window[-1]) and best != 1.0 else 0.0
+    return {**record, "factor": best, "edge": edge, "status": "tuned"}
+
+
+def _untuned(pair: Pair) -> dict:
+    note = pair.tuning.note or "no exploration parameter declared"
+    return {"factor": 1.0, "window": [1.0], "edge": 0.0, "extended": False, "scores": {}, "exploration": [],
+            "status": f"not tuned: {note}"}
+
+
+def _scores(folder: Path) -> dict:
+    """{stored curve: (mean final regret, seeds with error bits)} of a results folder."""
+    res = load_results(folder)
+    return {r["algorithm"]: (r["final_regret_mean"], int(np.count_nonzero(res.arrays[r["algorithm"]]["errors"])))
+            for r in summary_rows(res)}
+
+
+def _audits(pairs: list, algs: list, check: bool) -> dict:
+    """{algorithm label: the information-flow audit's verdict} for every plugin (a user's algorithm), on
+    the first problem it fits (`audit.audit_algorithm`); packaged algorithms are audited by the tests."""
+    from .audit import audit_algorithm
+
+    out = {}
+    for a in algs:
+        mine = [p for p in pairs if p.algorithm.label == a.label]
+        if a.family == "user" and mine and not check:
+            out[a.label] = audit_algorithm(mine[0].algorithm_spec, mine[0].problem_spec).text
+    return out
+
+
+def _defaults(algorithm: Entry) -> dict:
+    """The algorithm's hyper-parameter defaults {name: value} as its spec builds it."""
+    from .algorithms import build_algorithm
+
+    spec = algorithm.spec
+    return dict(build_algorithm(_with_horizon(spec, 2)).defaults)
+
+
+def _check_declaration(pair: Pair, defaults: dict) -> None:
+    from .algorithms.tuning import check_tuning
+
+    check_tuning(pair.algorithm.label, pair.tuning, defaults)
+
+
+def _algorithm_record(a: Entry, defaults: dict) -> dict:
+    from .algorithms import tuning_of
+
+    t = tuning_of(a.spec.name)
+    knob = None if t.knob is None else {"param": t.knob.param, "values": [float(v) for v in t.knob.values],
+                                        "on": t.knob.on}
+    return {"label": a.label, "family": a.family, "exploration": list(t.exploration),
+            "defaults": {k: float(defaults[k]) for k in t.exploration}, "knob": knob, "note": t.note}
+
+
+def _pair_record(p: Pair, choice: dict) -> dict:
+    return {"problem": p.problem.label, "algorithm": p.algorithm.label, "adapter": p.adapter,
+            "problem_spec": _text(p.problem_spec), "algorithm_spec": _text(p.algorithm_spec),
+            "knob": pair_knob(p) is not None,
+            "knob_labels": [label for label, _ in knob_points(pair_knob(p), {})] if pair_knob(p) else [], **choice}
 
 
 def _timing(out: Path, started: float, count: CompileCount) -> dict:
-    """Wall-clock seconds of this call; the compile and run seconds of every stored chunk of both sweeps,
+    """Wall-clock seconds of this call; the compile and run seconds of every stored chunk of every phase,
     whichever call computed it (a resumed arena counts its earlier calls' work; a grid's call once);
     the programs this call compiled or loaded from the persistent compilation cache."""
     import jax
@@ -284,7 +490,7 @@ def _timing(out: Path, started: float, count: CompileCount) -> dict:
     from .sweep import CHUNKS, _slug
 
     compile_s = run_s = 0.0
-    for folder in (out / "tuning", out):
+    for folder in (out / "tuning", out / "tuning-edge", out):
         if not (folder / "metadata.json").exists():
             continue
         md = json.loads((folder / "metadata.json").read_text())
@@ -301,59 +507,54 @@ def _timing(out: Path, started: float, count: CompileCount) -> dict:
 
 
 def _experiment(name, size, dims, first_seed, seeds, build):
+    from .core import COMM_UNIT
     from .experiments.registry import Experiment
 
     return Experiment(name, "every regret algorithm on the benchmark problems it fits", {},
                       {size: {"seeds": seeds, "first_seed": first_seed, "horizon": dims["horizon"]}}, build,
                       agents="mean", se_ddof=1,
-                      notes="The arena (`bandits-jax arena`): regret is the mean over agents, mean +- standard "
-                            "error (ddof 1) over seeds; communication is scalars sent up plus down.")
+                      notes=f"The arena (`bandits-jax arena`): regret is the mean over agents; communication in "
+                            f"{COMM_UNIT}.")
 
 
-def _curve(problem: Entry, algorithm: Entry, horizon: int, name: str, grid=None, tags=None) -> Curve:
+def _curve(pair: Pair, horizon: int, name: str, grid=None, tags=None) -> Curve:
     from .experiments.adhoc import with_horizon
 
-    curve = Curve(name, problem.spec, _in_setting(problem, algorithm.spec), grid, 0,
-                  {"problem": problem.label, "method": algorithm.label, **(tags or {})})
+    curve = Curve(name, pair.problem_spec, _in_setting(pair.problem.setting, pair.algorithm_spec), grid, 0,
+                  {"problem": pair.problem.label, "method": pair.algorithm.label, **(tags or {})})
     return with_horizon(curve, {"horizon": horizon})
 
 
-def _in_setting(problem: Entry, spec: Spec) -> Spec:
-    """The algorithm spec with the problem's family setting (`Bench.setting`) where it applies."""
+def _in_setting(setting: tuple, spec: Spec) -> Spec:
+    """The algorithm spec with a family setting ((lineage, {option: value}), `Bench.setting`) where it
+    applies: to an algorithm of that lineage, the options its factory accepts that its spec leaves out."""
     from .algorithms import ALGORITHMS, algorithm_options
 
-    if not problem.setting or not str(ALGORITHMS.get(spec.name, "")).startswith(problem.setting[0] + "."):
+    if not setting or not str(ALGORITHMS.get(spec.name, "")).startswith(setting[0] + "."):
         return spec
     accepted = algorithm_options(spec.name)
-    extra = {k: v for k, v in problem.setting[1].items() if k in accepted and k not in spec.options}
+    extra = {k: v for k, v in setting[1].items() if k in accepted and k not in spec.options}
     return spec.with_options(**extra)
 
 
-def _grid(algorithm: Entry, factors):
-    """(grid points, exploration parameters) of an algorithm, or None where it has none to scale."""
-    from .algorithms import build_algorithm
+def _with_horizon(spec: Spec, horizon: int) -> Spec:
+    from .algorithms import algorithm_options
 
-    built = build_algorithm(_curve(Entry("", Spec("cosine")), algorithm, 2, "").algorithm)
-    params = exploration(algorithm.spec.name, built.defaults)
-    return (grid_points(built.defaults, params, factors), params) if params else None
-
-
-def _name(problem: Entry, algorithm: Entry) -> str:
-    return f"{problem.label}: {algorithm.label}"
+    return spec.with_options(horizon=horizon) if "horizon" in algorithm_options(spec.name) else spec
 
 
 def _is_trial(spec: Spec) -> bool:
-    from .algorithms import algorithm_options, build_algorithm
+    from .algorithms import build_algorithm
 
-    if "horizon" in algorithm_options(spec.name):
-        spec = spec.with_options(horizon=2)
-    return isinstance(build_algorithm(spec), Trial)
+    return isinstance(build_algorithm(_with_horizon(spec, 2)), Trial)
 
 
 def _checked_factors(factors) -> tuple:
-    factors = tuple(float(f) for f in factors)
-    if not factors or any(not np.isfinite(f) or f <= 0 for f in factors) or len(set(factors)) != len(factors):
-        raise ConfigError(f"the grid's factors must be distinct positive numbers, got {list(factors)}")
+    factors = tuple(sorted(float(f) for f in factors))
+    if (len(factors) < 2 or any(not np.isfinite(f) or f <= 0 for f in factors) or len(set(factors)) != len(factors)
+            or 1.0 not in factors):
+        raise ConfigError(f"the grid's factors must be at least two distinct positive numbers, 1 (the defaults) "
+                          f"among them, got {list(factors)}")
     return factors
 
 
@@ -364,247 +565,21 @@ def _text(spec: Spec) -> str:
                               for n, o in spec.wrappers])
 
 
-# ------------------------------------------------------------------------------ tables and figure
-def fit_text(fits: dict) -> str:
-    """The fit matrix as text: a row per algorithm, a column per problem, "fits" or "-"."""
+def fit_text(fits: dict, pairs=()) -> str:
+    """The fit matrix as text: a row per algorithm, a column per problem, "fits", the adapter it fits
+    through, or "-"."""
+    adapted = {(p.problem.label, p.algorithm.label): p.adapter for p in pairs}
     problems = list(fits)
     algorithms = list(next(iter(fits.values()))) if fits else []
     width = max([len(a) for a in algorithms] + [9])
-    lines = ["fit matrix (traced misfit check):", " " * width + "  " + "  ".join(f"{p:>10s}" for p in problems)]
+    cell = max([len(p) for p in problems] + [len(a) for a in adapted.values()] + [4])
+    lines = ["fit matrix (traced misfit check; a name: the adapter it fits through):",
+             " " * width + "  " + "  ".join(f"{p:>{cell}s}" for p in problems)]
     for a in algorithms:
-        lines.append(f"{a:{width}s}  " + "  ".join(f"{'fits' if not fits[p][a] else '-':>10s}" for p in problems))
+        lines.append(f"{a:{width}s}  " + "  ".join(
+            f"{(adapted.get((p, a)) or 'fits') if not fits[p][a] else '-':>{cell}s}" for p in problems))
     n = sum(not r for row in fits.values() for r in row.values())
     return "\n".join(lines + [f"{n} of {len(problems) * len(algorithms)} pairs fit"])
-
-
-def problem_rows(res, arena: dict, problem: str) -> list:
-    """One row per algorithm that fits `problem`: default and tuned final regret (mean, SE), the tuned
-    communication, its rank by tuned regret (1 = lowest; ties share the mean rank) and whether it is
-    on the Pareto front of tuned regret against communication; "errors" where a run of it carries
-    error bits (`metadata.json` names them)."""
-    summary = {r["algorithm"]: r for r in summary_rows(res)}
-    broken = res.metadata.get("errors", {})
-    rows = []
-    for a in arena["algorithms"]:
-        name = f"{problem}: {a['label']}"
-        if name not in summary:
-            continue
-        pick = arena["chosen"].get(problem, {}).get(a["label"])
-        tuned = summary.get(name + " (tuned)", summary[name])
-        rows.append({"algorithm": a["label"], "family": a["family"], "default": _stat(summary[name]),
-                     "tuned": _stat(tuned), "factor": pick["factor"] if pick else None,
-                     "comm": tuned["comm_up"] + tuned["comm_down"],
-                     "comm_default": summary[name]["comm_up"] + summary[name]["comm_down"],
-                     "errors": name in broken or name + " (tuned)" in broken})
-    for key, values in (("rank", [r["tuned"][0] for r in rows]), ("rank_default", [r["default"][0] for r in rows])):
-        for r, rank in zip(rows, ranks(values)):
-            r[key] = rank
-    front = pareto_front([(r["comm"], r["tuned"][0]) for r in rows])
-    for r, on in zip(rows, front):
-        r["pareto"], r["field"] = on, len(rows)
-    return sorted(rows, key=lambda r: (r["rank"], r["algorithm"]))
-
-
-def overall_rows(res, arena: dict) -> list:
-    """One row per algorithm: problems it fits, mean rank (tuned and default) over them, the mean of its
-    relative tuned rank (rank - 1) / (algorithms on the problem - 1), 0 best and 1 worst, which the
-    table sorts by (problems have fields of different sizes), and the fronts it is on."""
-    per = {p["label"]: problem_rows(res, arena, p["label"]) for p in arena["problems"]}
-    rows = []
-    for a in arena["algorithms"]:
-        mine = [r for rows_ in per.values() for r in rows_ if r["algorithm"] == a["label"]]
-        if not mine:
-            continue
-        rows.append({"algorithm": a["label"], "family": a["family"], "fits": len(mine),
-                     "mean_rank": float(np.mean([r["rank"] for r in mine])),
-                     "mean_rank_default": float(np.mean([r["rank_default"] for r in mine])),
-                     "relative": float(np.mean([(r["rank"] - 1) / max(r["field"] - 1, 1) for r in mine])),
-                     "fronts": [p for p, rows_ in per.items() for r in rows_ if r["algorithm"] == a["label"]
-                                and r["pareto"]]})
-    return sorted(rows, key=lambda r: (r["relative"], r["algorithm"]))
-
-
-def ranks(values) -> list:
-    """1-based ranks of `values` (lowest first), ties sharing their mean rank; NaN ranks last."""
-    v = np.asarray(values, float)
-    v = np.where(np.isfinite(v), v, np.inf)
-    out = np.empty(len(v))
-    order = np.argsort(v, kind="stable")
-    i = 0
-    while i < len(v):
-        j = i
-        while j + 1 < len(v) and v[order[j + 1]] == v[order[i]]:
-            j += 1
-        out[order[i:j + 1]] = (i + j) / 2 + 1
-        i = j + 1
-    return out.tolist()
-
-
-def pareto_front(points) -> list:
-    """[bool] per (cost, value) point: True where no other point is at most as high in both and lower
-    in one (lower is better in both)."""
-    pts = np.asarray(points, float).reshape(-1, 2)
-    return [not any((q <= p).all() and (q < p).any() for q in pts) for p in pts]
-
-
-def _stat(row: dict) -> tuple:
-    return row["final_regret_mean"], row["final_regret_se"]
-
-
-def arena_page(folder) -> str:
-    """docs/arena.md of an arena folder or its record: the terms, the fit matrix, a table per problem,
-    the overall table and the timing, every number computed from the folder."""
-    folder = Path(folder)
-    res, arena = load_results(folder), read_arena(folder)
-    md, dims = res.metadata, arena["dims"]
-    lines = [f"# The arena ({arena['size']})", "",
-             "Every registered regret algorithm on every benchmark problem it fits, on equal terms: the same "
-             f"seeds (0 to {dims['seeds'] - 1}) and random numbers for every algorithm on a problem; each at its "
-             "registered defaults and at the best point of a grid that scales its exploration parameters by "
-             f"{', '.join(f'{f:g}' for f in arena['factors'])}, chosen on {dims['tuning_seeds']} tuning seeds "
-             f"from {arena['tuning_first_seed']} (disjoint from the reported ones); communication in scalars "
-             "sent up plus down, summed over agents and steps. Regret is the final cumulative regret, the "
-             f"mean over agents, after T = {dims['horizon']} steps, mean +- standard error over seeds. "
-             "Generated by `bandits-jax report --arena` from the record in `docs/arena/data`.", "",
-             _provenance(md), "", "![Regret against communication](arena/pareto-" + arena["size"] + ".png)", "",
-             "## Problems", "", "| problem | family | spec | its family's algorithms there |", "|---|---|---|---|"]
-    lines += [f"| {p['label']} | {p['family']} | `{p['spec']}` | {_setting_text(p.get('setting'))} |"
-              for p in arena["problems"]]
-    lines += ["", *_fit_lines(arena), "", "## Overall", "",
-              "| algorithm | paper | problems fit | relative rank (tuned) | mean rank (tuned) | mean rank (default) "
-              "| Pareto front of |", "|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['algorithm']} | {r['family']} | {r['fits']} | {r['relative']:.2f} | {r['mean_rank']:.2f} | "
-              f"{r['mean_rank_default']:.2f} | {', '.join(r['fronts']) or '-'} |" for r in overall_rows(res, arena)]
-    for p in arena["problems"]:
-        lines += ["", f"## {p['label']}", "",
-                  "| rank | algorithm | default regret | tuned regret | factor | communication (tuned) | front |",
-                  "|---|---|---|---|---|---|---|"]
-        for r in problem_rows(res, arena, p["label"]):
-            lines.append(f"| {r['rank']:g} | {r['algorithm']} | {_pm(r['default'])} | {_pm(r['tuned'])} | "
-                         f"{'-' if r['factor'] is None else format(r['factor'], 'g')} | {r['comm']:.4g} | "
-                         f"{'yes' if r['pareto'] else ''}{' (error bits)' if r['errors'] else ''} |")
-    return "\n".join(lines + ["", *_timing_lines(arena["timing"])]) + "\n"
-
-
-def _provenance(md: dict) -> str:
-    versions = md.get("versions", {})
-    return (f"_Computed at commit {str(md.get('commit', ''))[:12] or 'not recorded'} with bandits_jax "
-            f"{versions.get('bandits_jax', '?')} and jax {versions.get('jax', '?')} on "
-            f"{', '.join(md.get('devices', [])) or '?'}._")
-
-
-def _setting_text(setting) -> str:
-    """'coop/*: kernel=rbf, ...' for a problem's family setting, '-' for none."""
-    if not setting:
-        return "-"
-    return f"{setting[0]}/*: " + ", ".join(f"`{k}={v}`" for k, v in setting[1].items())
-
-
-def _pm(stat) -> str:
-    return f"{stat[0]:.3f} +- {stat[1]:.3f}"
-
-
-def _fit_lines(arena: dict) -> list:
-    """The fit matrix as markdown, each reason for a misfit given once and cited by number."""
-    problems = [p["label"] for p in arena["problems"]]
-    reasons: list = []
-    lines = ["## Fit matrix", "", "| algorithm | " + " | ".join(problems) + " |", "|---|" + "---|" * len(problems)]
-    for a in arena["algorithms"]:
-        cells = []
-        for p in problems:
-            why = arena["fits"][p][a["label"]]
-            if not why:
-                cells.append("fits")
-                continue
-            why = why.split(": ", 1)[-1].replace(f" {p} has ", " the problem has ")
-            if why not in reasons:
-                reasons.append(why)
-            cells.append(f"- ({reasons.index(why) + 1})")
-        lines.append(f"| {a['label']} | " + " | ".join(cells) + " |")
-    return lines + [""] + [f"{i}. {why}" for i, why in enumerate(reasons, 1)]
-
-
-def _timing_lines(t: dict) -> list:
-    return ["## Time", "",
-            f"The stored results took {t['compile_seconds']:.0f} s compiling and {t['run_seconds']:.0f} s running "
-            f"(every chunk of both sweeps, whichever call computed it). The last call took {t['wall_seconds']:.0f} "
-            f"s of wall-clock time, the fit checks, tracing, building problems and writing included; it compiled "
-            f"{t['compiled']} programs and loaded {t['loaded']} from the persistent compilation cache "
-            f"({'on' if t['compile_cache'] else 'off'})."]
-
-
-def plot_pareto(folder, path) -> Path:
-    """One panel per problem (two to a row): tuned final regret against communication, one point per
-    algorithm, the Pareto front drawn as the staircase it bounds and its points named."""
-    from .plotting import panel_grid, save_figure
-
-    folder = Path(folder)
-    res, arena = load_results(folder), read_arena(folder)
-
-    def draw():
-        problems = arena["problems"]
-        cols = min(2, len(problems))
-        fig, axes = panel_grid(len(problems), -(-len(problems) // cols), cols, (6, 4.2))
-        for ax, p in zip(axes, problems):
-            rows = problem_rows(res, arena, p["label"])
-            x = np.array([r["comm"] for r in rows]) + 1.0
-            y = np.array([r["tuned"][0] for r in rows])
-            front = np.array([r["pareto"] for r in rows])
-            ax.scatter(x[~front], y[~front], color="0.6", s=18, label="dominated")
-            order = np.flatnonzero(front)[np.argsort(x[front])]
-            ax.plot(x[order], y[order], "o-", color="C3", drawstyle="steps-post", label="Pareto front")
-            for k, i in enumerate(order):  # alternate above and below so that close neighbours stay legible
-                ax.annotate(rows[i]["algorithm"], (x[i], y[i]), fontsize=7, textcoords="offset points",
-                            xytext=(4, 4 if k % 2 == 0 else -11))
-            ax.set_xscale("log")
-            ax.margins(x=0.15)  # room for the names of the points at the edges
-            ax.set_xlabel("scalars communicated + 1 (tuned)")
-            ax.set_ylabel("final cumulative regret (tuned)")
-            ax.set_title(p["label"])
-            ax.legend(fontsize=7)
-        fig.tight_layout()
-        return fig
-
-    return save_figure(draw, Path(path))
-
-
-def write_arena_page(folder, docs=Path("docs")) -> list:
-    """Record an arena folder into docs/arena/data/arena-<size>/ (a record folder is taken as it is), and
-    write docs/arena.md and docs/arena/pareto-<size>.png from the record; returns the paths written.
-    All of them change, or none: the folder is checked first (`read_arena`, `results.load_checked`,
-    `_check_agreement`), and the record, page and figure are made in a staging folder under docs/arena
-    before one rename each puts them in place."""
-    from .records import record_name
-    from .report import put, staging
-
-    folder, docs = Path(folder), Path(docs)
-    arena, res = read_arena(folder), load_checked(folder)
-    _check_agreement(arena, res, folder / ARENA_FILE)
-    is_record = "record" in res.metadata
-    target = docs / "arena" / "data" / record_name(res.metadata["experiment"], res.metadata.get("size", ""))
-    check_folder(target, "report --arena: the arena's record")
-    (docs / "arena").mkdir(parents=True, exist_ok=True)
-    figure = f"pareto-{arena['size']}.png"
-    with staging(docs / "arena") as stage:
-        record = folder if is_record else _stage_record(folder, stage)
-        atomic_write_text(stage / "arena.md", arena_page(record))
-        plot_pareto(record, stage / figure)
-        placed = folder if is_record else target
-        if not is_record:
-            for name in ("results.npz", "metadata.json", ARENA_FILE):
-                put(record / name, target / name)
-        return [placed, put(stage / "arena.md", docs / "arena.md"), put(stage / figure, docs / "arena" / figure)]
-
-
-def _stage_record(folder: Path, stage: Path) -> Path:
-    """Write the record of an arena folder (20 checkpoints) with its arena.json into `stage`."""
-    import shutil
-
-    from .records import write_record
-
-    record = write_record(folder, stage, checkpoints=20)
-    shutil.copyfile(folder / ARENA_FILE, record / ARENA_FILE)
-    return record
 
 
 def read_arena(folder) -> dict:
@@ -629,6 +604,10 @@ def _check_labels(arena: dict, path: Path) -> None:
     lost = [(p, a) for p in problems for a in algorithms if a not in arena["fits"].get(p, {})]
     if lost:
         raise ConfigError(f"{path}: 'fits' has no entry for {lost[0][1]} on {lost[0][0]}; {REPAIR}")
+    stray = [p for p in arena["pairs"] if p["problem"] not in problems or p["algorithm"] not in algorithms]
+    if stray:
+        raise ConfigError(f"{path}: its pairs name {stray[0]['algorithm']} on {stray[0]['problem']}, which its "
+                          f"problems and algorithms do not hold; {REPAIR}")
 
 
 def _check_agreement(arena: dict, res, path: Path) -> None:
@@ -654,6 +633,13 @@ def _is_entry(v, keys=("label", "family")) -> bool:
     return isinstance(v, dict) and all(is_text(v.get(k)) for k in keys)
 
 
+def _is_algorithm(v) -> bool:
+    knob = v.get("knob") if isinstance(v, dict) else None
+    return (_is_entry(v) and list_of(is_text)(v.get("exploration")) and object_of(is_finite)(v.get("defaults"))
+            and (knob is None or (isinstance(knob, dict) and list_of(is_finite)(knob.get("values"))
+                                  and is_text(knob.get("param")))))
+
+
 def _is_problem(v) -> bool:
     setting = v.get("setting", []) if isinstance(v, dict) else None
     return (_is_entry(v, ("label", "family", "spec")) and isinstance(setting, list)
@@ -664,8 +650,12 @@ def _is_dims(v) -> bool:
     return isinstance(v, dict) and all(_is_positive_int(v.get(k)) for k in ("seeds", "tuning_seeds", "horizon"))
 
 
-def _is_choice(v) -> bool:
-    return isinstance(v, dict) and is_finite(v.get("factor")) and v["factor"] > 0
+def _is_pair(v) -> bool:
+    return (isinstance(v, dict) and all(is_text(v.get(k)) for k in ("problem", "algorithm", "adapter", "status"))
+            and is_finite(v.get("factor")) and v["factor"] > 0 and isinstance(v.get("knob"), bool)
+            and list_of(lambda f: is_finite(f) and f > 0)(v.get("window")) and v["window"] != []
+            and object_of(list_of(is_finite))(v.get("scores")) and list_of(is_text)(v.get("knob_labels"))
+            and list_of(is_text)(v.get("exploration")))
 
 
 def _is_timing(v) -> bool:
@@ -679,7 +669,7 @@ def _non_empty(test):
     return lambda v: test(v) and v != []
 
 
-_ARENA = {  # key: (test, what its value must be), for what arena_page and plot_pareto read
+_ARENA = {  # key: (test, what its value must be), for what the page and its figures read
     "size": (lambda v: is_text(v) and re.fullmatch(r"[\w.-]+", v) is not None,
              "a size's name (letters, digits, . _ -)"),
     "dims": (_is_dims, "an object with positive integers seeds, tuning_seeds and horizon"),
@@ -687,10 +677,16 @@ _ARENA = {  # key: (test, what its value must be), for what arena_page and plot_
     "tuning_first_seed": (lambda v: is_int(v) and v >= 0, "a non-negative integer"),
     "problems": (_non_empty(list_of(_is_problem)),
                  'a non-empty list of {"label", "family", "spec"} (strings) with a "setting" [] or [LINEAGE, {...}]'),
-    "algorithms": (_non_empty(list_of(_is_entry)), 'a non-empty list of {"label", "family"} (strings)'),
+    "algorithms": (_non_empty(list_of(_is_algorithm)),
+                   'a non-empty list of {"label", "family", "exploration" [names], "defaults" {name: number}, '
+                   '"knob" null or {"param", "values"}}'),
     "fits": (object_of(object_of(is_text)), "an object of each problem's fits ({algorithm: why not, or \"\"})"),
-    "chosen": (object_of(object_of(_is_choice)),
-               'an object of each problem\'s choices ({algorithm: {"factor": F > 0}})'),
+    "pairs": (_non_empty(list_of(_is_pair)),
+              'a non-empty list of the pairs that run ({"problem", "algorithm", "adapter", "status", "factor" > 0, '
+              '"knob" (true or false), "window" [factors], "scores" {factor: [mean, failed]}})'),
+    "comm_unit": (is_text, "the unit of communication (a string)"),
+    "skipped": (list_of(is_text), "a list of lines (the problems left out)"),
+    "audits": (object_of(is_text), "an object of each audited algorithm's verdict"),
     "timing": (_is_timing, "an object of non-negative seconds (wall, compile, run), counts compiled and loaded, and "
                            "compile_cache (true or false)"),
 }

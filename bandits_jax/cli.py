@@ -81,7 +81,8 @@ def _parser() -> argparse.ArgumentParser:
     arena.add_argument("--seeds", type=int, help="reported seeds (0..S-1; default the size's)")
     arena.add_argument("--tuning-seeds", type=int, help="tuning seeds (from 1000000; default the size's)")
     arena.add_argument("--factors", metavar="F,F,...",
-                       help="the grid: factors on each algorithm's exploration parameters (default 0.1,0.3,1,3)")
+                       help="the grid: factors on each algorithm's declared exploration parameters, 1 among them "
+                            "(default 0.03,0.1,0.3,1,3,10)")
     arena.add_argument("--out", type=Path, help="output folder (default: results/arena/<size>)")
     arena.add_argument("--curves", type=Path, metavar="DIR", help="the curve cache (as for run)")
     arena.add_argument("--no-curve-cache", action="store_true", help="neither take curves from the cache nor add them")
@@ -206,15 +207,15 @@ def main(argv=None) -> int:
                                check=args.check, step_progress=args.step_progress or cached is None)
             return 0
         if args.command == "arena":
-            from .arena import GRID_FACTORS, run_arena
+            from .arena import TUNING_FACTORS, run_arena
 
-            factors = GRID_FACTORS if args.factors is None else _floats(args.factors, "--factors")
+            factors = TUNING_FACTORS if args.factors is None else _floats(args.factors, "--factors")
             run_arena(args.size, tuple(args.problem) or ("all",), tuple(args.algorithm) or ("all",), args.out,
                       args.seeds, args.tuning_seeds, factors, quiet=args.quiet, check=args.check,
                       curves=False if args.no_curve_cache else args.curves)
             return 0
         if args.command == "report" and args.arena is not None:
-            from .arena import write_arena_page
+            from .arena_page import write_arena_page
 
             if args.dir or args.record or args.pages:
                 raise ConfigError("report --arena DIR takes no other folders, --record or --pages")

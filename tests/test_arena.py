@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bandits_jax import algorithms, arena
+from bandits_jax import algorithms, arena, arena_page, arena_stats
 from bandits_jax.cli import main
 from bandits_jax.results import load_results
 
@@ -29,7 +29,7 @@ TOY = textwrap.dedent('''
         return make_algorithm("linucb", lam=lam, beta=beta)._replace(name="Toy")
 
 
-    register_algorithm("toy_ucb", toy_ucb)
+    register_algorithm("toy_ucb", toy_ucb, exploration=("beta",))
 ''')
 
 
@@ -40,20 +40,51 @@ def own_registry(monkeypatch):
 
 
 def test_ranks_share_ties_and_put_nan_last():
-    assert arena.ranks([3.0, 1.0, 3.0, float("nan"), 2.0]) == [3.5, 1.0, 3.5, 5.0, 2.0]
+    assert arena_stats.ranks([3.0, 1.0, 3.0, float("nan"), 2.0]) == [3.5, 1.0, 3.5, 5.0, 2.0]
 
 
 def test_pareto_front_keeps_the_undominated_points():
     points = [(0, 5.0), (10, 2.0), (10, 3.0), (100, 2.0), (5, 5.0), (1000, 1.0)]
-    assert arena.pareto_front(points) == [True, True, False, False, False, True]
+    assert arena_stats.pareto_front(points) == [True, True, False, False, False, True]
 
 
-def test_exploration_is_declared_or_the_conventional_name():
-    assert arena.exploration("fn_ucb", {"nu_tkn": 0.1, "nu_tk": 0.1, "lam": 0.1}) == ("nu_tkn", "nu_tk")
-    assert arena.exploration("mine", {"lam": 1.0, "alpha": 2.0, "nu": 3.0}) == ("alpha",)
-    assert arena.exploration("uniform_random", {}) == ()
+def test_grids_scale_the_declared_parameters_and_extend_past_an_edge():
     assert arena.grid_points({"beta": 2.0, "lam": 1.0}, ("beta",), (0.5, 1.0)) == (
         ("x0.5", {"beta": 1.0}), ("x1", {"beta": 2.0}))
+    factors = arena.TUNING_FACTORS
+    assert arena.extended(factors, 10.0) == pytest.approx((0.1, 0.3, 1.0, 3.0, 10.0, 100 / 3))
+    assert arena.extended(factors, 0.03) == pytest.approx((0.009, 0.03, 0.1, 0.3, 1.0, 3.0))
+
+
+def test_every_name_declares_what_may_be_tuned():
+    """Every packaged name has a declaration that fits what it builds; the knobs of the communicating
+    families are traced hyper-parameters with at least four operating points."""
+    from bandits_jax.algorithms.tuning import MIN_KNOB_POINTS, check_tuning
+
+    assert set(algorithms.TUNINGS) == set(algorithms.ALGORITHMS)
+    for entry in arena.arena_algorithms(("all",)):
+        tuning = algorithms.tuning_of(entry.spec.name)
+        check_tuning(entry.label, tuning, arena._defaults(entry))
+    knobs = {n: algorithms.tuning_of(n).knob for n in ("fn_ucb", "async_kernel_ucb", "dis_kernel_ucb", "duets")}
+    assert {n: k.param for n, k in knobs.items()} == {"fn_ucb": "D", "async_kernel_ucb": "threshold",
+                                                       "dis_kernel_ucb": "threshold", "duets": "p0"}
+    assert all(len(k.values) >= MIN_KNOB_POINTS for k in knobs.values())
+
+
+def test_a_declaration_that_does_not_fit_is_refused(own_registry):
+    from bandits_jax.algorithms.tuning import Knob, Tuning, check_tuning
+    from bandits_jax.core import ConfigError
+
+    defaults = {"beta": 1.0, "lam": 1.0, "threshold": 1.0, "zero": 0.0}
+    for bad, message in [(Tuning(("nu",)), "not one of its hyper-parameters"),
+                         (Tuning(("zero",)), "positive default"),
+                         (Tuning((), Knob("threshold", (1.0, 2.0, 3.0))), "at least 4"),
+                         (Tuning((), Knob("threshold", (4.0, 3.0, 2.0, 1.0))), "ascending"),
+                         (Tuning((), Knob("threshold", (2.0, 3.0, 4.0, 5.0))), "include its default")]:
+        with pytest.raises(ConfigError, match=message):
+            check_tuning("mine", bad, defaults)
+    with pytest.raises(ConfigError, match="exploration must be a tuple"):
+        algorithms.register_algorithm("mine_ucb", lambda: None, exploration="beta")
 
 
 def test_all_means_every_regret_algorithm_and_the_whole_benchmark():
@@ -84,35 +115,38 @@ def test_bad_input_is_refused_before_anything_is_written(tmp_path, capsys, argv,
 
 def test_a_plugin_joins_the_arena_on_equal_terms(tmp_path, own_registry, capsys):
     """A toy algorithm from a temporary module: it fits where LinUCB fits, draws the same random numbers
-    (its regret equals LinUCB's seed for seed, at defaults and tuned), and its tuned point is the grid's
-    best on the tuning seeds, which are not the reported ones."""
+    (its regret equals LinUCB's seed for seed, at every grid point), its tuned point is the grid's best
+    on the tuning seeds, which are not the reported ones, and the audit finds it isolated."""
     plugin = tmp_path / "toy_plugin.py"
     plugin.write_text(TOY)
     out = tmp_path / "arena"
     argv = ["arena", "--size", "smoke", "--plugin", str(plugin), "--problem", "cosine", "--problem", "async-f1",
             "--algorithm", "toy_ucb", "--algorithm", "linucb", "--algorithm", "duets", "--out", str(out), "--quiet",
-            "--no-curve-cache"]
+            "--no-curve-cache", "--factors", "0.3,1,3"]
     assert main(argv) == 0
     printed = capsys.readouterr().out
     assert "toy_ucb" in printed and "fit matrix" in printed
     doc = json.loads((out / "arena.json").read_text())
     assert doc["fits"]["cosine"]["toy_ucb"] == "" and "candidate" in doc["fits"]["cosine"]["duets"]
+    assert doc["comm_unit"] == "scalars per receiver" and "isolated" in doc["audits"]["toy_ucb"]
     res, tuning = load_results(out), load_results(out / "tuning")
     assert set(res.seeds.tolist()).isdisjoint(tuning.seeds.tolist())
+    pairs = {(p["problem"], p["algorithm"]): p for p in doc["pairs"]}
     for problem in ("cosine", "async-f1"):
-        toy, lin = res.arrays[f"{problem}: toy_ucb"], res.arrays[f"{problem}: linucb"]
-        np.testing.assert_array_equal(toy["regret"], lin["regret"])
-        pick = doc["chosen"][problem]["toy_ucb"]
-        assert pick == doc["chosen"][problem]["linucb"]
-        assert pick["tuning"][f"x{pick['factor']:g}"] == min(pick["tuning"].values())
-        if pick["factor"] != 1.0:
-            assert pick["hparams"] == {"beta": pytest.approx(pick["factor"])}
-            np.testing.assert_array_equal(res.arrays[f"{problem}: toy_ucb (tuned)"]["regret"],
-                                          res.arrays[f"{problem}: linucb (tuned)"]["regret"])
+        pick, lin = pairs[(problem, "toy_ucb")], pairs[(problem, "linucb")]
+        assert {k: pick[k] for k in ("factor", "scores", "window")} == {k: lin[k] for k in ("factor", "scores",
+                                                                                            "window")}
+        assert 1.0 in pick["window"] and pick["factor"] in pick["window"]
+        for f in pick["window"]:
+            np.testing.assert_array_equal(res.arrays[f"{problem}: toy_ucb [x{f:g}]"]["regret"],
+                                          res.arrays[f"{problem}: linucb [x{f:g}]"]["regret"])
+        assert pick["scores"][f"{pick['factor']:g}"][0] == min(v[0] for v in pick["scores"].values())
     page = (out / "arena.md").read_text()
-    assert "| toy_ucb |" in page and (out / "pareto.png").stat().st_size > 0
-    rows = arena.problem_rows(res, doc, "cosine")
+    assert "| toy_ucb | beta = 1 |" in page and (out / "pareto.png").stat().st_size > 0
+    rows = arena_page.problem_rows(res, doc, "cosine")
     assert {r["algorithm"] for r in rows} == {"toy_ucb", "linucb"} and all(r["rank"] == 1.5 for r in rows)
+    table = (out / "arena.csv").read_text().splitlines()
+    assert table[0].startswith("problem,algorithm,adapter,point") and len(table) == 1 + 2 * 2 * 2 * 2
     assert main(argv) == 0  # a second run resumes: everything is read back, no chunk is computed again
     again = json.loads((out / "arena.json").read_text())["timing"]
     assert (again["compile_seconds"], again["run_seconds"]) == (doc["timing"]["compile_seconds"],
@@ -138,15 +172,15 @@ UNSTABLE = textwrap.dedent('''
         return base._replace(name="Unstable", update=update, errors={1: "beta above 2"})
 
 
-    register_algorithm("unstable_ucb", unstable_ucb)
+    register_algorithm("unstable_ucb", unstable_ucb, exploration=("beta",))
 ''')
 
 
-def test_a_grid_point_with_error_bits_never_wins_and_is_named(tmp_path, own_registry):
+def test_a_grid_point_with_error_bits_never_wins_and_a_failed_row_never_ranks(tmp_path, own_registry):
     """A plugin whose point x3 sets an error bit, though its regret there is LinUCB's at x3, the lower
-    of the grid: the arena ends, names the broken grid curve, tunes LinUCB to x3 but the plugin to x1,
-    so its reported runs are sound and its tuned row is its default one; a reported run with error
-    bits is marked."""
+    of the grid: the arena ends, tunes LinUCB to x3 but the plugin to x1; its reported x3 point, failed
+    on every seed, is the one a row would rank if it were chosen: such a row is not ranked, not on the
+    front, and says so."""
     plugin = tmp_path / "unstable_plugin.py"
     plugin.write_text(UNSTABLE)
     out = tmp_path / "arena"
@@ -158,17 +192,37 @@ def test_a_grid_point_with_error_bits_never_wins_and_is_named(tmp_path, own_regi
     tuning = load_results(out / "tuning")
     assert list(tuning.metadata["errors"]) == ["cosine: unstable_ucb [x3]"]
     res, doc = load_results(out), json.loads((out / "arena.json").read_text())
-    lin, own = doc["chosen"]["cosine"]["linucb"], doc["chosen"]["cosine"]["unstable_ucb"]
-    assert own["tuning"] == lin["tuning"] and lin["tuning"]["x3"] < lin["tuning"]["x1"]
-    assert (lin["factor"], own["factor"]) == (3.0, 1.0)
-    np.testing.assert_array_equal(res.arrays["cosine: unstable_ucb"]["regret"],
-                                  res.arrays["cosine: linucb"]["regret"])
-    rows = {r["algorithm"]: r for r in arena.problem_rows(res, doc, "cosine")}
-    assert rows["unstable_ucb"]["tuned"] == rows["unstable_ucb"]["default"] != rows["linucb"]["tuned"]
-    assert not rows["unstable_ucb"]["errors"] and "error bits" not in (out / "arena.md").read_text()
-    res.metadata["errors"] = {"cosine: unstable_ucb": "beta above 2"}
-    marked = {r["algorithm"]: r for r in arena.problem_rows(res, doc, "cosine")}
-    assert marked["unstable_ucb"]["errors"] and not marked["linucb"]["errors"]
+    pairs = {p["algorithm"]: p for p in doc["pairs"]}
+    lin, own = pairs["linucb"], pairs["unstable_ucb"]
+    assert own["scores"]["3"][1] == 2 and lin["scores"]["3"][0] < lin["scores"]["1"][0]
+    assert lin["factor"] >= 3.0 and own["factor"] == 1.0  # LinUCB's x3 wins, an edge: its grid goes on to x9
+    rows = {r["algorithm"]: r for r in arena_page.problem_rows(res, doc, "cosine")}
+    assert rows["unstable_ucb"]["failed"] == 0 and rows["unstable_ucb"]["rank"] in (1.0, 2.0)
+    own["factor"] = 3.0  # as if the grid had chosen its failed point
+    rows = {r["algorithm"]: r for r in arena_page.problem_rows(res, doc, "cosine")}
+    assert rows["unstable_ucb"]["failed"] == 2 and "rank" not in rows["unstable_ucb"]
+    assert rows["unstable_ucb"]["front"] == [] and rows["linucb"]["rank"] == 1.0
+    assert "| not ranked | unstable_ucb |" in arena_page.page_text(res, doc)
+
+
+def test_a_grid_where_every_point_fails_is_reported_untuned():
+    pair = arena.Pair(None, None, None, None, "", algorithms.Tuning(("beta",)))
+    choice = arena._choice(pair, {0.3: (1.0, 2), 1.0: (2.0, 1), 3.0: (float("nan"), 0)}, (0.3, 1.0, 3.0))
+    assert (choice["factor"], choice["edge"]) == (1.0, 0.0) and choice["status"].startswith("untuned: every grid")
+    choice = arena._choice(pair, {0.3: (1.0, 0), 1.0: (2.0, 0), 3.0: (0.5, 1)}, (0.3, 1.0, 3.0))
+    assert (choice["factor"], choice["edge"], choice["status"]) == (0.3, 0.3, "tuned")
+
+
+def test_the_statistics_against_hand_worked_cases():
+    x = np.array([1.0, 2.0, 3.0, 4.0, 100.0])
+    assert arena_stats.iqm(x) == pytest.approx(3.0)  # the middle three of five (floor(5 / 4) = 1 cut each end)
+    mean, low, high = arena_stats.mean_interval(np.full(7, 2.5))
+    assert (mean, low, high) == (2.5, 2.5, 2.5)
+    mean, low, high = arena_stats.mean_interval(x)
+    assert mean == 22.0 and 1.0 <= low < 22.0 < high <= 100.0
+    assert arena_stats.paired_interval([3.0, 4.0, 5.0], [1.0, 2.0, 3.0]) == (2.0, 2.0, 2.0)
+    rate = arena_stats.win_rate([[1.0, 2.0], [5.0]], [[2.0, 2.0], [4.0]])
+    assert rate[0] == pytest.approx((1 + 0.5 + 0) / 3) and rate[1] <= rate[0] <= rate[2]
 
 
 def test_an_entry_point_registers_a_factory(tmp_path, own_registry, monkeypatch):
@@ -224,18 +278,21 @@ def test_a_second_run_compiles_nothing_it_compiled_before(tmp_path):
 
 
 @pytest.mark.skipif(not RECORD.exists(), reason="no arena record is committed")
-def test_the_arena_page_is_generated_from_its_record(tmp_path):
-    assert arena.arena_page(RECORD) == (ROOT / "docs" / "arena.md").read_text(), \
+def test_the_arena_page_is_generated_from_its_record():
+    assert arena_page.arena_page(RECORD, "-small") == (ROOT / "docs" / "arena.md").read_text(), \
         "docs/arena.md differs from its record: run `bandits-jax report --arena docs/arena/data/arena-small`"
-    assert arena.plot_pareto(RECORD, tmp_path / "p.png").stat().st_size > 0
-    assert (ROOT / "docs" / "arena" / "pareto-small.png").exists()
+    res, doc = load_results(RECORD), arena.read_arena(RECORD)
+    assert arena_page.seed_table(res, doc) == (ROOT / "docs" / "arena" / "arena-small.csv").read_text()
+    for figure in ("pareto", "winrate", "learning"):
+        assert (ROOT / "docs" / "arena" / f"{figure}-small.png").exists()
 
 
 def test_a_family_setting_reaches_only_its_own_algorithms():
     """On the Coop problem the Coop methods take their experiment's static options, each those its
     factory accepts; other algorithms and a user's own options are left alone."""
     coop = next(p for p in arena.arena_problems("smoke") if p.label == "coop-rbf")
-    spec = arena._in_setting(coop, arena.parse_spec("naive_linucb"))
+    spec = arena._in_setting(coop.setting, arena.parse_spec("naive_linucb"))
     assert spec.options == {"storage": "feature", "ring_rounds": 16}
-    assert arena._in_setting(coop, arena.parse_spec("coop_kernel_ucb:kernel=linear")).options["kernel"] == "linear"
-    assert arena._in_setting(coop, arena.parse_spec("kernel_ucb")).options == {}
+    assert arena._in_setting(coop.setting, arena.parse_spec("coop_kernel_ucb:kernel=linear")).options["kernel"] == \
+        "linear"
+    assert arena._in_setting(coop.setting, arena.parse_spec("kernel_ucb")).options == {}

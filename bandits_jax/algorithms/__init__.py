@@ -20,6 +20,7 @@ import inspect
 from .._cpu import cpu_guard
 from ..core import Algorithm, ConfigError, Trial, checked_options, describe, named_cause, repeated
 from ..plugins import check_registration
+from .tuning import Knob, Tuning
 
 LINEAGES = ("single", "fnucb", "distributed", "duets", "cope", "coop")
 
@@ -32,6 +33,12 @@ def _lineage_names() -> dict:
     return names
 
 
+def _lineage_tunings() -> dict:
+    """{name: Tuning} over the TUNING tables of the lineage folders (every packaged name has one)."""
+    return {name: tuning for lineage in LINEAGES
+            for name, tuning in importlib.import_module(f"{__name__}.{lineage}").TUNING.items()}
+
+
 def paper_of(name: str) -> str:
     """The paper (or role) a packaged name is reproduced for, from its lineage's NAMES table."""
     return _names(ALGORITHMS[name].split(".")[0])[name][1]
@@ -42,21 +49,41 @@ def _names(lineage: str) -> dict:
 
 
 ALGORITHMS = _lineage_names()
+TUNINGS = _lineage_tunings()  # {name: Tuning}: what a comparison may tune of it (`tuning.py`)
 
 WRAPPERS = {
     "on_candidates": "base:on_candidates",
     "capped_history": "wrappers:capped_history",
+    "serial_arrivals": "wrappers:serial_arrivals",
 }
 
 
-def register_algorithm(name: str, factory) -> None:
-    """Add a factory under a new name (a user's own algorithm, a test's toy). A name a spec cannot write
-    or a factory that is not callable is a ConfigError (`plugins.check_registration`); a name taken by
-    another factory a ValueError."""
+def register_algorithm(name: str, factory, *, exploration=(), knob=None, note: str = "") -> None:
+    """Add a factory under a new name (a user's own algorithm, a test's toy), with what a comparison may
+    tune of it (`tuning.Tuning`: the hyper-parameters that set its exploration, its communication
+    `tuning.Knob`; checked against what it builds when the arena first builds it). A name a spec
+    cannot write or a factory that is not callable is a ConfigError (`plugins.check_registration`); a
+    name taken by another factory a ValueError."""
     check_registration("algorithm", name, factory)
     if name in ALGORITHMS and _load(ALGORITHMS[name]) is not factory:
         raise ValueError(f"algorithm {name!r} is registered already")
+    if isinstance(exploration, str) or not all(isinstance(p, str) for p in exploration):
+        raise ConfigError(f"cannot register the algorithm {name!r}: exploration must be a tuple of hyper-parameter "
+                          f"names, got {exploration!r}")
+    if knob is not None and not isinstance(knob, Knob):
+        knob = Knob(*knob) if isinstance(knob, (tuple, list)) and len(knob) == 2 else knob
+        if not isinstance(knob, Knob):
+            raise ConfigError(f"cannot register the algorithm {name!r}: knob must be a tuning.Knob(param, values) "
+                              f"or None, got {knob!r}")
     ALGORITHMS[name] = factory
+    TUNINGS[name] = Tuning(tuple(exploration), knob, note)
+
+
+def tuning_of(name: str) -> Tuning:
+    """What a comparison may tune of algorithm `name` (`tuning.Tuning`); nothing for a name registered
+    into ALGORITHMS without `register_algorithm`."""
+    algorithm_factory(name)  # an unknown name fails here
+    return TUNINGS.get(name, Tuning(note="not declared: it was not registered with register_algorithm"))
 
 
 def register_wrapper(name: str, wrapper) -> None:
@@ -160,5 +187,4 @@ def _load(target):
 
 
 __all__ = ["ALGORITHMS", "LINEAGES", "paper_of", "WRAPPERS", "make_algorithm", "build_algorithm", "wrap_algorithm",
-           "register_algorithm",
-           "register_wrapper", "algorithm_factory", "algorithm_options", "algorithm_descriptions"]
+           "register_algorithm", "TUNINGS", "tuning_of", "Knob", "Tuning", "register_wrapper", "algorithm_factory", "algorithm_options", "algorithm_descriptions"]

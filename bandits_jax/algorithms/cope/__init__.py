@@ -1,5 +1,7 @@
 """Collaborative pure exploration in kernel bandits: CoKernelFC and CoKernelFB with their baselines."""
 
+from ..tuning import Tuning
+
 PAPER = "CoPE-KB (Du, Kuroki and Huang 2023)"
 
 NAMES = {
@@ -17,3 +19,5 @@ NAMES = {
     "ind_alba": ("cope_kb_alba:ind_alba", "baseline in Du et al. 2023"),
     "ind_poly_alba": ("cope_kb_alba:ind_poly_alba", "baseline in Du et al. 2023"),
 }
+
+TUNING = {name: Tuning(note="a phase-level trial: no regret to tune") for name in NAMES}
