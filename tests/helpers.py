@@ -250,3 +250,11 @@ def clustered_linear_world(seed: int, T: int, V: int, K: int, D: int, key):
     fbar = np.einsum("tvkd,vd->tvk", X, theta[cl])
     Y = fbar + 0.1 * rng.normal(size=fbar.shape)
     return X, Y, fbar, coop_kernel.tie_uniforms(key, V, K, T)
+
+
+def arena_record() -> Path:
+    """The committed arena record: docs/arena/data/arena-small, else arena-smoke (the one docs/arena.md is
+    written from)."""
+    data = Path(__file__).resolve().parents[1] / "docs" / "arena" / "data"
+    return next((data / f"arena-{size}" for size in ("small", "smoke") if (data / f"arena-{size}").is_dir()),
+                data / "arena-small")

@@ -15,9 +15,10 @@ import pytest
 from bandits_jax import algorithms, arena, arena_page, arena_stats
 from bandits_jax.cli import main
 from bandits_jax.results import load_results
+from helpers import arena_record
 
 ROOT = Path(__file__).resolve().parents[1]
-RECORD = ROOT / "docs" / "arena" / "data" / "arena-small"
+RECORD = arena_record()
 
 TOY = textwrap.dedent('''
     """A user's own algorithm: LinUCB under another name, so its numbers must equal LinUCB's."""
@@ -277,14 +278,14 @@ def test_a_second_run_compiles_nothing_it_compiled_before(tmp_path):
     assert second == {"compiled": 0, "loaded": first["compiled"]}
 
 
-@pytest.mark.skipif(not RECORD.exists(), reason="no arena record is committed")
 def test_the_arena_page_is_generated_from_its_record():
-    assert arena_page.arena_page(RECORD, "-small") == (ROOT / "docs" / "arena.md").read_text(), \
-        "docs/arena.md differs from its record: run `bandits-jax report --arena docs/arena/data/arena-small`"
+    size = RECORD.name.split("-", 1)[1]
+    assert arena_page.arena_page(RECORD, f"-{size}") == (ROOT / "docs" / "arena.md").read_text(), \
+        f"docs/arena.md differs from its record: run `bandits-jax report --arena docs/arena/data/{RECORD.name}`"
     res, doc = load_results(RECORD), arena.read_arena(RECORD)
-    assert arena_page.seed_table(res, doc) == (ROOT / "docs" / "arena" / "arena-small.csv").read_text()
+    assert arena_page.seed_table(res, doc) == (ROOT / "docs" / "arena" / f"arena-{size}.csv").read_text()
     for figure in ("pareto", "winrate", "learning"):
-        assert (ROOT / "docs" / "arena" / f"{figure}-small.png").exists()
+        assert (ROOT / "docs" / "arena" / f"{figure}-{size}.png").exists()
 
 
 def test_a_family_setting_reaches_only_its_own_algorithms():

@@ -258,8 +258,9 @@ BUILD = {"duets": {"horizon": T}, "duets_authors": {"horizon": T}}  # options a 
 
 
 def test_every_registered_regret_algorithm_is_counted_or_silent():
-    """A loop over the registry: each regret algorithm has a hand-computed count here or is silent, not both."""
-    for name in ALGORITHMS:
+    """A loop over the registry: each packaged regret algorithm has a hand-computed count here or is silent,
+    not both (a name another test registers for itself is its own)."""
+    for name in (n for n, target in ALGORITHMS.items() if isinstance(target, str)):
         if isinstance(make_algorithm(name, **BUILD.get(name, {})), Trial):
             continue
         assert (name in HAND) != (name in SILENT), f"{name}: give it a hand-computed case in HAND, or list it in SILENT"

@@ -15,12 +15,12 @@ import pytest
 
 from bandits_jax.results import save_results
 
-from helpers import run_cli
+from helpers import arena_record, run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ROOT / "docs" / "reproduction"
 RECORD, PHASED = "fnucb-fig2a-paper", "cope-fc-rank1-paper"  # small records of two kinds
-ARENA = Path("docs") / "arena" / "data" / "arena-small"
+ARENA = arena_record().relative_to(ROOT)
 
 
 @pytest.fixture
@@ -35,7 +35,8 @@ def work(tmp_path, monkeypatch) -> Path:
         shutil.copy(page, data.parent / page.name)
     shutil.copytree(ROOT / ARENA, tmp_path / ARENA)
     shutil.copy(ROOT / "docs" / "arena.md", tmp_path / "docs" / "arena.md")
-    shutil.copy(ROOT / "docs" / "arena" / "pareto-small.png", tmp_path / "docs" / "arena" / "pareto-small.png")
+    for figure in (ROOT / "docs" / "arena").glob("*.png"):
+        shutil.copy(figure, tmp_path / "docs" / "arena" / figure.name)
     _results_folder(tmp_path / "run")
     monkeypatch.chdir(tmp_path)
     return tmp_path
@@ -165,7 +166,7 @@ def test_record_refuses_a_damaged_results_folder(work, capsys, damage):
 def test_arena_refuses_a_damaged_record(work, capsys, damage):
     hurt, file = ALL_RECORD_DAMAGES[damage]
     hurt(work / ARENA)
-    assert_refused(capsys, ["report", "--arena", ARENA], work, f"arena-small/{file}")
+    assert_refused(capsys, ["report", "--arena", ARENA], work, f"{ARENA.name}/{file}")
 
 
 # ------------------------------------------------------------------------------ damaged arena.json
@@ -186,7 +187,8 @@ ARENA_DAMAGES = {
     "problems a string": _edit_arena(lambda a: a.update(problems="cosine")),
     "an algorithm without a label": _edit_arena(lambda a: a["algorithms"].append({"family": "x"})),
     "a pair missing from the fits": _edit_arena(lambda a: a["fits"]["cosine"].pop(a["algorithms"][0]["label"])),
-    "a chosen factor a string": _edit_arena(lambda a: a["chosen"]["cosine"]["linucb"].update(factor="x")),
+    "a pair's factor a string": _edit_arena(lambda a: a["pairs"][0].update(factor="x")),
+    "a pair of an unknown algorithm": _edit_arena(lambda a: a["pairs"][0].update(algorithm="nobody")),
     "timing negative": _edit_arena(lambda a: a["timing"].update(run_seconds=-1)),
     "seeds other than the results'": _edit_arena(lambda a: a["dims"].update(seeds=3)),
 }

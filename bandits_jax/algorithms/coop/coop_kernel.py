@@ -395,33 +395,13 @@ def arm_projection_scores(opts: Options, kp, state: CoopState, t, contexts, s, m
 # ------------------------------------------------------------------------------ update
 def update(pieces: Pieces, opts: Options, params, state: CoopState, step, actions, rewards, aux, key):
     """Store round t's observations of the active agents; count the round's messages (those of existing
-    observations: `heard`, `originated`)."""
+    observations, `counts`)."""
     del pieces
     dtype = float_dtype()
     chosen = jnp.take_along_axis(step.contexts, actions[:, None, None], axis=1)[:, 0, :].astype(dtype)
     store, errors = opts.model.update(opts, params, state, step, chosen, rewards.astype(dtype), key)
     exchange = opts.model.exchange(state.net, state.store, step.t)
-    rep = counts(opts, heard(state.net, store.valid, step.t), step.t, step.contexts.shape[-1], dtype, errors, aux,
-                 exchange)
-    return CoopState(state.net, store), originated(rep, state.net, step.active)
-
-
-def heard(net: Network, valid, t) -> Network:
-    """The network as `counts` sees round t: the message v gets from u then is u's observation of round
-    t + 1 - delay[v, u], which exists only where u acted (valid[T, V], the store's, round t included);
-    a pair whose observation does not exist gets a delay past t, so it delivers nothing. Unchanged
-    where every agent acts."""
-    V = net.delay.shape[0]
-    sent = jnp.clip(t + 1 - net.delay, 0, valid.shape[0] - 1)
-    return net._replace(delay=jnp.where(valid[sent, jnp.arange(V)[None, :]], net.delay, t + 2))
-
-
-def originated(rep, net: Network, active):
-    """`counts`'s report with originated = the active agents (an idle one sends nothing), where the
-    method talks at all."""
-    was = rep.diagnostics["originated"]
-    now = jnp.where(jnp.any(net.talks), jnp.sum(active), 0).astype(jnp.result_type(was))
-    return rep._replace(diagnostics={**rep.diagnostics, "originated": now})
+    return CoopState(state.net, store), counts(opts, state.net, step, store.valid, dtype, errors, aux, exchange)
 
 
 def dual_update(opts, params, state: CoopState, step, chosen, rewards, key):
@@ -444,17 +424,22 @@ def feature_update(opts, params, state: CoopState, step, chosen, rewards, key):
     return store, jnp.where(jnp.any(late), ERR_RING, 0).astype(jnp.int32)
 
 
-def counts(opts: Options, net: Network, t, d: int, dtype, errors, aux, exchange):
+def counts(opts: Options, net: Network, step, valid, dtype, errors, aux, exchange):
     """The Report of round t (spec 1.3 'Counting'), all in comm_up: the messages, (d + 2) scalars per
-    delivery (a pair's message exists from t + 1 >= delay); Dist's model transfers, one per mimicking
-    agent, (d + 2) n_c scalars or d (arm_projection); `exchange`, the scalars the embedding needs beyond
-    the messages (`Model.exchange`)."""
-    live = net.talks & (t + 1 - net.delay >= 0)
+    delivery: v's message from u at round t is u's observation of round t + 1 - delay[v, u], which exists
+    from t + 1 >= delay on and where u acted then (valid [T, V], the store's, round t included); Dist's
+    model transfers, one per mimicking agent, (d + 2) n_c scalars or d (arm_projection); `exchange`, the
+    scalars the embedding needs beyond the messages (`Model.exchange`). originated: the agents that
+    acted (an idle one sends nothing), where the method talks at all."""
+    t, d = step.t, step.contexts.shape[-1]
+    sent = t + 1 - net.delay
+    acted = valid[jnp.clip(sent, 0, valid.shape[0] - 1), jnp.arange(net.delay.shape[0])[None, :]]
+    live = net.talks & (sent >= 0) & acted
     deliveries = jnp.sum(live)
     size = opts.mimic.size(d, aux["count"])
     model_scalars = jnp.sum(jnp.where(aux["mimic"], size, 0))
     return report(dtype, comm_up=(d + 2) * deliveries + model_scalars + exchange, rounds=jnp.any(net.talks),
-                  errors=errors, originated=jnp.where(jnp.any(net.talks), net.host.shape[0], 0),
+                  errors=errors, originated=jnp.where(jnp.any(net.talks), jnp.sum(step.active), 0),
                   deliveries=deliveries, hops=jnp.sum(jnp.where(live, net.dist, 0)),
                   accepted=jnp.sum(live & net.accepts), model_transfers=jnp.sum(aux["mimic"]),
                   model_scalars=model_scalars, embedding_scalars=exchange)
