@@ -22,6 +22,7 @@ from bandits_jax.algorithms import ALGORITHMS, algorithm_options, build_algorith
 from bandits_jax.audit import VERDICTS, audit_algorithm, fitting_problem
 from bandits_jax.core import Algorithm, ConfigError, Param, Trial, report
 from bandits_jax.curves import Spec
+from test_comm_unit import SILENT
 
 SEEDS, T = 2, 20
 COSINE = "cosine:num_agents=3,num_arms=5,dim=4"
@@ -41,6 +42,7 @@ IGNORES_REWARDS = ("uniform_random",)  # its actions never read a reward: nothin
 def own_registry(monkeypatch):
     """ALGORITHMS as a copy, so no toy registered here is left in it."""
     monkeypatch.setattr(algorithms, "ALGORITHMS", dict(algorithms.ALGORITHMS))
+    monkeypatch.setattr(algorithms, "TUNINGS", dict(algorithms.TUNINGS))
 
 
 # ------------------------------------------------------------------------------------ the toy plugin
@@ -81,7 +83,9 @@ def toy_linucb(share: str = "own", beta: float = 1.0) -> Algorithm:
 
 
 # ------------------------------------------------------------------------------------ packaged algorithms
-@pytest.mark.parametrize("name", REGRET)
+# the default suite audits the names test_comm_unit holds silent (it checks that list against the registry);
+# the rest, which the audit first runs to find that they communicate, run with -m slow
+@pytest.mark.parametrize("name", [n if n in SILENT else pytest.param(n, marks=pytest.mark.slow) for n in REGRET])
 def test_every_packaged_algorithm_that_reports_no_communication_is_isolated(name):
     audit = audit_algorithm(name, seeds=SEEDS, horizon=T)
     assert audit.verdict in VERDICTS and audit.errors == 0, audit.text

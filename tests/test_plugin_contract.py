@@ -42,6 +42,7 @@ def own_registry(monkeypatch):
     """ALGORITHMS and BUILDERS as copies, and the plugin modules a test imports forgotten after it, so
     no registered name or module leaks into another test."""
     monkeypatch.setattr(algorithms, "ALGORITHMS", dict(algorithms.ALGORITHMS))
+    monkeypatch.setattr(algorithms, "TUNINGS", dict(algorithms.TUNINGS))
     monkeypatch.setattr(problems, "BUILDERS", dict(problems.BUILDERS))
     before = set(sys.modules)
     yield
