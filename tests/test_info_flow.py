@@ -89,6 +89,8 @@ def toy_linucb(share: str = "own", beta: float = 1.0) -> Algorithm:
 def test_every_packaged_algorithm_that_reports_no_communication_is_isolated(name):
     audit = audit_algorithm(name, seeds=SEEDS, horizon=T)
     assert audit.verdict in VERDICTS and audit.errors == 0, audit.text
+    if name in SILENT:  # test_comm_unit holds it silent: not a scalar, not a round
+        assert (audit.comm_scalars, audit.comm_rounds, audit.communicates) == (0, 0, False), audit.text
     if audit.communicates:
         assert audit.verdict == "not audited" and audit.perturbed == () and audit.leaks == (), audit.text
         return
