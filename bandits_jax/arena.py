@@ -103,9 +103,7 @@ class Adapter(NamedTuple):
 
 def _one_arrival(spec: Spec) -> bool:
     """Whether an algorithm needs exactly one active agent a step (`Algorithm.one_active`)."""
-    from .algorithms import build_algorithm
-
-    return getattr(build_algorithm(_with_horizon(spec, 2)), "one_active", None) is True
+    return getattr(_probe(spec), "one_active", None) is True
 
 
 def _cooperative(spec: Spec) -> bool:
@@ -452,10 +450,7 @@ def _audits(pairs: list, algs: list, check: bool) -> dict:
 
 def _defaults(algorithm: Entry) -> dict:
     """The algorithm's hyper-parameter defaults {name: value} as its spec builds it."""
-    from .algorithms import build_algorithm
-
-    spec = algorithm.spec
-    return dict(build_algorithm(_with_horizon(spec, 2)).defaults)
+    return dict(_probe(algorithm.spec).defaults)
 
 
 def _check_declaration(pair: Pair, defaults: dict) -> None:
@@ -475,10 +470,11 @@ def _algorithm_record(a: Entry, defaults: dict) -> dict:
 
 
 def _pair_record(p: Pair, choice: dict) -> dict:
+    knob = pair_knob(p)
     return {"problem": p.problem.label, "algorithm": p.algorithm.label, "adapter": p.adapter,
             "problem_spec": _text(p.problem_spec), "algorithm_spec": _text(p.algorithm_spec),
-            "knob": pair_knob(p) is not None,
-            "knob_labels": [label for label, _ in knob_points(pair_knob(p), {})] if pair_knob(p) else [], **choice}
+            "knob": knob is not None,
+            "knob_labels": [label for label, _ in knob_points(knob, {})] if knob else [], **choice}
 
 
 def _timing(out: Path, started: float, count: CompileCount) -> dict:
@@ -544,9 +540,14 @@ def _with_horizon(spec: Spec, horizon: int) -> Spec:
 
 
 def _is_trial(spec: Spec) -> bool:
+    return isinstance(_probe(spec), Trial)
+
+
+def _probe(spec: Spec):
+    """The algorithm (or Trial) a spec builds, for what it declares (a horizon given where it takes one)."""
     from .algorithms import build_algorithm
 
-    return isinstance(build_algorithm(_with_horizon(spec, 2)), Trial)
+    return build_algorithm(_with_horizon(spec, 2))
 
 
 def _checked_factors(factors) -> tuple:

@@ -21,7 +21,8 @@ import numpy as np
 from .arena import ARENA_FILE, KNOB_TAG, factor_label, read_arena
 from .arena_stats import iqm, mean_interval, paired_interval, pareto_front, ranks, win_rate
 from .core import ConfigError
-from .results import REPAIR, atomic_write_text, check_folder, load_checked, load_results, step_axis
+from .results import (REPAIR, atomic_write_text, check_folder, load_checked, load_results, step_axis,
+                      total_communication)
 
 
 # ------------------------------------------------------------------------------ per-seed numbers
@@ -30,9 +31,8 @@ def per_seed(res, curve: str) -> dict:
     over agents), total communication and whether the run carries error bits."""
     if curve not in res.arrays:
         raise ConfigError(f"the arena's results hold no curve {curve!r}; {REPAIR}")
-    per = res.arrays[curve]
-    return {"final": res.cumulative(curve)[:, -1], "comm": per["comm_up"].sum(axis=1) + per["comm_down"].sum(axis=1),
-            "failed": np.asarray(per["errors"]) != 0}
+    return {"final": res.cumulative(curve)[:, -1], "comm": total_communication(res, curve),
+            "failed": np.asarray(res.arrays[curve]["errors"]) != 0}
 
 
 def point_curves(pair: dict) -> dict:
@@ -82,14 +82,19 @@ def _mark_front(rows: list) -> None:
         r["front"] = [label for (owner, label, _), flag in zip(points, on) if owner is r and flag]
 
 
-def win_matrix(res, arena: dict) -> tuple:
-    """(labels, rates [A, A, 3]): the win rate of row over column (rate, low, high) over the problems
-    both run soundly and their seeds (NaN where they share none), from the tuned runs."""
+def rows_by_problem(res, arena: dict) -> dict:
+    """{problem label: `problem_rows`}, each problem's rows computed once for a page and its figures."""
+    return {p["label"]: problem_rows(res, arena, p["label"]) for p in arena["problems"]}
+
+
+def win_matrix(rows: dict, arena: dict) -> tuple:
+    """(labels, rates [A, A, 3]) from `rows_by_problem`: the win rate of row over column (rate, low, high)
+    over the problems both run soundly and their seeds (NaN where they share none), from the tuned runs."""
     finals = {}
-    for p in arena["problems"]:
-        for r in problem_rows(res, arena, p["label"]):
+    for problem, rows_ in rows.items():
+        for r in rows_:
             if not r["failed"]:
-                finals.setdefault(r["algorithm"], {})[p["label"]] = r["final"]
+                finals.setdefault(r["algorithm"], {})[problem] = r["final"]
     labels = [a["label"] for a in arena["algorithms"] if a["label"] in finals]
     rates = np.full((len(labels), len(labels), 3), np.nan)
     for i, a in enumerate(labels):
@@ -100,16 +105,15 @@ def win_matrix(res, arena: dict) -> tuple:
     return labels, rates
 
 
-def overall_rows(res, arena: dict) -> list:
-    """One row per algorithm: problems it runs soundly of those it fits, and how many of the others it
-    beats, loses to, or ties with (the 95% interval of the pairwise win rate above 1/2, below it, or
-    holding it), over what each pair shares; sorted by beats minus losses."""
-    labels, rates = win_matrix(res, arena)
+def overall_rows(rows_by: dict, arena: dict) -> list:
+    """One row per algorithm (from `rows_by_problem`): problems it runs soundly of those it fits, and how
+    many of the others it beats, loses to, or ties with (the 95% interval of the pairwise win rate above
+    1/2, below it, or holding it), over what each pair shares; sorted by beats minus losses."""
+    labels, rates = win_matrix(rows_by, arena)
     rows = []
     for i, a in enumerate(labels):
         pairs = [p for p in arena["pairs"] if p["algorithm"] == a]
-        sound = sum(1 for p in arena["problems"] for r in problem_rows(res, arena, p["label"])
-                    if r["algorithm"] == a and not r["failed"])
+        sound = sum(1 for rows_ in rows_by.values() for r in rows_ if r["algorithm"] == a and not r["failed"])
         low, high = rates[i, :, 1], rates[i, :, 2]
         compared = np.isfinite(low)
         rows.append({"algorithm": a, "fits": len(pairs), "sound": sound, "compared": int(compared.sum()),
@@ -149,10 +153,12 @@ def arena_page(folder, suffix: str = "") -> str:
     return page_text(load_results(folder), read_arena(folder), suffix)
 
 
-def page_text(res, arena: dict, suffix: str = "") -> str:
+def page_text(res, arena: dict, suffix: str = "", rows_by=None) -> str:
     """The page of loaded results and arena.json: terms, definitions, problems, fit matrix, declarations,
-    the overall table, a table per problem, the audits and the timing, every number computed here."""
+    the overall table, a table per problem, the audits and the timing, every number computed here
+    (`rows_by`: `rows_by_problem`, where the caller has it)."""
     md, dims = res.metadata, arena["dims"]
+    rows_by = rows_by_problem(res, arena) if rows_by is None else rows_by
     fig = "arena/" if suffix else ""
     lines = [f"# The arena ({arena['size']})", "",
              f"Every registered regret algorithm on every benchmark problem it fits, on equal terms: the same "
@@ -174,18 +180,18 @@ def page_text(res, arena: dict, suffix: str = "") -> str:
               "| algorithm | problems fit | run soundly | compared with | beats | loses to | ties |",
               "|---|---|---|---|---|---|---|"]
     lines += [f"| {r['algorithm']} | {r['fits']} | {r['sound']} | {r['compared']} | {r['beats']} | {r['loses']} | "
-              f"{r['compared'] - r['beats'] - r['loses']} |" for r in overall_rows(res, arena)]
+              f"{r['compared'] - r['beats'] - r['loses']} |" for r in overall_rows(rows_by, arena)]
     for p in arena["problems"]:
-        lines += ["", *_problem_lines(res, arena, p["label"])]
+        lines += ["", *_problem_lines(p["label"], rows_by[p["label"]])]
     lines += ["", f"![Learning curves]({fig}learning{suffix}.png)", ""]
     lines += _audit_lines(arena) + _timing_lines(arena["timing"])
     return "\n".join(lines) + "\n"
 
 
-def _problem_lines(res, arena: dict, problem: str) -> list:
+def _problem_lines(problem: str, rows: list) -> list:
     lines = [f"## {problem}", "", "| rank | algorithm | default | tuned | median | IQM | vs best | factor "
              "(tuning score) | communication | failed | front |", "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in problem_rows(res, arena, problem):
+    for r in rows:
         vs = "best" if r.get("best") else _interval(r["versus_best"]) if "versus_best" in r else "-"
         factor = (f"{r['factor']:g} ({r['tuning']:.3f})" if r["status"] == "tuned" else r["status"])
         name = r["algorithm"] + (f" (via {r['adapter']})" if r["adapter"] else "")
@@ -301,7 +307,7 @@ def _colours(arena: dict) -> dict:
     return {a["label"]: cmap(i % 20) for i, a in enumerate(arena["algorithms"])}
 
 
-def plot_pareto(res, arena: dict, path) -> Path:
+def plot_pareto(rows_by: dict, arena: dict, path) -> Path:
     """One panel per problem: each sound pair's operating points (a line through a knob's points), mean
     final regret against mean communication with 95% bootstrap intervals in both directions, and the
     front drawn as the staircase it bounds, its points named."""
@@ -314,7 +320,7 @@ def plot_pareto(res, arena: dict, path) -> Path:
         colour = _colours(arena)
         for ax, p in zip(axes, problems):
             front = []
-            for r in problem_rows(res, arena, p["label"]):
+            for r in rows_by[p["label"]]:
                 pts = [(lab, q) for lab, q in r["points"] if not q["failed"].any()]
                 if not pts:
                     continue
@@ -343,12 +349,12 @@ def plot_pareto(res, arena: dict, path) -> Path:
     return save_figure(draw, Path(path))
 
 
-def plot_win_rates(res, arena: dict, path) -> Path:
+def plot_win_rates(rows_by: dict, arena: dict, path) -> Path:
     """The pairwise win-rate matrix as a heat map (row over column; blank where two share no problem),
     a cell marked where its interval excludes 1/2."""
     from .plotting import save_figure
 
-    labels, rates = win_matrix(res, arena)
+    labels, rates = win_matrix(rows_by, arena)
 
     def draw():
         import matplotlib.pyplot as plt
@@ -370,7 +376,7 @@ def plot_win_rates(res, arena: dict, path) -> Path:
     return save_figure(draw, Path(path))
 
 
-def plot_learning(res, arena: dict, path) -> Path:
+def plot_learning(res, rows_by: dict, arena: dict, path) -> Path:
     """Regret (top row) and communication (bottom row) against t, one column per problem: every sound
     pair's tuned run, the mean over seeds with a band of +-1.96 standard errors."""
     from .plotting import panel_grid, save_figure
@@ -383,7 +389,7 @@ def plot_learning(res, arena: dict, path) -> Path:
         fig, axes = panel_grid(2 * n, 2, n, (5.0, 3.6))
         colour = _colours(arena)
         for col, p in enumerate(problems):
-            for r in problem_rows(res, arena, p["label"]):
+            for r in rows_by[p["label"]]:
                 if r["failed"]:
                     continue
                 pair = next(q for q in arena["pairs"] if q["problem"] == p["label"] and q["algorithm"] == r["algorithm"])
@@ -412,14 +418,14 @@ def write_pages(folder, to, suffix: str) -> list:
     record into `to`; returns the paths (the page named arena.md)."""
     folder, to = Path(folder), Path(to)
     res, arena = load_results(folder), read_arena(folder)
-    page = to / "arena.md"
-    atomic_write_text(page, page_text(res, arena, suffix))
+    page, rows_by = to / "arena.md", rows_by_problem(res, arena)
+    atomic_write_text(page, page_text(res, arena, suffix, rows_by))
     figures = to / "arena" if suffix else to
     figures.mkdir(parents=True, exist_ok=True)
     atomic_write_text(figures / f"arena{suffix}.csv", seed_table(res, arena))
-    return [page, figures / f"arena{suffix}.csv", plot_pareto(res, arena, figures / f"pareto{suffix}.png"),
-            plot_win_rates(res, arena, figures / f"winrate{suffix}.png"),
-            plot_learning(res, arena, figures / f"learning{suffix}.png")]
+    return [page, figures / f"arena{suffix}.csv", plot_pareto(rows_by, arena, figures / f"pareto{suffix}.png"),
+            plot_win_rates(rows_by, arena, figures / f"winrate{suffix}.png"),
+            plot_learning(res, rows_by, arena, figures / f"learning{suffix}.png")]
 
 
 def write_arena_page(folder, docs=Path("docs")) -> list:

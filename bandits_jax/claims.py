@@ -17,7 +17,7 @@ from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
-from .results import grid_choices
+from .results import grid_choices, total_communication
 
 REPRODUCED, LEVEL, NOT_REPRODUCED, NOT_RECORDED = "reproduced", "level", "not reproduced", "not recorded"
 STATUSES = (REPRODUCED, LEVEL, NOT_REPRODUCED, NOT_RECORDED)
@@ -95,8 +95,7 @@ def final_regret(res, curve: str) -> Number:
 
 def communication(res, curve: str) -> Number:
     """Scalars sent up and down in a run, all steps together (at a grid's chosen point)."""
-    per = res.arrays[chosen(res, curve)]
-    return _number(per["comm_up"].sum(axis=1) + per["comm_down"].sum(axis=1))
+    return _number(total_communication(res, chosen(res, curve)))
 
 
 def chosen(res, curve: str) -> str:

@@ -388,6 +388,12 @@ _METADATA = {  # key: (test, what its value must be), for the keys summaries and
 }
 
 
+def total_communication(results: Results, curve: str) -> np.ndarray:
+    """[S] scalars sent up plus down over every step of each run of a curve."""
+    per = results.arrays[curve]
+    return per["comm_up"].sum(axis=1) + per["comm_down"].sum(axis=1)
+
+
 def summary_rows(results: Results):
     """One dict per algorithm: final cumulative regret mean and standard error, communication totals."""
     ddof = int(results.metadata.get("se_ddof", 0))
@@ -397,7 +403,7 @@ def summary_rows(results: Results):
         final = results.cumulative(alg)[:, -1]
         n = final.shape[0]
         se = float(np.std(final, ddof=ddof) / np.sqrt(n)) if n > ddof else float("nan")
-        total = per["comm_up"].sum(axis=1) + per["comm_down"].sum(axis=1)
+        total = total_communication(results, alg)
         rows.append({
             "algorithm": alg,
             "final_regret_mean": float(final.mean()),
