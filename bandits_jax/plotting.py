@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 
 from .results import (curve_family, derived_rows, load_results, outcome_rows, shown_curves, step_axis,
-                      summary_rows)
+                      summary_rows, with_ddof)
 
 
 def plot_results(out_dir, filename: str = "plot.png") -> Path:
@@ -78,13 +78,14 @@ def draw_results(res):
     return fig
 
 
-def plot_figure(out_dirs, path, rows: int = 0) -> Path:
+def plot_figure(out_dirs, path, rows: int = 0, se_ddof: int | None = None) -> Path:
     """Write one figure of several results folders to `path`: a column per folder, cumulative regret
     against t above and cumulative communication against t below (the layout of the DUETS paper's
     Figure 1, four functions in eight panels). An algorithm has the same colour in every panel.
     rows > 0: regret panels only, the folders in order filling `rows` rows (Coop-KernelUCB's Figure 1:
-    rows = 2, the four linear panels then the four RBF ones)."""
-    results = lambda: [load_results(d) for d in out_dirs]  # noqa: E731
+    rows = 2, the four linear panels then the four RBF ones). se_ddof: the ddof of every band's std in
+    place of each experiment's own (the reproduction pages use 1 throughout)."""
+    results = lambda: [with_ddof(load_results(d), se_ddof) for d in out_dirs]  # noqa: E731
     if rows:
         return save_figure(lambda: draw_regret_grid(results(), rows), Path(path))
     return save_figure(lambda: draw_figure(results()), Path(path))

@@ -394,6 +394,11 @@ def total_communication(results: Results, curve: str) -> np.ndarray:
     return per["comm_up"].sum(axis=1) + per["comm_down"].sum(axis=1)
 
 
+def with_ddof(results: Results, ddof: int | None) -> Results:
+    """The results with every standard error and std taken with `ddof` (None: the experiment's own)."""
+    return results if ddof is None else results._replace(metadata={**results.metadata, "se_ddof": int(ddof)})
+
+
 def summary_rows(results: Results):
     """One dict per algorithm: final cumulative regret mean and standard error, communication totals."""
     ddof = int(results.metadata.get("se_ddof", 0))

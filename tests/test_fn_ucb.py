@@ -104,6 +104,10 @@ CASES = {
     # the fig2c/2d configuration: the code's quirks with every covariance diagonal
     "authors-code-diag": (1.5, dict(authors_code=True, covariance="diag", trigger="diag", parameterization="authors",
                                      feature_scale="raw", loss="authors", alpha_warmup=3, alpha_ramp=15)),
+    # fig1c's "FN-UCB (separate networks)" in mode=authors: the paper's protocol (separate networks on all
+    # local data, FedAvg) with the code's network, raw features, loss and diagonal trigger, full covariance
+    "separate-fedavg-authors-net": (0.6, dict(parameterization="authors", feature_scale="raw", loss="authors",
+                                              trigger="diag", alpha_warmup=3, alpha_ramp=15)),
 }
 
 
@@ -177,6 +181,9 @@ def test_matches_numpy_reference(case):
         assert 0 < ref["n"][0] < 30
     if out["options"].get("aggregate_params") is False:
         assert np.abs(out["flat_agents"][0] - out["flat_agents"][1]).max() > 1e-3
+    elif not out["options"].get("authors_code"):  # separate networks, FedAvg of two different ones
+        assert np.abs(out["flat_agents"][0] - out["flat_agents"][1]).max() > 1e-3
+        np.testing.assert_allclose(out["flat_sync"], out["flat_agents"].mean(axis=0), rtol=1e-12, atol=1e-14)
 
 
 def spec_trigger(contexts, actions, theta_np, lam, D, m):

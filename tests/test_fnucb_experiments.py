@@ -26,7 +26,7 @@ DATA_FILES = ("shuttle.trn", "shuttle.tst", "magic.dat")
 HAVE_DATA = all((DATA_DIR / f).exists() for f in DATA_FILES)
 
 NAMES = ["fnucb/fig1a", "fnucb/fig1b", "fnucb/fig1c", "fnucb/fig1d", "fnucb/fig2a", "fnucb/fig2b",
-         "fnucb/fig2c", "fnucb/fig2d", "fnucb/fig3", "fnucb/fig4", "fnucb/fig6"]
+         "fnucb/fig2c", "fnucb/fig2d", "fnucb/fig3", "fnucb/fig4", "fnucb/fig5", "fnucb/fig6", "fnucb/timing"]
 FAST_RUN = "fnucb/fig6"  # two curves with different N: the pair form of the sweep
 
 # smoke size: the algorithm names and the number of agents of each curve
@@ -43,16 +43,19 @@ SMOKE_EXPECTED = {
     "fnucb/fig4": {curve: n for p in ("cosine", "magic") for curve, n in (  # build order: problem by problem
         *((f"{p}: {a} (nu=0.1)", 1) for a in ("LinUCB", "LinTS", "KernelUCB", "KernelTS")),
         *((f"{p}: {a}", 1) for a in ("NeuralUCB", "NeuralTS")), (f"{p}: FN-UCB (N=2)", 2))},
+    "fnucb/fig5": {"FN-UCB (full covariance)": 2, "FN-UCB (diagonal)": 2},
     "fnucb/fig6": {"cosine: FN-UCB (N=1)": 1, "cosine: FN-UCB (N=2)": 2},
+    "fnucb/timing": {"FN-UCB full (m=8)": 2, "FN-UCB diagonal (m=12)": 2, "FN-UCB full (m=12)": 2},
 }
 
 # paper size: number of curves
 PAPER_COUNTS = {"fnucb/fig1a": 6, "fnucb/fig1b": 6, "fnucb/fig1c": 6, "fnucb/fig1d": 4, "fnucb/fig2a": 5,
                 "fnucb/fig2b": 5, "fnucb/fig2c": 5, "fnucb/fig2d": 4, "fnucb/fig3": 8, "fnucb/fig4": 68,
-                "fnucb/fig6": 8}
+                "fnucb/fig5": 2, "fnucb/fig6": 8, "fnucb/timing": 3}
 
 # paper size: seeds (10 for the synthetic figures; the real-data ones and fig4, which mixes both, keep 3)
-PAPER_SEEDS = {name: 3 if name in ("fnucb/fig2a", "fnucb/fig2b", "fnucb/fig2c", "fnucb/fig2d", "fnucb/fig4") else 10
+PAPER_SEEDS = {name: 3 if name in ("fnucb/fig2a", "fnucb/fig2b", "fnucb/fig2c", "fnucb/fig2d", "fnucb/fig4",
+                                     "fnucb/fig5", "fnucb/timing") else 10
                for name in NAMES}
 
 

@@ -62,3 +62,17 @@ def test_a_record_off_its_registered_size_says_how():
     md["timing"] = {"a": {"compile_seconds": 9.0, "run_seconds": 360.0}, "b": {"run_seconds": 180.0}}
     assert _departures(md).endswith(" The registered size would take at least 1.2 hours of computing on this "
                                     "device (this run's 540 s scaled by seeds and horizon).")
+
+
+def test_a_record_computed_from_uncommitted_code_is_never_shown_clean():
+    """Every record whose commit carries the "+changes" mark shows it in the records table and on its
+    page's provenance line."""
+    from bandits_jax.report import _short_commit, load_records
+
+    assert _short_commit({"commit": "0123456789abcdef+changes"}) == "0123456789ab+changes"
+    assert _short_commit({"commit": "0123456789abcdef"}) == "0123456789ab"
+    index = (ROOT / DOCS / "README.md").read_text()
+    for name, res in load_records(ROOT / DATA, [r for p in pages().values() for r in p.records]).items():
+        commit = res.metadata.get("commit", "")
+        row = next(line for line in index.splitlines() if line.startswith(f"| [{name}]"))
+        assert (commit[:12] + "+changes" in row) == commit.endswith("+changes"), row
