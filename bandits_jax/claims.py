@@ -156,7 +156,10 @@ class Difference(NamedTuple):
 
 
 def difference(x: Sample, y: Sample, by: float = 1.0) -> Difference:
-    """The 95% interval of x * by - y (module docstring): exact, paired t, Welch t or Newcombe."""
+    """The 95% interval of x * by - y (module docstring): exact, paired t, Welch t or Newcombe. A
+    non-finite value (a failed run) is a ClaimError, never a verdict."""
+    if not (np.isfinite(x.values).all() and np.isfinite(y.values).all()):
+        raise ClaimError("a non-finite value among the seeds (a failed run): no verdict is drawn from it")
     if x.rate or y.rate:
         if not (x.rate and y.rate) or by != 1.0:
             raise ClaimError("a rate is compared only with a rate, and by no factor")
@@ -209,9 +212,7 @@ def judge(x: Sample, y: Sample, claimed: str, *, min_seeds: int = MIN_SEEDS, mar
         return REPRODUCED, str(diff)
     if found == "level":
         return LEVEL, str(diff)
-    if found == "undecided" or (claimed == "at most" and found == "below"):
-        return UNDECIDED, str(diff)
-    return NOT_REPRODUCED, str(diff)
+    return (UNDECIDED if found == "undecided" else NOT_REPRODUCED), str(diff)
 
 
 def _equivalence(diff: Difference, y: Sample, margin: Optional[float]) -> str:

@@ -104,6 +104,11 @@ def test_rates_use_wilson_and_newcombe_intervals():
         claims.difference(x, claims.Sample(np.ones(20), "r"))
 
 
+def test_a_failed_run_is_refused_not_judged():
+    with pytest.raises(claims.ClaimError, match="non-finite"):
+        _below({"a": [1.0, np.nan, 1.0, 1.0, 1.0], "b": [2.0] * 5}, ["a"], ["b"])
+
+
 def test_smaller_by_a_factor():
     finals = {"a": [10.0, 11.0, 9.0, 10.5, 9.5], "b": [40.0, 41.0, 39.0, 40.5, 39.5]}
     assert _below(finals, ["a"], ["b"], by=2.0).status == claims.REPRODUCED

@@ -24,7 +24,10 @@ TUNING = {
     "async_kernel_ucb": Tuning(("alpha",), Knob("threshold", (1e-4, 1e-3, 1e-2, 0.1, 1.0, 10.0))),
     "dis_kernel_ucb": Tuning(("alpha",), _THRESHOLD),
     "dis_kernel_ucb_duets": Tuning(("alpha",), _THRESHOLD),
-    "one_kernel_ucb": Tuning(("alpha",), note="no knob: it sends every point as it arrives"),
+    "one_kernel_ucb": Tuning(("alpha",), note="no knob: it sends every point as it arrives, which is "
+                                               "dis_kernel_ucb at threshold 0 (the same actions and counts, "
+                                               "tests/test_dis_kernel.py), the limit of that curve as its "
+                                               "threshold falls"),
     "n_kernel_ucb": Tuning(("alpha",)),
     "dis_lin_ucb": Tuning(("alpha",), _THRESHOLD),
     "fed_lin_ucb": Tuning(("alpha",), Knob("alpha_c", (1e-2, 0.1, 1.0, 10.0, 100.0, 1e3))),
