@@ -155,25 +155,25 @@ _V = ("25", "50", "100", "200")
 
 def _panel_claims(kind: str, records: tuple, independent: list, naive: str) -> tuple:
     """The claims of Dubey and Pentland (2020), Sec. 5, over one row of Figure 1 at one size (kind "linear
-    panel at the paper's size", ...); the Results Summary is cut in the text, so two subjects are the spec's
+    panels, the paper's size", ...); the Results Summary is cut in the text, so two subjects are the spec's
     reading (§5.6)."""
     where = "Sec. 5, Fig. 1"
     return (
-        claims.all_below("coop", f"Eager-KernelUCB consistently outperforms the other algorithms ({kind}s)",
+        claims.all_below("coop", f"Eager-KernelUCB consistently outperforms the other algorithms ({kind})",
                          records, ["Eager-KernelUCB"], ["Coop-KernelUCB", "Dist-KernelUCB", naive, *independent],
                          where=where, quote="Eager-KernelUCB consistently outperforms other algorithms, across all "
                                             "benchmark tasks"),
-        claims.all_below("coop", f"Coop-KernelUCB significantly outperforms the existing benchmarks ({kind}s)",
+        claims.all_below("coop", f"Coop-KernelUCB significantly outperforms the existing benchmarks ({kind})",
                          records, ["Coop-KernelUCB"], [naive, *independent], where="Abstract",
                          quote="our algorithm significantly outperforms existing benchmarks"),
-        claims.level("coop", f"Coop-KernelUCB and Dist-KernelUCB perform similarly on Erdos-Renyi ({kind})",
+        claims.level("coop", f"Coop-KernelUCB and Dist-KernelUCB perform similarly on Erdos-Renyi ({kind.replace('panels', 'panel')})",
                      [r for r in records if "-er-" in r], [("Coop-KernelUCB", "Dist-KernelUCB")], margin=0.1,
                      where=where, quote="Coop-KernelUCB and Dist-KernelUCB perform similarly for the Erdos-Renyi"),
-        claims.all_below("coop", f"Coop- and Dist-KernelUCB outperform Naive Cooperation ({kind}s; the subject is the "
+        claims.all_below("coop", f"Coop- and Dist-KernelUCB outperform Naive Cooperation ({kind}; the subject is the "
                          "spec's reading of a cut sentence)", records, ["Coop-KernelUCB", "Dist-KernelUCB"], [naive],
                          origin="spec", where=where, quote="outperforms Naive Cooperation in both the linear and kernel "
                                                            "settings"),
-        claims.all_below("coop", f"The cooperative methods beat the non-cooperative baselines ({kind}s)", records,
+        claims.all_below("coop", f"The cooperative methods beat the non-cooperative baselines ({kind})", records,
                          _COOPERATIVE, independent, origin="spec", where="Sec. 5 and spec §1"),
     )
 
@@ -202,10 +202,10 @@ register_page(Page(
              Figure("coop-figure1.png", "Figure 1 at the small size: the linear row above, the RBF row below",
                     LINEAR_SMALL + RBF_SMALL, rows=2)),
     claims=(
-        *_panel_claims("linear panel at the paper's size", LINEAR_PAPER, ["Ind-LinUCB", "OFUL"], "Naive-LinUCB"),
-        *_panel_claims("RBF panel at the paper's size", RBF_PAPER, ["Ind-KernelUCB", "IGP-UCB"], "Naive-IGP-UCB"),
+        *_panel_claims("linear panels, the paper's size", LINEAR_PAPER, ["Ind-LinUCB", "OFUL"], "Naive-LinUCB"),
+        *_panel_claims("RBF panels, the paper's size", RBF_PAPER, ["Ind-KernelUCB", "IGP-UCB"], "Naive-IGP-UCB"),
         *(c._replace(origin="library") for c in (
-            *_panel_claims("linear panel at the small size", LINEAR_SMALL, ["Ind-LinUCB", "OFUL"], "Naive-LinUCB"),
-            *_panel_claims("RBF panel at the small size", RBF_SMALL, ["Ind-KernelUCB", "IGP-UCB"], "Naive-IGP-UCB"))),
+            *_panel_claims("linear panels, the small size", LINEAR_SMALL, ["Ind-LinUCB", "OFUL"], "Naive-LinUCB"),
+            *_panel_claims("RBF panels, the small size", RBF_SMALL, ["Ind-KernelUCB", "IGP-UCB"], "Naive-IGP-UCB"))),
         *_v_claims(),
     )))

@@ -157,7 +157,7 @@ register_page(Page(
                                                           "to that of the single-agent adaption IndPeaceFB"),
         claims.per_x("cope-kb", "Different tasks (c): CoKernelFB's error is level with IndPeaceFB's at every budget",
                      [FB["rank5"]], "CoKernelFB", ["IndPeaceFB"], "error", relation="level", margin=0.1,
-                     origin="spec", where="App. A, Fig. 3c (the end point of the trend)"),
+                     origin="spec", where="App. A, Fig. 3c, the end point of the trend"),
         claims.per_x("cope-kb", "CoKernelFC names the best arms as reliably as IndRAGE (fixed confidence, delta = "
                      "0.005): their success rates level at every Delta_min", list(FC.values()), "CoKernelFC",
                      ["IndRAGE"], "correct", relation="level", margin=0.05, origin="library"),

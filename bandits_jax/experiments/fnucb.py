@@ -552,7 +552,7 @@ def _claims() -> tuple:
                              "increases", retests=_SYNTHETIC_ORDER) for p in ("cosine", "square")),
         c.pairs_below("fnucb", "FN-UCB (Less Comm.) sends fewer scalars than FN-UCB", [FIGS["fig3"]],
                       [(f"{p}: FN-UCB Less Comm. (N={n})", f"{p}: FN-UCB (N={n})") for p in ("cosine", "square")
-                       for n in (2, 5)], value=c.communication, origin=L, where="Sec. 3.4 (its design)"),
+                       for n in (2, 5)], value=c.communication, origin=L, where="Sec. 3.4, its design"),
     )
 
 
