@@ -288,9 +288,10 @@ SEED_RANGES = {"seeds": f"reported seeds 0..S-1 stay below the tuning seeds, whi
 # ------------------------------------------------------------------------------ running it
 def run_arena(size: str = "small", problems=("all",), algorithms=("all",), out=None, seeds=None,
               tuning_seeds=None, factors=TUNING_FACTORS, quiet: bool = False, check: bool = False,
-              curves=None) -> Path:
+              curves=None, report_compiles: bool = False) -> Path:
     """Run (or resume) the arena; returns its folder (module docstring). Bad input, an empty arena or
-    a bad grid raise ConfigError before anything compiles."""
+    a bad grid raise ConfigError before anything compiles. report_compiles: each phase's folder gets the
+    compile report of its programs (`sweep.run_experiment`)."""
     from .core import COMM_UNIT
 
     started, count = time.perf_counter(), CompileCount()
@@ -307,7 +308,7 @@ def run_arena(size: str = "small", problems=("all",), algorithms=("all",), out=N
         raise ConfigError("no algorithm fits any problem of the arena; see the fit matrix above")
     audits = _audits(pairs, algs, check)
     common = dict(size=size, plot=False, quiet=quiet, curves=curves, check=check, summary=False,
-                  raise_errors=False, step_progress=False)
+                  raise_errors=False, step_progress=False, report_compiles=report_compiles)
     from .sweep import run_experiment, validated_runs
 
     tuned = [p for p in pairs if p.tuning.exploration]

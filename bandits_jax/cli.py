@@ -70,6 +70,7 @@ def _parser() -> argparse.ArgumentParser:
                           "hold a host callback and are not kept by the compile cache (without the cache, on)")
     _plugin_flag(run)
     _compile_cache_flag(run)
+    _compile_report_flag(run)
     arena = sub.add_parser("arena", help="every registered regret algorithm (yours too) on the benchmark problems "
                                          "it fits, at defaults and tuned on other seeds (bandits_jax/arena.py)")
     arena.add_argument("--size", default="small", help="smoke, small (this machine, tens of minutes) or large "
@@ -92,6 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     arena.add_argument("--quiet", action="store_true", help="no progress output")
     _plugin_flag(arena)
     _compile_cache_flag(arena)
+    _compile_report_flag(arena)
     plot = sub.add_parser("plot", help="(re)draw plot.png of a results folder, or one figure of several")
     plot.add_argument("dir", type=Path, nargs="+")
     plot.add_argument("--figure", type=Path, metavar="PNG",
@@ -136,6 +138,13 @@ def _plugin_flag(parser) -> None:
     parser.add_argument("--plugin", action="append", default=[], metavar="MODULE",
                         help="import a module (or a .py file) that registers algorithms or problems first "
                              "(repeatable; entry points of bandits_jax.algorithms are always loaded)")
+
+
+def _compile_report_flag(parser) -> None:
+    parser.add_argument("--compile-report", action="store_true",
+                        help="list every program the run asks for: compiled, loaded from the compile cache or "
+                             "reused, its seconds and size and why it exists (OUT/compile_report.json; "
+                             "bandits_jax/compile_report.py)")
 
 
 def _compile_cache_flag(parser) -> None:
@@ -204,7 +213,8 @@ def main(argv=None) -> int:
                 run_experiment(exp, size=size, overrides=_overrides(args), out=args.out,
                                chunk=args.chunk, quiet=args.quiet, plot=not args.no_plot,
                                curves=False if args.no_curve_cache else args.curves, only=tuple(args.only),
-                               check=args.check, step_progress=args.step_progress or cached is None)
+                               check=args.check, step_progress=args.step_progress or cached is None,
+                               report_compiles=args.compile_report)
             return 0
         if args.command == "arena":
             from .arena import TUNING_FACTORS, run_arena
@@ -212,7 +222,7 @@ def main(argv=None) -> int:
             factors = TUNING_FACTORS if args.factors is None else _floats(args.factors, "--factors")
             run_arena(args.size, tuple(args.problem) or ("all",), tuple(args.algorithm) or ("all",), args.out,
                       args.seeds, args.tuning_seeds, factors, quiet=args.quiet, check=args.check,
-                      curves=False if args.no_curve_cache else args.curves)
+                      curves=False if args.no_curve_cache else args.curves, report_compiles=args.compile_report)
             return 0
         if args.command == "report" and args.arena is not None:
             from .arena_page import write_arena_page

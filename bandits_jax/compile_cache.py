@@ -139,3 +139,10 @@ class CompileCount:
         requests = self._events[BACKEND_COMPILE] - self._base[BACKEND_COMPILE]
         loaded = self._events[CACHE_HIT] - self._base[CACHE_HIT]
         return {"compiled": requests - loaded, "loaded": loaded}
+
+
+def cache_hits() -> int:
+    """Programs this process has loaded from the persistent cache so far (JAX's monitoring events, listened
+    to from the first `CompileCount`, which this makes)."""
+    CompileCount()
+    return CompileCount._events[CACHE_HIT]

@@ -44,7 +44,9 @@ import numpy as np
 from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from . import compile_report
 from ._cpu import cpu_guard
+from .compile_cache import cache_hits
 from .core import (PRECISIONS, Algorithm, ConfigError, EnvSpec, Problem, Report, Sizes, Step, check_param,
                    check_stream, declared_param)
 
@@ -449,10 +451,20 @@ def _run_batch(problem, algorithm, seeds, params, base_key, first_segment, progr
 
     def compiled(name, fn, *args, static=(), donate=()):
         key = (name, problem.name, algorithm.name, id(problem), id(algorithm), batch, padded, m, static, str(dtype))
-        if key not in cache:
-            t_c = time.perf_counter()
-            cache[key] = jax.jit(fn, donate_argnums=donate).lower(*args).compile()
-            timer["compile"] += time.perf_counter() - t_c
+        shape = dict(batch=batch, padded=padded, chunks=m, agents=spec.num_agents,
+                     **({"capacity": str(tuple(static[1])), "length": static[0]} if name == "segment" else {}))
+        if key in cache:
+            compile_report.note(name, compile_report.REUSED, 0.0, **shape)
+            return cache[key]
+        t_c = time.perf_counter()
+        hits = cache_hits() if compile_report.active() else 0
+        lowered = jax.jit(fn, donate_argnums=donate).lower(*args)
+        cache[key] = lowered.compile()
+        seconds = time.perf_counter() - t_c
+        timer["compile"] += seconds
+        if compile_report.active():
+            how = compile_report.LOADED if cache_hits() > hits else compile_report.COMPILED
+            compile_report.note(name, how, seconds, lowered, **shape)
         return cache[key]
 
     sizes = first_sizes(algorithm, segs[0][2])

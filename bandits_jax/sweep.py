@@ -43,7 +43,7 @@ from typing import Optional
 import jax
 import numpy as np
 
-from . import distributed
+from . import compile_report, distributed
 from ._cpu import cpu_guard
 from .core import COMM_UNIT, ConfigError, Trial, first_line
 from .curves import failure, misfit, resolve
@@ -59,6 +59,7 @@ CHUNKS = "chunks"
 CHUNK_BOOKKEEPING = ("seeds", "compile_seconds", "run_seconds", "errors")  # chunk entries that are not outputs
 CURVES_ENV = "BANDITS_JAX_CURVES"
 STREAM_FILE = "stream.txt"  # a chunk folder's record of its curve's key stream
+COMPILE_REPORT_FILE = "compile_report.json"  # `run --compile-report`
 CACHED_FILE = "cached.txt"  # in a chunk folder: some of its seeds were taken from the curve cache
 
 
@@ -85,6 +86,7 @@ def run_experiment(
     summary: bool = True,
     raise_errors: bool = True,
     step_progress: bool = True,
+    report_compiles: bool = False,
 ) -> Path:
     """Run (or resume) experiment `name` (a registered name, or an `Experiment`); returns the output folder.
 
@@ -101,6 +103,8 @@ def run_experiment(
     end and leaves their error bits in the metadata's "errors" (the arena reports them in its tables).
     step_progress: report the steps a chunk has reached (`SweepProgress`); False reports chunks only,
     and the compiled programs, free of host callbacks, can be kept by the persistent compilation cache.
+    report_compiles: write the compile report of the programs this run asked for (`compile_report`) to
+    OUT/compile_report.json and print its table (unless quiet).
     """
     exp = name if isinstance(name, Experiment) else get_experiment(name)
     name = exp.name
@@ -124,8 +128,14 @@ def run_experiment(
     for run in resolved:  # before anything is computed
         for point in run.curve.point_names():
             _claim_stream(out, point, run.algorithm.stream)
-    timing = _compute(out, resolved, seeds, config, chunk, seed_bytes, cache_dir, identities, progress,
-                      stop_on_error=raise_errors)
+    with compile_report.collect() if report_compiles else contextlib.nullcontext() as programs:
+        timing = _compute(out, resolved, seeds, config, chunk, seed_bytes, cache_dir, identities, progress,
+                          stop_on_error=raise_errors)
+    if report_compiles:
+        compile_report.write(programs, out / COMPILE_REPORT_FILE)
+        if not quiet:
+            print("\n".join([f"programs of {exp.name} ({size}), also in {out / COMPILE_REPORT_FILE}:", "",
+                             *compile_report.table(programs)]))
     distributed.barrier("bandits_jax sweep: chunks stored")  # every process has stored its share
     if distributed.process()[0] != 0:
         return out  # process 0 assembles
@@ -184,9 +194,10 @@ def _compute(out, resolved, seeds, config, chunk, seed_bytes, cache_dir, identit
         for point in point_names:
             if cache_dir is not None:
                 _take_cached(out, point, cache_dir / identities[point], mine, progress.log)
-        compile_s, run_s, computed = _run_missing(out, problem, alg, grid, point_names, mine, chunk,
-                                                  seed_bytes.get(run.curve.name), config, compiled,
-                                                  progress, stop_on_error) if mine else (0.0, 0.0, 0)
+        with compile_report.curve(run.curve.name):
+            compile_s, run_s, computed = _run_missing(out, problem, alg, grid, point_names, mine, chunk,
+                                                      seed_bytes.get(run.curve.name), config, compiled,
+                                                      progress, stop_on_error) if mine else (0.0, 0.0, 0)
         for point in point_names:
             timing[point] = {"compile_seconds": compile_s, "run_seconds": run_s, "seeds_computed": computed,
                              **({"shared_grid_call": alg.name} if grid is not None else {})}

@@ -15,7 +15,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import compile_report
 from ._cpu import cpu_guard
+from .compile_cache import cache_hits
 from .core import Arms, ConfigError, Trial, check_stream
 from .runner import (batched_params, device_mesh, init_keys, precision_scope, problem_and_algorithm_keys,
                      seed_key, sharded_runs, stream_key, warn_failed_runs)
@@ -84,9 +86,17 @@ def run_trials(arms: Arms, trial: Trial, seeds: Sequence[int], params: Optional[
         one = trial_run(arms, trial, base_key)
         cache = compiled_cache if compiled_cache is not None else {}
         key = ("trials", id(arms), id(trial), padded, str(dtype))
+        shape = dict(batch=len(seeds), padded=padded, chunks=1, agents=arms.num_agents)
         t_c = time.perf_counter()
-        if key not in cache:
-            cache[key] = jax.jit(jax.vmap(one)).lower(*args).compile()
+        if key in cache:
+            compile_report.note("trials", compile_report.REUSED, 0.0, **shape)
+        else:
+            hits = cache_hits() if compile_report.active() else 0
+            lowered = jax.jit(jax.vmap(one)).lower(*args)
+            cache[key] = lowered.compile()
+            if compile_report.active():
+                how = compile_report.LOADED if cache_hits() > hits else compile_report.COMPILED
+                compile_report.note("trials", how, time.perf_counter() - t_c, lowered, **shape)
         t_r = time.perf_counter()
         out = jax.device_get(cache[key](*args))
         t_end = time.perf_counter()

@@ -1,0 +1,134 @@
+"""The compile report: every program a block of work asked for, whether XLA compiled it, loaded it from
+the persistent cache or found it already compiled in this process, its seconds, its size, and why it
+exists.
+
+    with compile_report.collect() as programs:       # `run --compile-report`, `arena --compile-report`
+        with compile_report.curve("FN-UCB (N=2)"):
+            run_batch(...)
+    compile_report.table(programs)                   # Markdown lines, one per program
+
+The runner names each program by what made it (`note`): its kind ("start", "segment", "demand" for
+the runner, "trials" for a phase-level experiment), its batch (runs, padded runs, chunks of one vmap),
+the agents of its problem, and for a segment the capacity it was compiled for (`Sizes`) and its
+length. Within one curve, a program of a kind that was already compiled exists because one of those
+differs, and the report says which ("why"): a capacity segment, a batch shape, a segment length, an
+agent count. A program asked for again with the same key is "reused" and costs nothing; across
+curves, reuse is what sharing one program buys.
+
+Size: the lines of the program's StableHLO text (`Lowered.as_text`), read only while a report is being
+collected. Nothing is recorded, and nothing costs anything, outside `collect()`.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+from typing import NamedTuple, Optional
+
+COMPILED, LOADED, REUSED = "compiled", "loaded", "reused"
+_SHAPE = ("batch", "padded", "chunks")  # a program's batch shape
+_WHY = (("agents", "agent count"), ("capacity", "capacity segment"), ("length", "segment length"))
+
+_programs: Optional[list] = None
+_curve = ""
+
+
+class Program(NamedTuple):
+    """One program asked for: the curve it served, its kind, how it was had (compiled, loaded, reused),
+    the seconds that took, its size in StableHLO lines (0 when reused), its batch shape, agents, and a
+    segment's capacity and length ("" and 0 for other kinds)."""
+
+    curve: str
+    kind: str
+    how: str
+    seconds: float
+    hlo_lines: int
+    batch: int
+    padded: int
+    chunks: int
+    agents: int
+    capacity: str = ""
+    length: int = 0
+
+
+@contextlib.contextmanager
+def collect():
+    """Record every program asked for inside the block into the list it yields."""
+    global _programs
+    outer, _programs = _programs, []
+    try:
+        yield _programs
+    finally:
+        _programs = outer
+
+
+@contextlib.contextmanager
+def curve(label: str):
+    """Name the curve the programs asked for inside the block serve."""
+    global _curve
+    outer, _curve = _curve, label
+    try:
+        yield
+    finally:
+        _curve = outer
+
+
+def active() -> bool:
+    return _programs is not None
+
+
+def note(kind: str, how: str, seconds: float, lowered=None, **shape) -> None:
+    """Record one program (nothing outside `collect()`); `lowered` (a `jax.stages.Lowered`) gives its size."""
+    if _programs is None:
+        return
+    lines = len(lowered.as_text().splitlines()) if lowered is not None else 0
+    _programs.append(Program(_curve, kind, how, float(seconds), lines, **shape))
+
+
+def why(programs: list) -> list:
+    """Per program, why it exists: "first <kind>" for a curve's first program of a kind, else the fields in
+    which it differs from that curve's programs of its kind compiled or loaded before it ("reused" for
+    one had again at no cost)."""
+    reasons, seen = [], {}
+    for p in programs:
+        if p.how == REUSED:
+            reasons.append("reused")
+            continue
+        before = seen.setdefault((p.curve, p.kind), [])
+        if not before:
+            reasons.append(f"first {p.kind}")
+        else:
+            last = before[-1]
+            diff = [text for field, text in _WHY if getattr(p, field) != getattr(last, field)]
+            if any(getattr(p, f) != getattr(last, f) for f in _SHAPE):
+                diff.append("batch shape")
+            reasons.append(", ".join(diff) or "same shape, another trace (a static option)")
+        before.append(p)
+    return reasons
+
+
+def table(programs: list) -> list:
+    """Markdown lines: one row per program with its curve, kind, how, seconds, size and why; then the
+    totals per way of having it."""
+    lines = ["| curve | program | how | seconds | StableHLO lines | batch (padded, chunks) | agents | capacity, "
+             "length | why |", "|---|---|---|---|---|---|---|---|---|"]
+    for p, reason in zip(programs, why(programs)):
+        seg = f"{p.capacity}, {p.length}" if p.kind == "segment" else "-"
+        lines.append(f"| {p.curve} | {p.kind} | {p.how} | {p.seconds:.2f} | {p.hlo_lines or '-'} | "
+                     f"{p.batch} ({p.padded}, {p.chunks}) | {p.agents} | {seg} | {reason} |")
+    totals = summary(programs)
+    lines += ["", "; ".join(f"{how}: {t['programs']} programs, {t['seconds']:.1f} s" for how, t in totals.items())]
+    return lines
+
+
+def summary(programs: list) -> dict:
+    """{how: {"programs": count, "seconds": sum}} for compiled, loaded and reused."""
+    return {how: {"programs": sum(p.how == how for p in programs),
+                  "seconds": sum(p.seconds for p in programs if p.how == how)} for how in (COMPILED, LOADED, REUSED)}
+
+
+def write(programs: list, path: Path) -> Path:
+    """The report as JSON: {"programs": [Program as a dict with its "why"], "summary": `summary`}."""
+    rows = [{**p._asdict(), "why": reason} for p, reason in zip(programs, why(programs))]
+    Path(path).write_text(json.dumps({"programs": rows, "summary": summary(programs)}, indent=1) + "\n")
+    return Path(path)

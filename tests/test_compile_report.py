@@ -1,0 +1,52 @@
+"""The compile report (`bandits_jax.compile_report`): what it records for a run, and why it says each
+program exists."""
+import json
+
+import pytest
+
+from bandits_jax import cli, compile_report
+from bandits_jax.compile_report import COMPILED, LOADED, REUSED, Program
+from bandits_jax.sweep import COMPILE_REPORT_FILE, run_experiment
+
+
+def _program(curve="c", kind="segment", how=COMPILED, batch=4, agents=2, capacity="(8, None)", length=8):
+    return Program(curve, kind, how, 1.0, 10, batch, batch, 1, agents, capacity, length)
+
+
+def test_why_names_what_differs_from_the_curves_earlier_programs():
+    programs = [_program(kind="start", capacity="", length=0), _program(), _program(capacity="(16, None)"),
+                _program(how=REUSED), _program(batch=6, capacity="(16, None)"), _program(agents=3, batch=6,
+                                                                                          capacity="(16, None)"),
+                _program(curve="d"), _program(how=LOADED, batch=6, agents=3, capacity="(16, None)", length=4)]
+    assert compile_report.why(programs) == [
+        "first start", "first segment", "capacity segment", "reused", "batch shape", "agent count",
+        "first segment", "segment length"]
+    totals = compile_report.summary(programs)
+    assert totals[COMPILED] == {"programs": 6, "seconds": 6.0} and totals[REUSED]["programs"] == 1
+    assert totals[LOADED]["programs"] == 1
+
+
+def test_nothing_is_recorded_outside_collect():
+    compile_report.note("start", COMPILED, 1.0, batch=1, padded=1, chunks=1, agents=1)  # no list: ignored
+    with compile_report.collect() as programs, compile_report.curve("x"):
+        compile_report.note("start", COMPILED, 1.0, batch=1, padded=1, chunks=1, agents=1)
+    assert [(p.curve, p.kind) for p in programs] == [("x", "start")]
+    assert not compile_report.active()
+
+
+def test_a_run_writes_its_report_with_every_program_it_asked_for(tmp_path, capsys):
+    out = run_experiment("quickstart", size="smoke", out=tmp_path / "run", only=("Random",), plot=False,
+                         curves=False, report_compiles=True)
+    report = json.loads((out / COMPILE_REPORT_FILE).read_text())
+    kinds = [(p["curve"], p["kind"], p["why"]) for p in report["programs"]]
+    assert kinds[:2] == [("Random", "start", "first start"), ("Random", "segment", "first segment")]
+    assert all(p["how"] in (COMPILED, LOADED) and p["hlo_lines"] > 0 and p["agents"] == 1 for p in report["programs"])
+    assert sum(t["programs"] for t in report["summary"].values()) == len(report["programs"])
+    assert "| Random | start |" in capsys.readouterr().out
+
+
+def test_the_flag_is_on_run_and_arena(capsys):
+    for command in ("run", "arena"):
+        with pytest.raises(SystemExit):
+            cli.main([command, "--help"])
+        assert "--compile-report" in capsys.readouterr().out
