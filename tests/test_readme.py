@@ -15,7 +15,10 @@ def test_readme_names_table_is_generated():
 
 
 def test_readme_is_short():
-    assert len(README.read_text().splitlines()) <= 210
+    """At most 170 lines besides its generated table of names, which grows by a row with each name (the
+    cap was 210 with the table's 46 lines inside it)."""
+    text = README.read_text()
+    assert len(text.splitlines()) - len(readme_block(text).splitlines()) <= 170
 
 
 def test_relative_links_resolve():
