@@ -351,7 +351,16 @@ def _provenance(name: str, res) -> str:
             f"jax {versions.get('jax', '?')}, on {', '.join(md.get('devices', [])) or '?'}; "
             f"computed in {seconds[0] + seconds[1]:.0f} s ({seconds[0]:.0f} s compiling) by its last run, "
             f"{seconds[2]} of {len(md.get('algorithms', []))} curves taken from the cache or an earlier run."
-            f"{_departures(md)}_")
+            f"{_departures(md)}{_unit(md)}_")
+
+
+def _unit(md: dict) -> str:
+    """' Communication in <unit>.', or, for a record made before the one unit (`core.COMM_UNIT`), a
+    sentence saying its counts follow each algorithm's convention of its commit."""
+    if md.get("comm_unit"):
+        return f" Communication in {md['comm_unit']}."
+    return (" Its communication counts are each algorithm's own convention at its commit, made before the one "
+            "unit (scalars per receiver): compare them within this record only.")
 
 
 def _short_commit(md: dict) -> str:
