@@ -502,3 +502,23 @@ def test_compile_profile_times_both_layouts_on_the_same_numbers(tmp_path):
         compiles.main(["linucb", str(tmp_path / "x.json")])
     with pytest.raises(SystemExit, match="no scale case named 'nope'"):
         compiles.main(["nope:2", str(tmp_path / "x.json")])
+
+
+def test_cold_start_sums_the_compile_reports_of_a_run(tmp_path):
+    from bench import cold_start
+
+    def report(folder, rows):
+        folder.mkdir(parents=True)
+        programs = [{"curve": c, "how": how, "seconds": s} for c, how, s in rows]
+        summary = {how: {"programs": sum(r[1] == how for r in rows), "seconds": sum(r[2] for r in rows if r[1] == how)}
+                   for how in ("compiled", "loaded", "reused")}
+        (folder / "compile_report.json").write_text(json.dumps({"programs": programs, "summary": summary}))
+
+    report(tmp_path / "tuning", [("a", "compiled", 2.0), ("a", "compiled", 3.0), ("a", "reused", 0.0)])
+    report(tmp_path / "reported", [("a", "loaded", 0.5), ("b", "compiled", 1.0)])
+    got = cold_start.programs(tmp_path)
+    assert got["compiled"] == {"programs": 3, "seconds": 6.0} and got["loaded"]["programs"] == 1
+    assert got["reused"]["programs"] == 1 and got["most_per_curve"] == 2
+    doc = {"machine": {"cpu_count": 2}, "commands": {"arena smoke": {"cold": {"wall_seconds": 10.0, "load_before": 0.1,
+                                                                             "programs": got}}}}
+    assert "| arena smoke | cold | 10.0 | 3, 6.0 | 1, 0.5 | 1 | 2 | 0.1 |" in cold_start.table(doc)

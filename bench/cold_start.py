@@ -1,0 +1,97 @@
+"""Cold start: what a first run and a second one cost, program by program.
+
+`python -m bench.cold_start OUT.json [--only NAME ...]` runs each command of COMMANDS twice in fresh
+processes with one new compile-cache folder and no curve cache: "cold" (the cache empty) and "warm"
+(the cache the cold run filled; every seed is computed again, no program need be compiled again).
+Each run has `--compile-report`, so besides the process's wall-clock seconds it records, from the
+compile reports of its output folder(s), the programs compiled, loaded from the cache and reused in
+the process, the seconds each took, and the most programs one curve asked for. The load average
+before each run is kept: a busy machine's numbers are not comparable. `table` renders the JSON as
+the "Cold start" table of bench/README.md; measure the code before and after a change in one session,
+one after the other, with nothing else running.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+COMMANDS = {  # name: the bandits-jax arguments (an output folder is added)
+    "quickstart": ["run", "quickstart", "--no-plot"],
+    "quickstart smoke": ["run", "quickstart", "--size", "smoke", "--no-plot"],
+    "arena smoke": ["arena", "--size", "smoke"],
+}
+RUNS = ("cold", "warm")
+
+
+def measure(names) -> dict:
+    """{"commands": {name: {run: {wall_seconds, load_before, programs}}}, "machine": ...}."""
+    commands = {}
+    for name in names:
+        with tempfile.TemporaryDirectory(prefix="cold_start_") as tmp:
+            env = dict(os.environ, BANDITS_JAX_COMPILE_CACHE=str(Path(tmp) / "cache"))
+            runs = {}
+            for run in RUNS:
+                out = Path(tmp) / run
+                load = os.getloadavg()[0]
+                started = time.perf_counter()
+                subprocess.run([sys.executable, "-m", "bandits_jax.cli", *COMMANDS[name], "--out", str(out), "--quiet",
+                                "--no-curve-cache", "--compile-report"], env=env, check=True,
+                               stdout=subprocess.DEVNULL)
+                runs[run] = {"wall_seconds": time.perf_counter() - started, "load_before": load,
+                             "programs": programs(out)}
+            commands[name] = runs
+    return {"commands": commands, "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform()}}
+
+
+def programs(out: Path) -> dict:
+    """The compile reports under `out` summed: programs and seconds per way (compiled, loaded, reused),
+    and the most programs compiled or loaded for one curve of one folder."""
+    total = {how: {"programs": 0, "seconds": 0.0} for how in ("compiled", "loaded", "reused")}
+    most = 0
+    for path in sorted(out.rglob("compile_report.json")):
+        report = json.loads(path.read_text())
+        for how, t in report["summary"].items():
+            total[how]["programs"] += t["programs"]
+            total[how]["seconds"] += t["seconds"]
+        per_curve = Counter(p["curve"] for p in report["programs"] if p["how"] != "reused")
+        most = max([most, *per_curve.values()])
+    return {**total, "most_per_curve": most}
+
+
+def table(doc: dict) -> str:
+    """Markdown: one row per command and run."""
+    lines = [f"On {doc['machine']['cpu_count']} CPU(s); each command cold (an empty compile cache) and warm (the "
+             "cache the cold run filled), no curve cache, fresh processes.", "",
+             "| command | run | process wall s | compiled: programs, s | loaded: programs, s | reused | most per "
+             "curve | load before |", "|---|---|---|---|---|---|---|---|"]
+    for name, runs in doc["commands"].items():
+        for run, r in runs.items():
+            p = r["programs"]
+            lines.append(f"| {name} | {run} | {r['wall_seconds']:.1f} | {p['compiled']['programs']}, "
+                         f"{p['compiled']['seconds']:.1f} | {p['loaded']['programs']}, {p['loaded']['seconds']:.1f} | "
+                         f"{p['reused']['programs']} | {p['most_per_curve']} | {r['load_before']:.1f} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.cold_start", description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--only", action="append", choices=list(COMMANDS), help="one command (repeatable)")
+    args = parser.parse_args(argv)
+    doc = measure(args.only or list(COMMANDS))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(doc, indent=1) + "\n")
+    print(table(doc))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
