@@ -73,3 +73,48 @@ def test_check_compiles_nothing_and_keeps_no_cache(capsys, tmp_path, monkeypatch
     assert not cache.exists() and not (tmp_path / "out").exists()
     assert jax.config.jax_compilation_cache_dir != str(cache)
 
+
+
+_TRACED = '''
+import jax.numpy as jnp
+
+
+def f(x):
+    y = jnp.sin(x) * 2.0
+    return jnp.cumsum(y) + jnp.exp(-y)
+'''
+_COMPILE = '''
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import jax, jax.numpy as jnp
+from bandits_jax.compile_cache import CompileCount, enable
+enable(sys.argv[2])
+import traced
+count = CompileCount()
+jax.jit(traced.f).lower(jnp.ones(7)).compile()
+print(json.dumps(count.counts()))
+'''
+
+
+def test_the_cache_key_holds_across_processes_and_an_edit_that_moves_the_code(tmp_path):
+    """A second process loads what the first compiled, and so does a third after an edit that moves the
+    traced code down its file (source lines are not part of the key): editing a module never
+    recompiles programs whose operations it does not change."""
+    import json
+    import subprocess
+    import sys
+
+    code, cache = tmp_path / "code", tmp_path / "cache"
+    code.mkdir()
+    (tmp_path / "compile.py").write_text(_COMPILE)
+
+    def run(padding: int) -> dict:
+        (code / "traced.py").write_text("\n" * padding + _TRACED)
+        done = subprocess.run([sys.executable, str(tmp_path / "compile.py"), str(code), str(cache)],
+                              capture_output=True, text=True, check=True)
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    first = run(0)
+    assert first["compiled"] > 0 and first["loaded"] == 0
+    assert run(0) == {"compiled": 0, "loaded": first["compiled"]}
+    assert run(12) == {"compiled": 0, "loaded": first["compiled"]}
