@@ -318,9 +318,14 @@ def _run_missing(out: Path, problem, alg, grid, point_names, seeds, chunk, seed_
     """Compute and store, chunk by chunk, the seeds not yet stored for any point of one algorithm (all
     grid points and seeds of a chunk in one call), shown by `progress` as one curve; (compile seconds,
     run seconds, seeds computed). Without `chunk`, a regret curve's chunk is estimated from
-    `seed_bytes`, the memory one seed needs (`check_memory`)."""
-    G = len(point_names)
+    `seed_bytes`, the memory one seed needs (`check_memory`). Only the grid points that lack a seed run:
+    a grid that gains a point, or whose other points came from the curve cache, computes that point
+    alone."""
     stored = [_stored_chunks(_chunk_folder(out, n)) for n in point_names]
+    lacking = [g for g, st in enumerate(stored) if any(s not in st for s in seeds)]
+    if grid is not None:
+        grid, point_names, stored = ([x[g] for g in lacking] for x in (grid, point_names, stored))
+    G = len(point_names)
     missing = [s for s in seeds if any(s not in st for st in stored)]
     trials = isinstance(alg, Trial)
     if trials:  # a trial's state is a few arrays per arm: every missing seed in one call

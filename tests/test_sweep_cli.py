@@ -75,6 +75,22 @@ if "test/toy-grid" not in _REGISTRY:
                         {"smoke": {"horizon": 50, "seeds": 3}}, _toy_grid_build))
 
 
+def test_a_grid_computes_only_the_points_that_lack_seeds(tmp_path, monkeypatch):
+    """A grid whose points are partly stored (here: one point's folder removed after a full run) runs
+    the missing point alone, on the seeds it lacks, and gives the numbers of the full run."""
+    out = sweep.run_experiment("test/toy-grid", "smoke", out=tmp_path / "g", quiet=True, plot=False, curves=False)
+    before = load_results(out)
+    shutil.rmtree(sweep._chunk_folder(out, "HistoryGreedy [eps=3]"))
+    calls = []
+    real = sweep.run_batch
+    monkeypatch.setattr(sweep, "run_batch", lambda *a, **k: calls.append((len(a[2]), a[3])) or real(*a, **k))
+    sweep.run_experiment("test/toy-grid", "smoke", out=out, quiet=True, plot=False, curves=False)
+    assert calls == [(3, {"eps": [3.0] * 3})]  # the one point, three seeds; Random had every seed
+    after = load_results(out)
+    for name in before.algorithms:
+        np.testing.assert_allclose(after.arrays[name]["regret"], before.arrays[name]["regret"], rtol=1e-6, atol=1e-7)
+
+
 def test_grid_is_one_call_per_algorithm_and_equals_separate_runs(tmp_path, monkeypatch):
     calls = []
     real = sweep.run_batch
