@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from .harness import save_and_print
+
 RUNS = (("first", "a"), ("second", "b"), ("resumed", "b"))
 
 
@@ -64,10 +66,7 @@ def main(argv=None) -> int:
     parser.add_argument("arena", nargs=argparse.REMAINDER, help="arguments of `bandits-jax arena`")
     args = parser.parse_args(argv)
     doc = measure(args.arena or ["--size", "smoke"])
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=1) + "\n")
-    print(table(doc))
-    return 0
+    return save_and_print(doc, args.out, table(doc))
 
 
 if __name__ == "__main__":

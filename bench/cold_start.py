@@ -23,6 +23,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from .harness import save_and_print
+
 COMMANDS = {  # name: the bandits-jax arguments (an output folder is added)
     "quickstart": ["run", "quickstart", "--no-plot"],
     "quickstart smoke": ["run", "quickstart", "--size", "smoke", "--no-plot"],
@@ -87,10 +89,7 @@ def main(argv=None) -> int:
     parser.add_argument("--only", action="append", choices=list(COMMANDS), help="one command (repeatable)")
     args = parser.parse_args(argv)
     doc = measure(args.only or list(COMMANDS))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=1) + "\n")
-    print(table(doc))
-    return 0
+    return save_and_print(doc, args.out, table(doc))
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ matrix product gives floating-point operations per second.
 from __future__ import annotations
 
 import contextlib
+import json
 import fcntl
 import os
 import threading
@@ -220,6 +221,15 @@ def machine_of(doc: dict) -> str:
     env, ceilings = doc["environment"], doc["ceilings"]
     return machine_line(env["cpu_count"], env["devices"], ceilings["memory_bandwidth_bytes_per_second"],
                         ceilings["matmul_float64_flops_per_second"])
+
+
+def save_and_print(doc: dict, out, text: str) -> int:
+    """Write a measurement `doc` as JSON to `out` (its folder made) and print its rendered `text`; 0."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=1) + "\n")
+    print(text)
+    return 0
 
 
 def log(msg: str) -> None:
