@@ -227,8 +227,8 @@ def _claim_sections(rows, page: bool, heading: str) -> list:
         counted = [v.status for c, v, _ in mine if not c.retests]
         counts = ", ".join(f"{counted.count(s)} {s}" for s in claims_mod.STATUSES if counted.count(s))
         again = len(mine) - len(counted)
-        lines += [f"{heading} {title}", "", f"Verdicts: {counts}" + (f" ({again} more re-test curves counted "
-                  f"above)." if again else "."), "", *claims_table(mine, page=page), ""]
+        lines += [f"{heading} {title}", "", f"Verdicts: {counts}" + (f"; and {again} claims that re-test curves "
+                  f"counted above, not counted again." if again else "."), "", *claims_table(mine, page=page), ""]
     return lines + [_RULE, ""]
 
 
