@@ -37,7 +37,7 @@ import numpy as np
 from scipy import stats
 
 from .core import ConfigError
-from .results import grid_choices, step_axis, total_communication
+from .results import grid_choices, interval95, step_axis, total_communication
 
 REPRODUCED, LEVEL, NOT_REPRODUCED = "reproduced", "level", "not reproduced"
 UNDECIDED, TOO_FEW, NOT_RECORDED = "undecided", "undecided: too few seeds", "not recorded"
@@ -166,10 +166,7 @@ def difference(x: Sample, y: Sample, by: float = 1.0) -> Difference:
         return _newcombe(x.values, y.values)
     a, b = by * x.values, y.values
     if _exact(a) and _exact(b):
-        gap = float(a.mean() - b.mean())
-        if abs(gap) <= EXACT_RTOL * max(abs(a.mean()), abs(b.mean())):
-            gap = 0.0
-        return Difference(gap, gap, gap, "exact")
+        return _exact_difference(float(a.mean()), float(b.mean()))
     if x.source == y.source and a.shape == b.shape:
         d = a - b
         n = d.shape[0]
@@ -225,13 +222,10 @@ def _equivalence(diff: Difference, y: Sample, margin: Optional[float]) -> str:
 
 
 def wilson(values) -> tuple:
-    """(p, low, high): the proportion of 0/1 `values` and its 95% Wilson score interval."""
-    values = np.asarray(values, dtype=np.float64)
-    n, z = values.shape[0], float(stats.norm.ppf(0.5 + CONFIDENCE / 2))
-    p = float(values.mean())
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return p, max(centre - half, 0.0) if p > 0 else 0.0, min(centre + half, 1.0) if p < 1 else 1.0
+    """(p, low, high): the proportion of 0/1 `values` and its 95% Wilson score interval
+    (`results.interval95`), exactly 0 or 1 at its ends where p is."""
+    p, lo, hi = interval95(values, "rate")
+    return p, max(lo, 0.0) if p > 0 else 0.0, min(hi, 1.0) if p < 1 else 1.0
 
 
 def _newcombe(x, y) -> Difference:
@@ -244,6 +238,16 @@ def _newcombe(x, y) -> Difference:
 
 def _t(df: float) -> float:
     return float(stats.t.ppf(0.5 + CONFIDENCE / 2, df))
+
+
+def _z() -> float:
+    return float(stats.norm.ppf(0.5 + CONFIDENCE / 2))
+
+
+def _exact_difference(a: float, b: float) -> Difference:
+    """a - b of two exact numbers, 0 within a relative EXACT_RTOL."""
+    gap = 0.0 if abs(a - b) <= EXACT_RTOL * max(abs(a), abs(b)) else a - b
+    return Difference(gap, gap, gap, "exact")
 
 
 def _exact(values: np.ndarray) -> bool:
@@ -465,8 +469,7 @@ def trend_x(page: str, text: str, records: Sequence[str], method: str, other: st
         a, b = outcome(res, mine[x], key), outcome(res, theirs[x], key)
         if not a.rate:
             return b.mean / a.mean, None
-        z = float(stats.norm.ppf(0.5 + CONFIDENCE / 2))
-        return b.mean - a.mean, sum(((hi - lo) / (2 * z)) ** 2 for _, lo, hi in (wilson(a.values), wilson(b.values)))
+        return b.mean - a.mean, sum(((hi - lo) / (2 * _z())) ** 2 for _, lo, hi in (wilson(a.values), wilson(b.values)))
 
     def check(recs, settings):
         present = [r for r in records if r in recs]
@@ -479,10 +482,9 @@ def trend_x(page: str, text: str, records: Sequence[str], method: str, other: st
             for r0, r1 in zip(present, present[1:]):
                 (q0, v0), (q1, v1) = (advantage(recs[r], x, *found[r]) for r in (r0, r1))
                 if v0 is None:
-                    gap = 0.0 if abs(q1 - q0) <= EXACT_RTOL * max(abs(q0), abs(q1)) else q1 - q0
-                    d = Difference(gap, gap, gap, "exact")
+                    d = _exact_difference(q1, q0)
                 else:
-                    half = float(stats.norm.ppf(0.5 + CONFIDENCE / 2)) * math.sqrt(v0 + v1)
+                    half = _z() * math.sqrt(v0 + v1)
                     d = Difference(q1 - q0, q1 - q0 - half, q1 - q0 + half, "normal, from the Wilson intervals")
                 status = {"below": REPRODUCED, "above": NOT_REPRODUCED, "level": LEVEL}.get(
                     relation(d, Sample(np.zeros(1)), None), UNDECIDED)
