@@ -8,25 +8,27 @@ exists.
     compile_report.table(programs)                   # Markdown lines, one per program
 
 The runner names each program by what made it (`note`): its kind ("start", "segment", "demand" for
-the runner, "trials" for a phase-level experiment), its batch (runs, padded runs, chunks of one vmap),
+the runner, "trials" for a phase-level experiment), its batch (runs, and the padded runs of its group),
 the agents of its problem, and for a segment the capacity it was compiled for (`Sizes`) and its
 length. Within one curve, a program of a kind that was already compiled exists because one of those
 differs, and the report says which ("why"): a capacity segment, a batch shape, a segment length, an
 agent count. A program asked for again with the same key is "reused" and costs nothing; across
 curves, reuse is what sharing one program buys.
 
-Size: the lines of the program's StableHLO text (`Lowered.as_text`), read only while a report is being
-collected. Nothing is recorded, and nothing costs anything, outside `collect()`.
+Size: the lines of the program's StableHLO text (`Lowered.as_text`), and its fingerprint (a hash of that
+text: two programs with one fingerprint are one program, compiled once or loaded from the persistent
+cache), read only while a report is being collected. Nothing is recorded, and nothing costs anything, outside `collect()`.
 """
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 from pathlib import Path
 from typing import NamedTuple, Optional
 
 COMPILED, LOADED, REUSED = "compiled", "loaded", "reused"
-_SHAPE = ("batch", "padded", "chunks")  # a program's batch shape
+_SHAPE = ("padded",)  # a program's batch shape: the runs of its group, padded
 _WHY = (("agents", "agent count"), ("capacity", "capacity segment"), ("length", "segment length"))
 
 _programs: Optional[list] = None
@@ -36,7 +38,8 @@ _curve = ""
 class Program(NamedTuple):
     """One program asked for: the curve it served, its kind, how it was had (compiled, loaded, reused),
     the seconds that took, its size in StableHLO lines (0 when reused), its batch shape, agents, and a
-    segment's capacity and length ("" and 0 for other kinds)."""
+    segment's capacity and length ("" and 0 for other kinds), and the fingerprint of its StableHLO text
+    ("" when reused)."""
 
     curve: str
     kind: str
@@ -45,10 +48,10 @@ class Program(NamedTuple):
     hlo_lines: int
     batch: int
     padded: int
-    chunks: int
     agents: int
     capacity: str = ""
     length: int = 0
+    fingerprint: str = ""
 
 
 @contextlib.contextmanager
@@ -81,8 +84,10 @@ def note(kind: str, how: str, seconds: float, lowered=None, **shape) -> None:
     """Record one program (nothing outside `collect()`); `lowered` (a `jax.stages.Lowered`) gives its size."""
     if _programs is None:
         return
-    lines = len(lowered.as_text().splitlines()) if lowered is not None else 0
-    _programs.append(Program(_curve, kind, how, float(seconds), lines, **shape))
+    text = lowered.as_text() if lowered is not None else ""
+    fingerprint = hashlib.sha256(text.encode()).hexdigest()[:16] if text else ""
+    _programs.append(Program(_curve, kind, how, float(seconds), len(text.splitlines()), **shape,
+                             fingerprint=fingerprint))
 
 
 def why(programs: list) -> list:
@@ -110,12 +115,12 @@ def why(programs: list) -> list:
 def table(programs: list) -> list:
     """Markdown lines: one row per program with its curve, kind, how, seconds, size and why; then the
     totals per way of having it."""
-    lines = ["| curve | program | how | seconds | StableHLO lines | batch (padded, chunks) | agents | capacity, "
+    lines = ["| curve | program | how | seconds | StableHLO lines | batch (padded) | agents | capacity, "
              "length | why |", "|---|---|---|---|---|---|---|---|---|"]
     for p, reason in zip(programs, why(programs)):
         seg = f"{p.capacity}, {p.length}" if p.kind == "segment" else "-"
         lines.append(f"| {p.curve} | {p.kind} | {p.how} | {p.seconds:.2f} | {p.hlo_lines or '-'} | "
-                     f"{p.batch} ({p.padded}, {p.chunks}) | {p.agents} | {seg} | {reason} |")
+                     f"{p.batch} ({p.padded}) | {p.agents} | {seg} | {reason} |")
     totals = summary(programs)
     lines += ["", "; ".join(f"{how}: {t['programs']} programs, {t['seconds']:.1f} s" for how, t in totals.items())]
     return lines

@@ -5,8 +5,11 @@ call per capacity segment: the scan body is `vmap(step)` over the batch, with th
 unbatched, and the batch axis is sharded over every device of the process with `jax.sharding`. Every
 algorithm runs this way: rare expensive work is the algorithm's `batch_cond`, never a loop over runs.
 
-Chunks: on a CPU each device's runs are cut into chunks of at most `vmap_size` runs, run one after
-another (a `lax.scan` over the chunks, each written back in place) inside the same compiled call.
+Groups: each device's runs are cut into groups of c runs, one vmap each (on a CPU c is at most
+`vmap_size`; a batch of fewer runs takes the power of two that holds them), and the groups run one
+after another as calls of the SAME compiled programs: every batch of c or more runs of a curve, tuning
+grid, reported seeds or a chunk's remainder alike, shares one start program and one program per capacity
+segment (`chunk_layout`). The last group is padded with copies of its last run.
 
 Memory: a segment consumes its input state (donated to the compiled call), so the state is updated in
 place and a segment allocates no second copy of it; only a resize (new shapes) allocates.
@@ -344,19 +347,20 @@ def run_batch(
     stop_on_error: bool = True,
     vmap_size: Optional[int] = None,
 ) -> RunOutput:
-    """Run `algorithm` on `problem` for each seed in ONE compiled call per capacity segment.
+    """Run `algorithm` on `problem` for each seed: per group of runs (module docstring) a start call
+    and one call per capacity segment, every group calling the same compiled programs.
 
     seeds:  B ints, one run each.
     params: None (the algorithm's defaults for every run) or {name: scalar or [B] values} (one
             hyper-parameter point per run; names and signs as the algorithm declares them).
     progress: called on the host with the global step reached, every `progress_every` steps.
-    stop_on_error: raise ConfigError at the end of a segment after which every run carries an
-            error bit (see the module docstring); False runs to the end. A batch that ends with
-            error bits in any run warns (`warn_failed_runs`).
-    vmap_size: at most this many runs of a device under one vmap; a larger batch is cut into
-            equal chunks that run one after another in the same compiled call (module docstring).
-            None: the algorithm's `cpu_vmap`, else CPU_VMAP_SIZE, on a CPU backend; the whole batch
-            on an accelerator.
+    stop_on_error: in a batch of one group, raise ConfigError at the end of a segment after which
+            every run carries an error bit (see the module docstring); False, or a batch of several
+            groups, runs to the end. A batch that ends with error bits in any run warns
+            (`warn_failed_runs`).
+    vmap_size: at most this many runs of a device under one vmap; a larger batch runs as groups of
+            that many, one after another (module docstring). None: the algorithm's `cpu_vmap`, else
+            CPU_VMAP_SIZE, on a CPU backend; the whole batch on an accelerator.
     Returns a RunOutput with arrays of leading size B.
     """
     cpu_guard()
@@ -375,21 +379,20 @@ def run_batch(
 
 
 def chunk_layout(batch: int, devices: int, vmap_size: Optional[int], cpu_vmap: Optional[int] = None) -> tuple:
-    """(m, padded): each device's share of `batch` runs as m equal chunks of c runs, and the batch
-    padded (with copies of the last run) to devices * m * c.
+    """(groups, c): each device's share of `batch` runs as `groups` groups of c runs, one vmap each, the
+    batch padded (with copies of a group's last run) to groups * devices * c.
 
-    c is at most vmap_size (None: on a CPU the algorithm's `cpu_vmap`, else CPU_VMAP_SIZE; on an
-    accelerator the whole batch) and at least half of it; within that range the c that pads least,
-    the largest on a tie: a padded run costs as much as a real one (100 runs in chunks of at most 8
-    are 20 chunks of 5, not 13 of 8 with 4 padded runs).
+    top = vmap_size (None: on a CPU the algorithm's `cpu_vmap`, else CPU_VMAP_SIZE; on an accelerator
+    the whole batch). A device share of top runs or more takes c = top, so every such batch, whatever
+    its size, calls the same programs; a smaller one the power of two that holds it (at most top), so
+    small batches share a few programs and pad less than half.
     """
     if vmap_size is None:
         vmap_size = (cpu_vmap or CPU_VMAP_SIZE) if jax.default_backend() == "cpu" else batch
     per = -(-batch // devices)
-    top = min(int(vmap_size), per)
-    c = min(range(top, (top + 1) // 2 - 1, -1), key=lambda c: -(-per // c) * c)
-    m = -(-per // c)
-    return m, devices * m * c
+    top = int(vmap_size)
+    c = top if per >= top else min(top, 1 << (per - 1).bit_length())
+    return -(-per // c), c
 
 
 def batched_params(algorithm, params, batch: int) -> dict:
@@ -436,10 +439,35 @@ def warn_failed_runs(algorithm, seeds: Sequence[int], errors: np.ndarray) -> Non
 
 def _run_batch(problem, algorithm, seeds, params, base_key, first_segment, progress, every, cache, stop_on_error,
                vmap_size):
+    """The groups of `chunk_layout` one after another, their outputs joined in the batch's order."""
+    D = device_mesh().devices.size
+    groups, c = chunk_layout(len(seeds), D, vmap_size, algorithm.cpu_vmap)
+    size, horizon = D * c, problem.spec.horizon
+    outs, group = [], [0]
+
+    def report(t):  # one function for every group: their programs are one, compiled with the first's callback
+        progress((group[0] * horizon + int(t)) // groups)
+
+    for g in range(groups):
+        part, group[0] = slice(g * size, (g + 1) * size), g
+        outs.append(_run_group(problem, algorithm, seeds[part], {k: v[part] for k, v in params.items()}, size,
+                               base_key, first_segment, report if progress else None, every, cache,
+                               stop_on_error and groups == 1))
+    if groups == 1:
+        return outs[0]
+    join = lambda arrays: np.concatenate(arrays, axis=0)  # noqa: E731
+    return RunOutput(*(join([getattr(o, k) for o in outs]) for k in OUTPUT_KEYS + ("errors",)),
+                     {k: join([o.diagnostics[k] for o in outs]) for k in outs[0].diagnostics},
+                     sum(o.compile_seconds for o in outs), sum(o.run_seconds for o in outs))
+
+
+def _run_group(problem, algorithm, seeds, params, padded, base_key, first_segment, progress, every, cache,
+               stop_on_error):
+    """One group: `seeds` [b <= padded] padded to `padded` runs, sharded over the devices, from the
+    start call through every capacity segment; the compiled programs are keyed by `padded`, so every
+    group of a batch (and of any batch with the same group size) calls the same ones."""
     mesh = device_mesh()
     batch = len(seeds)
-    D = mesh.devices.size
-    m, padded = chunk_layout(batch, D, vmap_size, algorithm.cpu_vmap)
     dtype = jnp.zeros(()).dtype
     seed_arr = sharded_runs(seeds, padded, mesh, np.uint32)
     params = {k: sharded_runs(v, padded, mesh, dtype) for k, v in params.items()}
@@ -450,8 +478,8 @@ def _run_batch(problem, algorithm, seeds, params, base_key, first_segment, progr
     timer = {"compile": 0.0, "run": 0.0}
 
     def compiled(name, fn, *args, static=(), donate=()):
-        key = (name, problem.name, algorithm.name, id(problem), id(algorithm), batch, padded, m, static, str(dtype))
-        shape = dict(batch=batch, padded=padded, chunks=m, agents=spec.num_agents,
+        key = (name, problem.name, algorithm.name, id(problem), id(algorithm), padded, static, str(dtype))
+        shape = dict(batch=batch, padded=padded, agents=spec.num_agents,
                      **({"capacity": str(tuple(static[1])), "length": static[0]} if name == "segment" else {}))
         if key in cache:
             compile_report.note(name, compile_report.REUSED, 0.0, **shape)
@@ -474,7 +502,7 @@ def _run_batch(problem, algorithm, seeds, params, base_key, first_segment, progr
     def start(seeds_, params_):
         return jax.vmap(run_start(problem, algorithm, base_key, sizes))(seeds_, params_)
 
-    run_segment = _segment_runner(algorithm, step, report, compiled, timer, (D, m))
+    run_segment = _segment_runner(algorithm, step, report, compiled, timer)
     f_start = compiled("start", start, seed_arr, params, static=(sizes,))
     t_r = time.perf_counter()
     pk, ak, inst, state = f_start(seed_arr, params)
@@ -537,28 +565,24 @@ def _has_nan(state) -> jax.Array:
     return jnp.any(jnp.stack(leaves)) if leaves else jnp.zeros((), bool)
 
 
-def _segment_runner(algorithm, step, report, compiled, timer, chunks):
+def _segment_runner(algorithm, step, report, compiled, timer):
     """run_segment(params, state, inst, pk, ak, t0, length, sizes) -> (state, outs {key: [T, B, ...]},
     nan [B]: whether each run's state holds a NaN at the segment's end).
 
     The input state is consumed: the compiled call updates it in place (donated) when resizing leaves
     its shapes alone, so a segment allocates no second copy of a large state.
-    chunks = (D, m): the batch is D device blocks of m chunks; each chunk's runs are one vmap (a
-    chunk of one run is the step without a vmap), and the m chunks of a block run one after another
-    (a `lax.scan` over the chunk axis of the [D, m, c, ...] view, writing each chunk back in place)
-    inside the same compiled call."""
+    The group's runs are one vmap (a group of one run scans the step without a vmap)."""
     resize = None if algorithm.sizing is None else algorithm.sizing.resize
-    D, m = chunks
 
     def run_segment(params, state, inst, pk, ak, t0, length, sizes):
-        def scan_runs(params, state, inst, pk, ak, t0_, i):
-            one = pk.shape[0] == 1  # a chunk of one run scans the unbatched step: a vmap of one is slower
+        def scan_runs(params, state, inst, pk, ak, t0_):
+            one = pk.shape[0] == 1  # a group of one run scans the unbatched step: a vmap of one is slower
             run_step = step if one else jax.vmap(step, in_axes=(0, 0, 0, 0, 0, None))
             if one:
                 params, state, inst, pk, ak = jax.tree_util.tree_map(lambda x: x[0], (params, state, inst, pk, ak))
 
             def body(st, t):
-                report(t0_ * m + i * length + (t - t0_), m)
+                report(t)
                 return run_step(params, st, inst, pk, ak, t)
 
             state, outs = lax.scan(body, state, t0_ + jnp.arange(length))
@@ -570,11 +594,7 @@ def _segment_runner(algorithm, step, report, compiled, timer, chunks):
         def seg_fn(params, state, inst, pk, ak, t0_):
             if resize is not None:
                 state = jax.vmap(lambda s: resize(s, sizes))(state)
-            if m == 1:
-                state, outs = scan_runs(params, state, inst, pk, ak, t0_, 0)
-            else:
-                state, outs = _chunk_loop(lambda f, st, i: scan_runs(f[0], st, *f[1:], t0_, i), (params, inst, pk, ak),
-                                          state, D, m)
+            state, outs = scan_runs(params, state, inst, pk, ak, t0_)
             return state, outs, jax.vmap(_has_nan)(state)
 
         t0_arr = jnp.asarray(t0, jnp.int32)
@@ -589,40 +609,6 @@ def _segment_runner(algorithm, step, report, compiled, timer, chunks):
         return state, outs, np.asarray(nan)
 
     return run_segment
-
-
-def _chunk_loop(scan_chunk, fixed, state, D: int, m: int):
-    """Run scan_chunk(fixed, state, j) -> (state, outs [T, D * c, ...]) on chunk j of `fixed` (read-only
-    trees) and `state`, D * c runs each, for the m chunks of every device block, one after another.
-
-    The batch axis [D * m * c] is viewed as [D, m, c] (a reshape: no data moves) and chunk j is the
-    slice [:, j] of it; the state is the carry of a scan over j, each chunk written back in place, so
-    no step or chunk copies the whole state. Returns (state [D * m * c, ...], outs [T, D * m * c, ...])."""
-    def blocks(x):
-        return x.reshape((D, m, x.shape[0] // (D * m)) + x.shape[1:])
-
-    def take(x, j):
-        piece = lax.dynamic_index_in_dim(x, j, axis=1, keepdims=False)  # [D, c, ...]
-        return piece.reshape((-1,) + piece.shape[2:])
-
-    def put(whole, piece, j):
-        return lax.dynamic_update_index_in_dim(whole, piece.reshape((D, -1) + piece.shape[1:]), j, axis=1)
-
-    tree_map = jax.tree_util.tree_map
-    fixed, state = tree_map(blocks, (fixed, state))
-    chunk = lambda tree, j: tree_map(lambda x: take(x, j), tree)  # noqa: E731
-
-    def one_chunk(st_all, j):
-        st, out = scan_chunk(chunk(fixed, j), chunk(st_all, j), j)
-        return tree_map(lambda a, x: put(a, x, j), st_all, st), out
-
-    state, outs = lax.scan(one_chunk, state, jnp.arange(m))  # outs [m, T, D * c, ...]
-
-    def runs_last(y):  # [m, T, D * c, ...] -> [T, D * m * c, ...], runs in the batch's order
-        y = y.reshape(y.shape[:2] + (D, -1) + y.shape[3:])
-        return jnp.moveaxis(y, 0, 2).reshape((y.shape[1], -1) + y.shape[4:])
-
-    return tree_map(lambda x: x.reshape((-1,) + x.shape[3:]), state), tree_map(runs_last, outs)
 
 
 def device_mesh():
@@ -640,12 +626,11 @@ def sharded_runs(values, padded: int, mesh, dtype):
 
 def _progress_callback(report: Optional[Callable[[int], None]], every: int):
     if report is None:
-        return lambda count, scale=1: None
+        return lambda t: None
 
-    def maybe_report(count, scale=1):
-        """count: steps done over `scale` chunks that run one after another; reports the step reached."""
-        lax.cond((count + 1) % (every * scale) == 0, lambda: jax.debug.callback(report, (count + 1) // scale),
-                 lambda: None)
+    def maybe_report(t):
+        """t: the step just computed; reports the steps done every `every` steps."""
+        lax.cond((t + 1) % every == 0, lambda: jax.debug.callback(report, t + 1), lambda: None)
 
     return maybe_report
 

@@ -86,7 +86,7 @@ def run_trials(arms: Arms, trial: Trial, seeds: Sequence[int], params: Optional[
         one = trial_run(arms, trial, base_key)
         cache = compiled_cache if compiled_cache is not None else {}
         key = ("trials", id(arms), id(trial), padded, str(dtype))
-        shape = dict(batch=len(seeds), padded=padded, chunks=1, agents=arms.num_agents)
+        shape = dict(batch=len(seeds), padded=padded, agents=arms.num_agents)
         t_c = time.perf_counter()
         if key in cache:
             compile_report.note("trials", compile_report.REUSED, 0.0, **shape)

@@ -5,7 +5,9 @@ processes with one new compile-cache folder and no curve cache: "cold" (the cach
 (the cache the cold run filled; every seed is computed again, no program need be compiled again).
 Each run has `--compile-report`, so besides the process's wall-clock seconds it records, from the
 compile reports of its output folder(s), the programs compiled, loaded from the cache and reused in
-the process, the seconds each took, and the most programs one curve asked for. The load average
+the process, the seconds each took, the distinct programs (by the fingerprint of their StableHLO) and
+the most distinct programs one algorithm-and-problem pair asked for (an arena pair's tuning, reported
+and knob curves together). The load average
 before each run is kept: a busy machine's numbers are not comparable. `table` renders the JSON as
 the "Cold start" table of bench/README.md; measure the code before and after a change in one session,
 one after the other, with nothing else running.
@@ -20,14 +22,17 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
+from collections import defaultdict
 from pathlib import Path
+
+from bandits_jax.arena import KNOB_TAG
 
 from .harness import save_and_print
 
 COMMANDS = {  # name: the bandits-jax arguments (an output folder is added)
     "quickstart": ["run", "quickstart", "--no-plot"],
     "quickstart smoke": ["run", "quickstart", "--size", "smoke", "--no-plot"],
+    "arena smoke, cosine": ["arena", "--size", "smoke", "--problem", "cosine"],
     "arena smoke": ["arena", "--size", "smoke"],
 }
 RUNS = ("cold", "warm")
@@ -55,31 +60,42 @@ def measure(names) -> dict:
 
 def programs(out: Path) -> dict:
     """The compile reports under `out` summed: programs and seconds per way (compiled, loaded, reused),
-    and the most programs compiled or loaded for one curve of one folder."""
+    the distinct programs compiled or loaded, and the most distinct ones of one pair (`pair_of`)."""
     total = {how: {"programs": 0, "seconds": 0.0} for how in ("compiled", "loaded", "reused")}
-    most = 0
+    per_pair = defaultdict(set)
     for path in sorted(out.rglob("compile_report.json")):
         report = json.loads(path.read_text())
         for how, t in report["summary"].items():
             total[how]["programs"] += t["programs"]
             total[how]["seconds"] += t["seconds"]
-        per_curve = Counter(p["curve"] for p in report["programs"] if p["how"] != "reused")
-        most = max([most, *per_curve.values()])
-    return {**total, "most_per_curve": most}
+        for i, p in enumerate(report["programs"]):
+            # a report without fingerprints (older code) counts what it compiled: in a cold run each
+            # distinct program is compiled once, and loaded only when asked for again
+            if p.get("fingerprint") and p["how"] != "reused":
+                per_pair[pair_of(p["curve"])].add(p["fingerprint"])
+            elif p["how"] == "compiled":
+                per_pair[pair_of(p["curve"])].add((str(path), i))
+    return {**total, "distinct": len(set().union(*per_pair.values())),
+            "most_per_pair": max(map(len, per_pair.values()), default=0)}
+
+
+def pair_of(curve: str) -> str:
+    """'cosine: fn_ucb @knob' and 'cosine: fn_ucb [x0.3]' -> 'cosine: fn_ucb'; any other curve is its own."""
+    return curve.split(KNOB_TAG)[0].split(" [")[0]
 
 
 def table(doc: dict) -> str:
     """Markdown: one row per command and run."""
     lines = [f"On {doc['machine']['cpu_count']} CPU(s); each command cold (an empty compile cache) and warm (the "
              "cache the cold run filled), no curve cache, fresh processes.", "",
-             "| command | run | process wall s | compiled: programs, s | loaded: programs, s | reused | most per "
-             "curve | load before |", "|---|---|---|---|---|---|---|---|"]
+             "| command | run | process wall s | compiled: programs, s | loaded: programs, s | reused | distinct | "
+             "most per pair | load before |", "|---|---|---|---|---|---|---|---|---|"]
     for name, runs in doc["commands"].items():
         for run, r in runs.items():
             p = r["programs"]
             lines.append(f"| {name} | {run} | {r['wall_seconds']:.1f} | {p['compiled']['programs']}, "
                          f"{p['compiled']['seconds']:.1f} | {p['loaded']['programs']}, {p['loaded']['seconds']:.1f} | "
-                         f"{p['reused']['programs']} | {p['most_per_curve']} | {r['load_before']:.1f} |")
+                         f"{p['reused']['programs']} | {p['distinct']} | {p['most_per_pair']} | {r['load_before']:.1f} |")
     return "\n".join(lines)
 
 

@@ -10,7 +10,7 @@ from bandits_jax.sweep import COMPILE_REPORT_FILE, run_experiment
 
 
 def _program(curve="c", kind="segment", how=COMPILED, batch=4, agents=2, capacity="(8, None)", length=8):
-    return Program(curve, kind, how, 1.0, 10, batch, batch, 1, agents, capacity, length)
+    return Program(curve, kind, how, 1.0, 10, batch, batch, agents, capacity, length)
 
 
 def test_why_names_what_differs_from_the_curves_earlier_programs():
@@ -27,9 +27,9 @@ def test_why_names_what_differs_from_the_curves_earlier_programs():
 
 
 def test_nothing_is_recorded_outside_collect():
-    compile_report.note("start", COMPILED, 1.0, batch=1, padded=1, chunks=1, agents=1)  # no list: ignored
+    compile_report.note("start", COMPILED, 1.0, batch=1, padded=1, agents=1)  # no list: ignored
     with compile_report.collect() as programs, compile_report.curve("x"):
-        compile_report.note("start", COMPILED, 1.0, batch=1, padded=1, chunks=1, agents=1)
+        compile_report.note("start", COMPILED, 1.0, batch=1, padded=1, agents=1)
     assert [(p.curve, p.kind) for p in programs] == [("x", "start")]
     assert not compile_report.active()
 

@@ -180,24 +180,34 @@ def test_progress_reports_steps():
     assert seen == [25, 50, 75, 100]
 
 
-def test_chunked_vmap_gives_the_numbers_of_one_vmap_and_reports_progress_in_order():
+def test_groups_give_the_numbers_of_one_vmap_and_report_progress_in_order():
     prob, alg = toy_problem(horizon=90), history_greedy()
     whole = run_batch(prob, alg, range(7), first_segment=30, vmap_size=7)
     seen = []
-    chunked = run_batch(prob, alg, range(7), first_segment=30, vmap_size=3, progress=seen.append, progress_every=25)
+    grouped = run_batch(prob, alg, range(7), first_segment=30, vmap_size=3, progress=seen.append, progress_every=25)
     for name in ("regret", "comm_up", "rounds"):
-        np.testing.assert_allclose(getattr(chunked, name), getattr(whole, name), rtol=1e-12, atol=1e-12)
-    assert chunked.regret.shape == (7, 90, prob.spec.num_agents)
-    assert seen == [25, 50, 75]  # four chunks run one after another inside each segment
-    assert runner.chunk_layout(7, 1, 3) == (4, 8)  # chunks of 2 pad one run, chunks of 3 would pad two
-    assert runner.chunk_layout(100, 1, 8) == (20, 100)  # 20 chunks of 5: none padded (13 of 8 pad 4)
-    assert runner.chunk_layout(9, 1, 8) == (2, 10)  # chunk sizes stay within [4, 8]: not 9 chunks of 1
-    assert runner.chunk_layout(6, 4, 1) == (2, 8)  # per device: 2 runs, chunks of 1
-    assert runner.chunk_layout(10, 1, None) == (2, 10)  # the CPU default: chunks of at most 8
-    assert runner.chunk_layout(10, 1, None, cpu_vmap=1) == (10, 10)  # an algorithm's own CPU size
-    assert runner.chunk_layout(10, 1, 5, cpu_vmap=1) == (2, 10)  # the caller's vmap_size wins
+        np.testing.assert_allclose(getattr(grouped, name), getattr(whole, name), rtol=1e-12, atol=1e-12)
+    assert grouped.regret.shape == (7, 90, prob.spec.num_agents)
+    # three groups of 3 one after another, each reporting steps 25, 50, 75 as a third of the batch's
+    assert seen == [8, 16, 25, 38, 46, 55, 68, 76, 85]
+    assert runner.chunk_layout(7, 1, 3) == (3, 3)  # groups of the full size: the last one pads two runs
+    assert runner.chunk_layout(100, 1, 8) == (13, 8)
+    assert runner.chunk_layout(3, 1, 8) == (1, 4)  # a small batch: the power of two that holds it
+    assert runner.chunk_layout(2, 1, 8) == (1, 2)
+    assert runner.chunk_layout(6, 4, 1) == (2, 1)  # per device: 2 runs, groups of 1
+    assert runner.chunk_layout(10, 1, None) == (2, 8)  # the CPU default: groups of 8
+    assert runner.chunk_layout(10, 1, None, cpu_vmap=1) == (10, 1)  # an algorithm's own CPU size
+    assert runner.chunk_layout(10, 1, 5, cpu_vmap=1) == (2, 5)  # the caller's vmap_size wins
     with pytest.raises(ConfigError, match="vmap_size"):
         run_batch(prob, alg, [0], vmap_size=0)
+
+
+def test_batches_of_any_size_from_the_group_size_up_share_their_programs():
+    """Reported seeds, a tuning grid and a chunk's remainder call the same start and segment programs."""
+    cache, prob, alg = {}, toy_problem(horizon=60), history_greedy()
+    for runs in (8, 20, 13, 64):
+        run_batch(prob, alg, range(runs), first_segment=30, compiled_cache=cache)
+    assert sorted(k[0] for k in cache) == ["segment", "segment", "start"]
 
 
 def test_precision_scope_does_not_leak():
