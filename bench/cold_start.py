@@ -33,6 +33,9 @@ COMMANDS = {  # name: the bandits-jax arguments (an output folder is added)
     "quickstart": ["run", "quickstart", "--no-plot"],
     "quickstart smoke": ["run", "quickstart", "--size", "smoke", "--no-plot"],
     "arena smoke, cosine": ["arena", "--size", "smoke", "--problem", "cosine"],
+    # the small size's batches differ (tuning grid, reported window, knob points): what groups share
+    "arena small, cosine, 3 algorithms": ["arena", "--size", "small", "--problem", "cosine", "--algorithm",
+                                          "kernel_ucb", "--algorithm", "linucb", "--algorithm", "fed_lin_ucb"],
     "arena smoke": ["arena", "--size", "smoke"],
 }
 RUNS = ("cold", "warm")
@@ -62,7 +65,7 @@ def programs(out: Path) -> dict:
     """The compile reports under `out` summed: programs and seconds per way (compiled, loaded, reused),
     the distinct programs compiled or loaded, and the most distinct ones of one pair (`pair_of`)."""
     total = {how: {"programs": 0, "seconds": 0.0} for how in ("compiled", "loaded", "reused")}
-    per_pair = defaultdict(set)
+    per_pair, fingerprints = defaultdict(set), False
     for path in sorted(out.rglob("compile_report.json")):
         report = json.loads(path.read_text())
         for how, t in report["summary"].items():
@@ -71,12 +74,14 @@ def programs(out: Path) -> dict:
         for i, p in enumerate(report["programs"]):
             # a report without fingerprints (older code) counts what it compiled: in a cold run each
             # distinct program is compiled once, and loaded only when asked for again
+            fingerprints |= bool(p.get("fingerprint"))
             if p.get("fingerprint") and p["how"] != "reused":
                 per_pair[pair_of(p["curve"])].add(p["fingerprint"])
             elif p["how"] == "compiled":
                 per_pair[pair_of(p["curve"])].add((str(path), i))
-    return {**total, "distinct": len(set().union(*per_pair.values())),
-            "most_per_pair": max(map(len, per_pair.values()), default=0)}
+    known = fingerprints or total["compiled"]["programs"] > 0  # a warm run of older code cannot tell
+    return {**total, "distinct": len(set().union(*per_pair.values())) if known else None,
+            "most_per_pair": max(map(len, per_pair.values()), default=0) if known else None}
 
 
 def pair_of(curve: str) -> str:
@@ -93,10 +98,16 @@ def table(doc: dict) -> str:
     for name, runs in doc["commands"].items():
         for run, r in runs.items():
             p = r["programs"]
+            distinct, most = ("-" if p[k] is None else p[k] for k in ("distinct", "most_per_pair"))
             lines.append(f"| {name} | {run} | {r['wall_seconds']:.1f} | {p['compiled']['programs']}, "
                          f"{p['compiled']['seconds']:.1f} | {p['loaded']['programs']}, {p['loaded']['seconds']:.1f} | "
-                         f"{p['reused']['programs']} | {p['distinct']} | {p['most_per_pair']} | {r['load_before']:.1f} |")
+                         f"{p['reused']['programs']} | {distinct} | {most} | {r['load_before']:.1f} |")
     return "\n".join(lines)
+
+
+def comparison(docs: dict) -> str:
+    """Markdown of several codes' measurements ({file name: doc with its "code"}, in file-name order)."""
+    return "\n\n".join(f"Code {doc['code']}:\n\n{table(doc)}" for _, doc in sorted(docs.items()))
 
 
 def main(argv=None) -> int:

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from . import arena_cache, compiles, cope_bench, coop_bench, duets_bench, harness, precision, scale, seed_batching, step_cost
+from . import arena_cache, cold_start, compiles, cope_bench, coop_bench, duets_bench, harness, precision, scale, seed_batching, step_cost, xla_options
 
 HERE = Path(__file__).resolve().parent
 README = HERE / "README.md"
@@ -48,6 +48,8 @@ TABLES = {
     "gpu_scale": ("gpu_h100/run3_scale.json", lambda doc: scale.markdown(doc["scale_section"])),
     "compiles": ("compile_flat_draws.json", compiles.table),
     "arena_cache": ("arena_cache.json", arena_cache.table),
+    "cold_start": ("cold_start", cold_start.comparison),
+    "xla_options": ("xla_options.json", xla_options.table),
     "step_cost": ("step_cost.json", lambda doc: step_cost.table(step_cost.costliest(doc["step_cost"]))),
     "precision": ("precision.json", lambda doc: precision.table(doc["precision_section"])),
     "precision_notes": ("precision.json", lambda doc: precision.standard_error_notes(doc["precision_section"])),

@@ -525,3 +525,16 @@ def test_cold_start_sums_the_compile_reports_of_a_run(tmp_path):
                                                                              "programs": got}}}}
     assert "| arena smoke | cold | 10.0 | 3, 6.0 | 1, 0.5 | 1 | 3 | 2 | 0.1 |" in cold_start.table(doc)
     assert cold_start.pair_of("p: a [x0.3]") == cold_start.pair_of("p: a @knob [ttl=2]") == "p: a"
+
+
+def test_xla_options_table_names_a_set_that_moves_the_numbers():
+    from bench import xla_options
+
+    row = lambda c, r, g: {"compile": c, "run": r, "regret": g, "floor_compile": 1.0}  # noqa: E731
+    doc = {"machine": {"cpu_count": 2}, "options": {
+        "default": {"flags": "", "load_before": 1.0, "cases": {"a:10": row(2.0, 0.5, 3.0), "b:10": row(1.0, 1.0, 5.0)}},
+        "O0": {"flags": "x", "load_before": 1.5, "cases": {"a:10": row(1.0, 0.7, 3.5), "b:10": row(0.5, 2.0, 5.0)}}}}
+    lines = xla_options.table(doc).splitlines()
+    assert lines[2] == "| a:10 | 2.0, 0.50 | 1.0, 0.70 | 3; O0: 3.5 |"
+    assert lines[3] == "| b:10 | 1.0, 1.00 | 0.5, 2.00 | equal |"
+    assert lines[4] == "| sum | 3, 1.5 | 2, 2.7 | |"
