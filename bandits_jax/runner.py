@@ -55,7 +55,7 @@ from .core import (PRECISIONS, Algorithm, ConfigError, EnvSpec, Problem, Report,
 
 COMM_KEYS = ("comm_up", "comm_down", "rounds")
 # Runs under one vmap on a CPU: a larger vmap makes every step touch the state of all its runs, which
-# then no longer stays in the caches (docs/sweeps.md, "Seeds per vmap"); chunks of this size run one after another.
+# then no longer stays in the caches (docs/sweeps.md, "Seeds per vmap"); groups of this size call one program in turn.
 CPU_VMAP_SIZE = 8
 # rows the demand-sized buffers start a batch with (a Nystrom dictionary often stays far below its
 # capacity; a segment that outgrows them runs again with twice the rows)
