@@ -17,7 +17,8 @@ curves, reuse is what sharing one program buys.
 
 Size: the lines of the program's StableHLO text (`Lowered.as_text`), and its fingerprint (a hash of that
 text: two programs with one fingerprint are one program, compiled once or loaded from the persistent
-cache), read only while a report is being collected. Nothing is recorded, and nothing costs anything, outside `collect()`.
+cache), read only while a report is being collected. Nothing is recorded, and nothing costs anything,
+outside `collect()`.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The regret-minimisation runner: one `lax.scan` over time, a batch of runs under `vmap`.
 
-A *run* is one (seed, hyper-parameter point) pair. A batch of runs executes as ONE compiled
-call per capacity segment: the scan body is `vmap(step)` over the batch, with the time index
+A *run* is one (seed, hyper-parameter point) pair. A group of runs (Groups, below) executes as ONE
+compiled call per capacity segment: the scan body is `vmap(step)` over the group, with the time index
 unbatched, and the batch axis is sharded over every device of the process with `jax.sharding`. Every
 algorithm runs this way: rare expensive work is the algorithm's `batch_cond`, never a loop over runs.
 
@@ -27,8 +27,8 @@ since a segment consumes its state) with twice the rows.
 Errors: a report's error bits, with the runner's own (RUNNER_ERRORS: a state that held NaN, an active
 agent's arm outside [0, K), negative or non-finite communication), are ORed over time per run; a step
 whose shapes break the contract is a ConfigError when it is traced (`check_actions`, `check_update`),
-before anything compiles. When every run of the batch carries one, the runner stops with a
-ConfigError naming them; a batch that runs to its end with error bits in some runs warns (`FailedRunsWarning`, one line: how many runs, which seeds, the messages).
+before anything compiles. When every run of a batch of one group carries one, the runner stops with
+a ConfigError naming them (a batch of several groups runs each to its end); a batch that runs to its end with error bits in some runs warns (`FailedRunsWarning`, one line: how many runs, which seeds, the messages).
 Phase-level trials (`core.Trial`) run in `trials.py`, a run's identity is `identity.py`. `precision="float64"` runs
 inside a scoped `jax.enable_x64(True)`, `precision="float32"` inside `jax.enable_x64(False)`,
 whatever the environment says.

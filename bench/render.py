@@ -20,7 +20,8 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from . import arena_cache, cold_start, compiles, cope_bench, coop_bench, duets_bench, harness, precision, scale, seed_batching, step_cost, xla_options
+from . import (arena_cache, cold_start, compiles, cope_bench, coop_bench, duets_bench, harness, precision, scale,
+               seed_batching, step_cost, xla_options)
 
 HERE = Path(__file__).resolve().parent
 README = HERE / "README.md"
