@@ -86,7 +86,7 @@ BENCH = (  # the instance of each drawn from the run's seed (theta, the candidat
     Bench("magic", "real data", "magic:num_agents={agents},horizon={horizon}"),
 )
 # agents of the cosine, async and DUETS problems, agents of the network, steps, seeds. small is what two
-# CPU cores compute in about an hour and a half: the one-arrival kernel methods serve N T arrivals with
+# CPU cores compute in about two hours: the one-arrival kernel methods serve N T arrivals with
 # histories that grow with them, so at T = 200 and 200 candidates the field took about 7 core-hours
 SIZES = {
     "smoke": dict(agents=2, network=4, horizon=12, candidates=40, seeds=2, tuning_seeds=2),

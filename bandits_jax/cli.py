@@ -73,7 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     _compile_report_flag(run)
     arena = sub.add_parser("arena", help="every registered regret algorithm (yours too) on the benchmark problems "
                                          "it fits, at defaults and tuned on other seeds (bandits_jax/arena.py)")
-    arena.add_argument("--size", default="small", help="smoke, small (two CPU cores, about 90 minutes) or large "
+    arena.add_argument("--size", default="small", help="smoke, small (two CPU cores, about two hours) or large "
                                                        "(a GPU); default small")
     arena.add_argument("--problem", action="append", default=[], metavar="LABEL|SPEC",
                        help="a benchmark problem's label, any problem spec, or all (repeatable; default all)")
