@@ -184,7 +184,7 @@ def page_text(res, arena: dict, suffix: str = "", rows_by=None) -> str:
     for p in arena["problems"]:
         lines += ["", *_problem_lines(p["label"], rows_by[p["label"]])]
     lines += ["", f"![Learning curves]({fig}learning{suffix}.png)", ""]
-    lines += _audit_lines(arena) + _timing_lines(arena["timing"])
+    lines += _audit_lines(arena) + _timing_lines(arena["timing"], len(md.get("cached", {})), len(md["algorithms"]))
     return "\n".join(lines) + "\n"
 
 
@@ -266,10 +266,15 @@ def _audit_lines(arena: dict) -> list:
     return ["## Information-flow audit", ""] + [f"- {a}: {text}" for a, text in arena["audits"].items()] + [""]
 
 
-def _timing_lines(t: dict) -> list:
+def _timing_lines(t: dict, cached: int, curves: int) -> list:
+    """The Time section; `cached` of the reported phase's `curves` came from the curve cache, where a chunk
+    keeps no seconds (the call that computed it counted them), so the sums leave those out."""
+    from_cache = (f" {cached} of the {curves} reported curves were taken from the curve cache, and a chunk taken "
+                  f"from it counts 0 s here: its seconds belong to the call that computed it." if cached else "")
     return ["## Time", "",
             f"The stored results took {t['compile_seconds']:.0f} s compiling and {t['run_seconds']:.0f} s running "
-            f"(every chunk of every phase, whichever call computed it). The last call took {t['wall_seconds']:.0f} "
+            f"(every chunk of every phase, whichever call computed it).{from_cache} The last call took "
+            f"{t['wall_seconds']:.0f} "
             f"s of wall-clock time, the fit checks, tracing, building problems and writing included; it compiled "
             f"{t['compiled']} programs and loaded {t['loaded']} from the persistent compilation cache "
             f"({'on' if t['compile_cache'] else 'off'})."]
