@@ -85,9 +85,9 @@ BENCH = (  # the instance of each drawn from the run's seed (theta, the candidat
     Bench("coop-rbf", "Coop-KernelUCB", "coop-rbf:num_agents={network},horizon={horizon},p=0.3", COOP_SETTING),
     Bench("magic", "real data", "magic:num_agents={agents},horizon={horizon}"),
 )
-# agents of the cosine, async and DUETS problems, agents of the network, steps, seeds. small is what two
-# CPU cores compute in about two hours: the one-arrival kernel methods serve N T arrivals with
-# histories that grow with them, so at T = 200 and 200 candidates the field took about 7 core-hours
+# agents of the cosine, async and DUETS problems, agents of the network, steps, seeds. small is sized for
+# two CPU cores: the one-arrival kernel methods serve N T arrivals with histories that grow with them, so
+# the field's cost grows faster than T and the candidate count (docs/sweeps.md splits it over processes)
 SIZES = {
     "smoke": dict(agents=2, network=4, horizon=12, candidates=40, seeds=2, tuning_seeds=2),
     "small": dict(agents=4, network=8, horizon=100, candidates=100, seeds=10, tuning_seeds=10),
