@@ -174,11 +174,16 @@ def argmax_or_uniform(key, scores, empty, dtype):
     return jnp.where(empty, uniform_arms(key, N, K, dtype), jnp.argmax(scores, axis=1).astype(jnp.int32))
 
 
+# aux entries computed from the state select saw (a cache for update): valid only for that same state, so a
+# wrapper that changes the state between select and update (`wrappers.serial_update`) drops them
+STATE_CACHE = ("column",)
+
+
 def ucb_select(step, key, dtype, client):
     """Tie-broken argmax of the scores of client(i, contexts[i]) -> (mean[K], var[K], scores[K], cols)
     for every client, or (step.one_active) for the active client i only, with row i of the same
     (N, K) tie noise uniform(key, (N, K)). cols: None, or [C, K] columns of which the one-active aux
-    keeps the chosen one (`aux["column"]`, for an update that reuses it).
+    keeps the chosen one (`aux["column"]`, for an update on the same state: `STATE_CACHE`).
 
     Returns (actions[N], aux {mean, var, scores, tie_noise}: [N, K], or [K] of client i, and "column").
     """

@@ -25,6 +25,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from ..core import Algorithm, ConfigError, EnvSpec, Report, Sizes, Step
+from .base import STATE_CACHE
 
 ERR_CAPPED_HISTORY = 1 << 16
 CAPPED_HISTORY_MESSAGE = "a client's history outgrew nkernel_capacity; raise nkernel_capacity"
@@ -127,8 +128,11 @@ def serial_select(algorithm: Algorithm, params, state, step: Step, key):
 
 def serial_update(algorithm: Algorithm, params, state, step: Step, actions, rewards, aux, key):
     """(state, Report) after the inner updates of agents 0..N-1 in turn, each the only arrival where
-    it is active and a step that changes nothing where it is not (`serial_arrivals`)."""
+    it is active and a step that changes nothing where it is not (`serial_arrivals`). The selections saw
+    the step's start state, so their caches of it (`base.STATE_CACHE`) are dropped: each update recomputes
+    them on the state it is given."""
     N = step.active.shape[0]
+    aux = {name: value for name, value in aux.items() if name not in STATE_CACHE} if isinstance(aux, dict) else aux
 
     def one(state, inputs):
         i, k, aux_i = inputs
