@@ -483,8 +483,10 @@ def _pair_record(p: Pair, choice: dict) -> dict:
 
 def _timing(out: Path, started: float, count: CompileCount) -> dict:
     """Wall-clock seconds of this call; the compile and run seconds of every stored chunk of every phase,
-    whichever call computed it (a resumed arena counts its earlier calls' work; a grid's call once);
-    the programs this call compiled or loaded from the persistent compilation cache."""
+    whichever call computed it (a resumed arena counts its earlier calls' work, a chunk from the curve
+    cache the seconds of the call that made it: `cached_seconds`, absent from records written before
+    cached chunks kept them; a grid's call once); the programs this call compiled or loaded from the
+    persistent compilation cache."""
     import jax
 
     from .sweep import CHUNKS, _slug
@@ -503,7 +505,8 @@ def _timing(out: Path, started: float, count: CompileCount) -> dict:
                     compile_s += float(data["compile_seconds"])
                     run_s += float(data["run_seconds"])
     return {"wall_seconds": time.perf_counter() - started, "compile_seconds": compile_s, "run_seconds": run_s,
-            "compile_cache": jax.config.jax_compilation_cache_dir is not None, **count.counts()}
+            "compile_cache": jax.config.jax_compilation_cache_dir is not None, **count.counts(),
+            "cached_seconds": True}
 
 
 def _experiment(name, size, dims, first_seed, seeds, build):
@@ -667,7 +670,7 @@ def _is_timing(v) -> bool:
     seconds = ("wall_seconds", "compile_seconds", "run_seconds")
     return (isinstance(v, dict) and all(_is_seconds(v.get(k)) for k in seconds)
             and all(is_int(v.get(k)) and v[k] >= 0 for k in ("compiled", "loaded"))
-            and isinstance(v.get("compile_cache"), bool))
+            and isinstance(v.get("compile_cache"), bool) and isinstance(v.get("cached_seconds", False), bool))
 
 
 def _non_empty(test):
@@ -693,5 +696,5 @@ _ARENA = {  # key: (test, what its value must be), for what the page and its fig
     "skipped": (list_of(is_text), "a list of lines (the problems left out)"),
     "audits": (object_of(is_text), "an object of each audited algorithm's verdict"),
     "timing": (_is_timing, "an object of non-negative seconds (wall, compile, run), counts compiled and loaded, and "
-                           "compile_cache (true or false)"),
+                           "compile_cache (true or false), and optionally cached_seconds (true or false)"),
 }

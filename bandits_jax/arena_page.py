@@ -267,10 +267,13 @@ def _audit_lines(arena: dict) -> list:
 
 
 def _timing_lines(t: dict, cached: int, curves: int) -> list:
-    """The Time section; `cached` of the reported phase's `curves` came from the curve cache, where a chunk
-    keeps no seconds (the call that computed it counted them), so the sums leave those out."""
-    from_cache = (f" {cached} of the {curves} reported curves were taken from the curve cache, and a chunk taken "
-                  f"from it counts 0 s here: its seconds belong to the call that computed it." if cached else "")
+    """The Time section; `cached` of the reported phase's `curves` came from the curve cache, whose chunks
+    keep the seconds of the call that computed them (`sweep._seconds_of`) in a record whose timing says
+    `cached_seconds`, and count 0 s in an older one."""
+    kept = ("their chunks keep the seconds of the call that computed them" if t.get("cached_seconds") else
+            "a chunk taken from it counts 0 s here: its seconds belong to the call that computed it")
+    from_cache = (f" {cached} of the {curves} reported curves were taken from the curve cache; {kept}."
+                  if cached else "")
     return ["## Time", "",
             f"The stored results took {t['compile_seconds']:.0f} s compiling and {t['run_seconds']:.0f} s running "
             f"(every chunk of every phase, whichever call computed it).{from_cache} The last call took "

@@ -20,7 +20,8 @@ horizon, base key, precision and the package versions. Before computing, the swe
 cache every seed it holds for a curve's identity, whatever experiment or curve name stored it, so
 figures that repeat runs of other figures reuse them without any declaration. CACHE is
 `results/curves` unless `$BANDITS_JAX_CURVES` or `curves=` says otherwise; `curves=False` turns it
-off. Curves with seeds taken from the cache are listed under "cached" in the metadata.
+off. Curves with seeds taken from the cache are listed under "cached" in the metadata; their chunks keep
+the seconds of the computation that made them (`_seconds_of`).
 
 Several processes (`distributed`): each stores the seeds of its own share, and process 0 assembles
 the results once every process has passed a barrier.
@@ -386,10 +387,27 @@ def _take_cached(out: Path, curve: str, folder: Path, seeds, log) -> list:
     found = _stored_chunks(folder)
     take = [s for s in seeds if s not in have and s in found]
     if take:
-        _write_chunk(_chunk_folder(out, curve), take, _assemble(folder, take))
+        _write_chunk(_chunk_folder(out, curve), take, _assemble(folder, take), *_seconds_of(found, take))
         atomic_write_text(_chunk_folder(out, curve) / CACHED_FILE, folder.name)
         log(f"[{curve}] seeds {', '.join(map(str, take))} taken from the curve cache ({folder})")
     return take
+
+
+def _seconds_of(stored: dict, seeds) -> tuple:
+    """(compile, run) seconds that computed `seeds` of a chunk folder (`stored`: `_stored_chunks`): each
+    chunk file's seconds shared out by the seeds taken of it, so a curve taken from the cache keeps the
+    time its computation took, wherever that ran."""
+    taken: dict = {}
+    for seed in seeds:
+        path, _ = stored[seed]
+        taken[path] = taken.get(path, 0) + 1
+    compile_s = run_s = 0.0
+    for path, count in taken.items():
+        with np.load(path) as data:
+            share = count / len(data["seeds"])
+            compile_s += share * float(data["compile_seconds"]) if "compile_seconds" in data.files else 0.0
+            run_s += share * float(data["run_seconds"]) if "run_seconds" in data.files else 0.0
+    return compile_s, run_s
 
 
 def _keep_cached(out: Path, curve: str, folder: Path, about: dict) -> None:

@@ -523,6 +523,12 @@ def test_curve_cache_serves_another_folder_and_can_be_turned_off(tmp_path, monke
     assert calls == [] and set(again.metadata["cached"]) == {"HistoryGreedy", "Random"}
     for alg in ("HistoryGreedy", "Random"):
         np.testing.assert_array_equal(again.arrays[alg]["regret"], first.arrays[alg]["regret"])
+        # a chunk taken from the cache keeps the seconds of the call that computed it
+        made, taken = (np.load(next((tmp_path / f / sweep.CHUNKS / sweep._slug(alg)).glob("seeds_*.npz")))
+                       for f in ("a", "b"))
+        assert float(made["run_seconds"]) > 0, alg
+        for key in ("compile_seconds", "run_seconds"):
+            assert np.isclose(float(taken[key]), float(made[key])), (alg, key)
     assert main(["run", "test/toy", "--size", "paper", "--out", str(tmp_path / "c"), "--quiet", "--no-plot",
                  "--no-curve-cache"]) == 0
     assert calls == ["HistoryGreedy", "Random"] and load_results(tmp_path / "c").metadata["cached"] == {}
