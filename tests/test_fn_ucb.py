@@ -233,10 +233,13 @@ def test_communication_accounting_by_hand():
     np.testing.assert_array_equal(out["info"]["comm_up"], 298.0 * rounds)
     np.testing.assert_array_equal(out["info"]["comm_down"], 372.0 * rounds)
     np.testing.assert_array_equal(out["info"]["comm_paper"], 484.0 * rounds)
-    assert fn.comm_per_round(30, 2, "full", "full") == (2 * 1861, 2 * (3 * 900 + 61))
-    assert fn.comm_per_round(30, 2, "less", "full", triangular=True) == (2 * (2 * 465 + 61), 2 * (2 * 465 + 61))
-    assert fn.comm_per_round(37, 5, "less", "diag") == (5 * 149, 5 * 149)
-    assert fn.message_sizes(37, 5, "full", "diag") == (149, 3 * 37 + 1 + 5 * 37)
+    def config(variant, covariance, triangular=False):
+        return config_of(fn.fn_ucb(variant=variant, covariance=covariance, triangular=triangular))
+
+    assert fn.comm_per_round(config("full", "full"), 30, 2) == (2 * 1861, 2 * (3 * 900 + 61))
+    assert fn.comm_per_round(config("less", "full", True), 30, 2) == (2 * (2 * 465 + 61), 2 * (2 * 465 + 61))
+    assert fn.comm_per_round(config("less", "diag"), 37, 5) == (5 * 149, 5 * 149)
+    assert fn_ucb_cov.message_sizes(config("full", "diag").tracker, 37, 5) == (149, 3 * 37 + 1 + 5 * 37)
 
 
 @pytest.mark.parametrize("D", [0.0, pytest.param(0.6, marks=pytest.mark.slow)])

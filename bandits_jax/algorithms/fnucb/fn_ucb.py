@@ -21,11 +21,13 @@ State (`FNUCBState`): networks theta [N, ...], theta0, theta_sync and histories 
 y [N, C], n [N]; the covariance tracker (`fn_ucb_cov.Covariances`, [N, p, p] or [N, p]);
 b_new [N, p], b_sync [p], t_last, the adaptive alpha and its contexts [M, d].
 
-Pieces: the covariance tracker and trigger (`fn_ucb_cov`), the alpha schedule (`alpha_now`), the
-networks (`Networking`: SEPARATE or SHARED) and the training data (`TrainingData`: ALL_DATA or
-ROUND_DATA). A factory picks them; `assemble` binds them to one static `FNUCBConfig`. The round and
-the retraining are `base.batch_cond`s (one conditional for a batch of runs). Float
-hyper-parameters (traced): lam, nu_tkn, nu_tk, D, lr.
+Pieces: the networks (`Networking`: SEPARATE or SHARED; UCB_b's mean `own_mean` under
+aggregate_params=False) and the training data (`TrainingData`: ALL_DATA or ROUND_DATA), which a
+factory picks; the covariance tracker's covariance, trigger and variant (`fn_ucb_cov.Tracker`), the
+alpha schedule (`AlphaSchedule`), the feature scale and the training objective, which `assemble`
+resolves from the option strings once and binds to one static `FNUCBConfig`: no traced function
+compares a string. The round and the retraining are `base.batch_cond`s (one conditional for a batch
+of runs). Float hyper-parameters (traced): lam, nu_tkn, nu_tk, D, lr.
 """
 from __future__ import annotations
 
@@ -43,7 +45,7 @@ from ...core import Algorithm, ConfigError, EnvSpec, Param, Sizing, declare_para
 from . import fn_ucb_cov as cov
 from ..base import batch_cond, check_static
 from .fn_ucb_cov import Covariances
-from ..single.neural import check_even_dim, check_int, feature_scale, gradient_descent, rows1, training_loss
+from ..single.neural import LOSS_FUNCTIONS, check_even_dim, check_int, feature_scale, gradient_descent, rows1
 
 NAME = "FN-UCB"
 NAME_AUTHORS = "FN-UCB (authors' code)"
@@ -119,6 +121,11 @@ class FNUCBConfig(NamedTuple):
     training: TrainingData
     alpha_contexts: Any
     alpha_sampler: Optional[Callable]
+    # chosen once from the options above (`assemble`), so that no traced function compares strings:
+    tracker: Any = None  # `fn_ucb_cov.Tracker` of covariance, trigger and variant
+    schedule: Any = None  # `AlphaSchedule` of alpha_mode
+    scale: float = 1.0  # c of phi = c * grad f (feature_scale)
+    objective: Optional[Callable] = None  # `neural.LOSS_FUNCTIONS[loss]`
 
 
 class Networks(NamedTuple):
@@ -243,7 +250,7 @@ def update(config: FNUCBConfig, params, state: FNUCBState, step, actions, reward
                        (params, state, s, chosen, y, step.active, pending))
 
     N = step.contexts.shape[0]
-    up, down = comm_per_round(state.b_sync.shape[0], N, config.variant, config.covariance, config.triangular)
+    up, down = comm_per_round(config, state.b_sync.shape[0], N)
     c = comm.astype(dtype)
     trigger = jnp.max(jnp.where(step.active, crit, 0.0))
     return state, report(dtype, c * up, c * down, c, trigger=trigger, alpha=alpha_used,
@@ -263,10 +270,7 @@ def round_(config: FNUCBConfig, operand) -> FNUCBState:
     nets, train_now, gate = config.training.round(config, state.nets, s, chosen, y, active)
     theta = batch_cond(train_now, partial(config.networks.train, config), lambda op: op[1].theta, (params, nets))
     nets = nets._replace(theta=theta, theta_sync=config.networks.aggregate(theta))
-    alpha = state.alpha
-    if config.alpha_mode == "adaptive":
-        inverses = cov.local_inverses(config, state.covs)
-        alpha = adaptive_alpha(config, config.networks.feature_params(nets), state.alpha_x, inverses)
+    alpha = config.schedule.refresh(config, state, nets)
     return state._replace(
         nets=nets, covs=cov.synchronise(config, state.covs, params["lam"], gate),
         b_new=jnp.zeros_like(state.b_new), b_sync=state.b_sync + jnp.sum(state.b_new, axis=0), t_last=s, alpha=alpha)
@@ -283,11 +287,10 @@ def at_shared_network(nets: Networks):
     return first_agent(nets.theta)
 
 
-def sync_or_own_mean(config: FNUCBConfig, nets: Networks, contexts):
-    """[P] f(x_k; theta_sync), or with aggregate_params=False (Fig. 1c's ablation) the agent's own network."""
-    if config.aggregate_params:
-        return jax.vmap(lambda X: mlp_apply(nets.theta_sync, X))(contexts)
-    return own_mean(config, nets, contexts)
+def sync_mean(config: FNUCBConfig, nets: Networks, contexts):
+    """[P] f(x_k; theta_sync) (with aggregate_params=False, Fig. 1c's ablation, `own_mean` instead)."""
+    del config
+    return jax.vmap(lambda X: mlp_apply(nets.theta_sync, X))(contexts)
 
 
 def own_mean(config: FNUCBConfig, nets: Networks, contexts):
@@ -312,8 +315,8 @@ def train_shared(config: FNUCBConfig, operand):
 
 def train_one(config: FNUCBConfig, params, theta0, theta, X, y, n):
     """`train_steps` full-batch SGD steps (rate lr) from theta on one history X [C, d], y [C] of n
-    rows, on `neural.training_loss` (none when n = 0)."""
-    loss = partial(training_loss, config.loss, config.width, params["lam"], theta0=theta0, X=X, y=y, n=n)
+    rows, on the objective of `loss` (`neural.LOSS_FUNCTIONS`; none when n = 0)."""
+    loss = partial(config.objective, config.width, params["lam"], theta0=theta0, X=X, y=y, n=n)
     return gradient_descent(loss, theta, params["lr"], jnp.where(n > 0, config.train_steps, 0))
 
 
@@ -327,7 +330,7 @@ def the_shared_network(theta):
     return first_agent(theta)
 
 
-SEPARATE = Networking(at_theta0, sync_or_own_mean, train_separate, fedavg)
+SEPARATE = Networking(at_theta0, sync_mean, train_separate, fedavg)
 SHARED = Networking(at_shared_network, own_mean, train_shared, the_shared_network)
 
 
@@ -363,15 +366,8 @@ ROUND_DATA = TrainingData(keep_history, append_in_training_rounds)
 
 # ------------------------------------------------------------------------------ alpha
 def alpha_at(config: FNUCBConfig, adaptive, s, dtype):
-    """The weight of iteration s: the linear schedule clip((s - warmup) / ramp, 0, 1), 0, 1, or the
-    adaptive value."""
-    if config.alpha_mode == "linear":
-        return jnp.clip((s.astype(dtype) - config.alpha_warmup) / config.alpha_ramp, 0.0, 1.0)
-    if config.alpha_mode == "zero":
-        return jnp.zeros((), dtype)
-    if config.alpha_mode == "one":
-        return jnp.ones((), dtype)
-    return adaptive
+    """The weight of iteration s as the schedule piece gives it (`AlphaSchedule.at`)."""
+    return config.schedule.at(config, adaptive, s, dtype)
 
 
 def alpha_now(config: FNUCBConfig, state: FNUCBState, s):
@@ -385,9 +381,7 @@ def alpha_now(config: FNUCBConfig, state: FNUCBState, s):
 
 def alpha_gate(config: FNUCBConfig, s):
     """alpha_{s+1} > 0 (the authors' training rounds)."""
-    if config.alpha_mode == "linear":
-        return (s + 1) > config.alpha_warmup
-    return jnp.asarray(config.alpha_mode != "zero")
+    return config.schedule.gate(config, s)
 
 
 def adaptive_alpha(config: FNUCBConfig, theta, alpha_x, inverses):
@@ -400,8 +394,63 @@ def adaptive_alpha(config: FNUCBConfig, theta, alpha_x, inverses):
 
 def alpha_contexts(config: FNUCBConfig, key, d: int, dtype):
     """[M, d] contexts of the adaptive alpha (given, or drawn by alpha_sampler(key)); [1, d] zeros otherwise."""
-    if config.alpha_mode != "adaptive":
-        return jnp.zeros((1, d), dtype)
+    return config.schedule.contexts(config, key, d, dtype)
+
+
+# ------------------------------------------------------------------------------ pieces: alpha schedules
+def linear_at(config: FNUCBConfig, adaptive, s, dtype):
+    """clip((s - warmup) / ramp, 0, 1)."""
+    del adaptive
+    return jnp.clip((s.astype(dtype) - config.alpha_warmup) / config.alpha_ramp, 0.0, 1.0)
+
+
+def linear_gate(config: FNUCBConfig, s):
+    return (s + 1) > config.alpha_warmup
+
+
+def zero_at(config: FNUCBConfig, adaptive, s, dtype):
+    del config, adaptive, s
+    return jnp.zeros((), dtype)
+
+
+def one_at(config: FNUCBConfig, adaptive, s, dtype):
+    del config, adaptive, s
+    return jnp.ones((), dtype)
+
+
+def adaptive_at(config: FNUCBConfig, adaptive, s, dtype):
+    """The value the last round computed (`adaptive_refresh`)."""
+    del config, s, dtype
+    return adaptive
+
+
+def never(config: FNUCBConfig, s):
+    del config, s
+    return jnp.asarray(False)
+
+
+def always(config: FNUCBConfig, s):
+    del config, s
+    return jnp.asarray(True)
+
+
+def keep_alpha(config: FNUCBConfig, state: FNUCBState, nets: Networks):
+    del config, nets
+    return state.alpha
+
+
+def adaptive_refresh(config: FNUCBConfig, state: FNUCBState, nets: Networks):
+    """`adaptive_alpha` at the round's new networks over the local inverses before the round."""
+    inverses = cov.local_inverses(config, state.covs)
+    return adaptive_alpha(config, config.networks.feature_params(nets), state.alpha_x, inverses)
+
+
+def no_contexts(config: FNUCBConfig, key, d: int, dtype):
+    del config, key
+    return jnp.zeros((1, d), dtype)
+
+
+def given_or_drawn(config: FNUCBConfig, key, d: int, dtype):
     ax = config.alpha_contexts if config.alpha_contexts is not None else config.alpha_sampler(key)
     ax = jnp.asarray(ax, dtype)
     if ax.ndim != 2 or ax.shape[1] != d:
@@ -409,10 +458,29 @@ def alpha_contexts(config: FNUCBConfig, key, d: int, dtype):
     return ax
 
 
+class AlphaSchedule(NamedTuple):
+    """How alpha is set, chosen once from alpha_mode: at(config, adaptive value, s, dtype) -> alpha_s;
+    gate(config, s) -> alpha_{s+1} > 0; refresh(config, state, new networks) -> the adaptive value after
+    a round; contexts(config, key, d, dtype) -> [M, d] the adaptive alpha's contexts."""
+
+    at: Callable
+    gate: Callable
+    refresh: Callable
+    contexts: Callable
+
+
+ALPHA_SCHEDULES = {
+    "linear": AlphaSchedule(linear_at, linear_gate, keep_alpha, no_contexts),
+    "zero": AlphaSchedule(zero_at, never, keep_alpha, no_contexts),
+    "one": AlphaSchedule(one_at, always, keep_alpha, no_contexts),
+    "adaptive": AlphaSchedule(adaptive_at, always, adaptive_refresh, given_or_drawn),
+}
+
+
 # ------------------------------------------------------------------------------ helpers
 def features(config: FNUCBConfig, theta, X):
     """(f(X) [n], phi(X) [n, p]) at theta for X [n, d]."""
-    return ntk_values_and_features(mlp_apply, theta, X, feature_scale(config.feature_scale, config.width))
+    return ntk_values_and_features(mlp_apply, theta, X, config.scale)
 
 
 def append(nets: Networks, x, y, write) -> Networks:
@@ -441,32 +509,13 @@ def first_agent(tree):
     return jax.tree_util.tree_map(lambda a: a[0], tree)
 
 
-def comm_per_round(p: int, num_agents: int, variant: str = "less", covariance: str = "full",
-                   triangular: bool = False) -> tuple:
+def comm_per_round(config: FNUCBConfig, p: int, num_agents: int) -> tuple:
     """(scalars up, scalars down) of one round in scalars per receiver (`core.COMM_UNIT`): every agent's
     upload reaches the server, up = N * upload, and the broadcast reaches every agent, down = N * broadcast
-    (`message_sizes`). The paper's count (spec §4: N uploads and one multicast broadcast), N * upload +
-    broadcast, is the diagnostic comm_paper."""
-    upload, broadcast = message_sizes(p, num_agents, variant, covariance, triangular)
+    (`fn_ucb_cov.message_sizes`). The paper's count (spec §4: N uploads and one multicast broadcast),
+    N * upload + broadcast, is the diagnostic comm_paper."""
+    upload, broadcast = cov.message_sizes(config.tracker, p, num_agents, config.triangular)
     return num_agents * upload, num_agents * broadcast
-
-
-def message_sizes(p: int, num_agents: int, variant: str = "less", covariance: str = "full",
-                  triangular: bool = False) -> tuple:
-    """(one agent's upload, the broadcast) of one round, in scalars (spec §4).
-
-    diag: upload 4p + 1, broadcast 4p + 1 ("less") or 3p + 1 + N p ("full"); full: upload
-    2 mat + 2p + 1, broadcast the same ("less") or (N + 1) mat + 2p + 1 ("full"), mat = p^2 (or
-    p (p + 1) / 2 with triangular=True).
-    """
-    if covariance == "full":
-        mat = p * (p + 1) // 2 if triangular else p * p
-        upload = 2 * mat + 2 * p + 1
-        broadcast = upload if variant == "less" else (num_agents + 1) * mat + 2 * p + 1
-    else:
-        upload = 4 * p + 1
-        broadcast = upload if variant == "less" else 3 * p + 1 + num_agents * p
-    return upload, broadcast
 
 
 def check_config(config: FNUCBConfig) -> FNUCBConfig:
@@ -537,6 +586,12 @@ def assemble(name: str, networks: Networking, training: TrainingData, own: dict,
         raise ConfigError(f"{name}: unknown option(s) {', '.join(unknown)}; "
                           f"known: {', '.join([*PARAMS, *OPTIONS, *own_names])}")
     config = check_config(FNUCBConfig(**{**OPTIONS, **static}, **own, networks=networks, training=training))
+    if not config.aggregate_params:  # Fig. 1c's ablation: UCB_b with the agent's own network
+        config = config._replace(networks=config.networks._replace(ucb_b_mean=own_mean))
+    config = config._replace(tracker=cov.tracker(config.covariance, config.trigger, config.variant),
+                             schedule=ALPHA_SCHEDULES[config.alpha_mode],
+                             scale=feature_scale(config.feature_scale, config.width),
+                             objective=LOSS_FUNCTIONS[config.loss])
     hyper = declare_params(name, PARAMS, {k: v for k, v in options.items() if k in PARAMS})
     c = config
     description = f"FN-UCB ({c.variant}, width {c.width}, {c.covariance} covariance, alpha {c.alpha_mode}{note})"

@@ -178,16 +178,34 @@ def mean_and_width(config: NeuralConfig, state: NeuralState, contexts):
 
 
 def training_loss(loss: str, width: int, lam, theta, *, theta0, X, y, n):
-    """The training objective of the module docstring over the first n rows of X [C, d], y [C]."""
-    resid = mlp_apply(theta, X) - y
-    sq = jnp.where(jnp.arange(y.shape[0]) < n, resid * resid, 0.0)
-    if loss == "authors":
-        n = n.astype(resid.dtype)
-        sq_norm = sum(jnp.sum(leaf * leaf) for leaf in jax.tree_util.tree_leaves(theta))
-        return jnp.sum(sq) / n + 0.5 * (lam / n) * sq_norm
+    """The training objective `loss` ("paper" or "authors", `LOSS_FUNCTIONS`) of the module docstring."""
+    return LOSS_FUNCTIONS[loss](width, lam, theta, theta0=theta0, X=X, y=y, n=n)
+
+
+def paper_loss(width: int, lam, theta, *, theta0, X, y, n):
+    """1/2 sum of squared residuals + m lam / 2 ||theta - theta0||^2 over the first n rows of X [C, d], y [C]."""
+    sq = squared_residuals(theta, X, y, n)
     diff = jax.tree_util.tree_map(lambda a, b: a - b, theta, theta0)
     sq_dist = sum(jnp.sum(leaf * leaf) for leaf in jax.tree_util.tree_leaves(diff))
     return 0.5 * jnp.sum(sq) + 0.5 * width * lam * sq_dist
+
+
+def authors_loss(width: int, lam, theta, *, theta0, X, y, n):
+    """The authors' code: mean squared residual + lam / (2 n) ||theta||^2 (decay toward 0, not theta0)."""
+    del width, theta0
+    sq = squared_residuals(theta, X, y, n)
+    n = n.astype(sq.dtype)
+    sq_norm = sum(jnp.sum(leaf * leaf) for leaf in jax.tree_util.tree_leaves(theta))
+    return jnp.sum(sq) / n + 0.5 * (lam / n) * sq_norm
+
+
+def squared_residuals(theta, X, y, n):
+    """[C] (f(x_j; theta) - y_j)^2 for the first n rows, 0 beyond."""
+    resid = mlp_apply(theta, X) - y
+    return jnp.where(jnp.arange(y.shape[0]) < n, resid * resid, 0.0)
+
+
+LOSS_FUNCTIONS = {"paper": paper_loss, "authors": authors_loss}
 
 
 def gradient_descent(loss, theta, lr, steps):
