@@ -184,7 +184,7 @@ class Algorithm(NamedTuple):
     sizing: None for fixed-size state.
     errors: {bit: message} of the error bits its reports may carry.
     stream: which of a seed's algorithm keys the runner hands this algorithm (an int in
-            [0, 2^32); `runner.stream_key`). 0, the default, is the one key every algorithm had
+            [0, 2^32); `keys.stream_key`). 0, the default, is the one key every algorithm had
             before streams existed. Two curves of one figure that should draw their own
             initialisation and sampling (FN-UCB with N = 1 and N = 5) get different streams; two
             that should share them (one method at two thresholds) keep the same one.
@@ -438,7 +438,7 @@ def float_dtype():
     return jnp.result_type(float)
 
 
-PRECISIONS = ("float64", "float32")  # the float precisions a run may compute in (`runner.precision_scope`)
+PRECISIONS = ("float64", "float32")  # the float precisions a run may compute in (`devices.precision_scope`)
 STREAMS = 2 ** 32  # streams are folded into a key as uint32
 
 

@@ -193,7 +193,8 @@ def trace_fit(run: Run, precision: str = "float64") -> None:
     does (the sweep's too). Any exception raised there, whatever its type (a ConfigError of
     `init`, a shape error, a missing key of the public part, one of jax's own), is the ConfigError of
     `misfit` with the first line of what went wrong; the original stays chained as its cause."""
-    from .runner import horizon_sizes, make_step, precision_scope, run_start
+    from .devices import precision_scope
+    from .runner import horizon_sizes, make_step, run_start
     from .trials import trial_run
 
     problem, algorithm = run.problem, run.algorithm

@@ -14,7 +14,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .core import Trial, check_stream
-from .runner import horizon_sizes, make_step, precision_scope, run_start
+from .devices import precision_scope
+from .runner import horizon_sizes, make_step, run_start
 from .trials import trial_run
 
 

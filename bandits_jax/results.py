@@ -33,7 +33,18 @@ from typing import NamedTuple
 import numpy as np
 
 from .core import ConfigError
-from .runner import cumulative_regret
+
+
+def cumulative_regret(regret: np.ndarray, agents: str = "mean") -> np.ndarray:
+    """[..., T, N] instantaneous regret -> [..., T] cumulative regret, averaged or summed over agents."""
+    if agents == "mean":
+        per_step = regret.mean(axis=-1)
+    elif agents == "sum":
+        per_step = regret.sum(axis=-1)
+    else:
+        raise ValueError(f"agents must be 'mean' or 'sum', got {agents!r}")
+    return np.cumsum(per_step.astype(np.float64), axis=-1)
+
 
 
 class Results(NamedTuple):

@@ -16,8 +16,8 @@ place and a segment allocates no second copy of it; only a resize (new shapes) a
 
 Keys: seed s owns `fold_in(PRNGKey(base_key), s)`; from it a problem key and an algorithm key
 are derived, and per-step keys by `fold_in(., t)`; an algorithm's `stream` picks its algorithm
-key (`stream_key`). Nothing depends on the batch size, the chunking, the segmenting or the device
-count, so seed s gives the same numbers however the sweep is cut.
+key (`keys.stream_key`; the whole scheme is `keys`). Nothing depends on the batch size, the chunking,
+the segmenting or the device count, so seed s gives the same numbers however the sweep is cut.
 
 Segments: with a `Sizing`, the horizon runs in segments [0, s0), [s0, 2 s0), [2 s0, 4 s0), ...,
 the state padded (`Sizing.resize`) between them; demand-sized buffers start with FIRST_DEMAND_ROWS
@@ -45,13 +45,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from . import compile_report
 from ._cpu import cpu_guard
 from .compile_cache import cache_hits
-from .core import (PRECISIONS, Algorithm, ConfigError, EnvSpec, Problem, Report, Sizes, Step, check_param,
+from .core import (Algorithm, ConfigError, EnvSpec, Problem, Report, Sizes, Step, check_param,
                    check_stream, declared_param)
+from .devices import device_mesh, precision_scope, sharded_runs
+from .keys import (algorithm_step_keys, init_keys, problem_and_algorithm_keys, problem_step_keys, seed_key,
+                   stream_key)
 
 COMM_KEYS = ("comm_up", "comm_down", "rounds")
 # Runs under one vmap on a CPU: a larger vmap makes every step touch the state of all its runs, which
@@ -101,55 +103,6 @@ class RunOutput(NamedTuple):
     diagnostics: dict
     compile_seconds: float
     run_seconds: float
-
-
-def precision_scope(precision: str):
-    """A context in which JAX computes in the requested float precision, whatever the session's own
-    setting: float64 switches 64-bit types on, float32 switches them off (so JAX_ENABLE_X64=1 in the
-    environment, or an enclosing `jax.enable_x64(True)`, never turns a run labelled float32 into a
-    float64 one). Both restore the session's setting on exit."""
-    if precision in PRECISIONS:
-        return jax.enable_x64(precision == "float64")
-    raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-
-
-# ----------------------------------------------------------------------------------- keys
-def seed_key(seed, base_key: int = 0):
-    """The root key of seed `seed` (identical whatever batch the seed runs in)."""
-    return jax.random.fold_in(jax.random.PRNGKey(base_key), seed)
-
-
-def problem_and_algorithm_keys(key):
-    """Split a seed key into the problem's key and the algorithm key of stream 0."""
-    return jax.random.fold_in(key, 0), jax.random.fold_in(key, 1)
-
-
-def stream_key(algorithm_key, stream: int):
-    """The algorithm key of `stream` (an int in [0, 2^32)) from the seed's stream-0 key.
-
-    Stream 0 is the key itself, the key every algorithm had before streams existed. Stream s > 0
-    is fold_in(fold_in(key, 2), s): the runner gives branch 0 of an algorithm key to `init` and
-    branch 1 to the steps, and keeps branch 2 for the streams, so the keys it derives for one
-    stream are none of those it derives for another.
-    """
-    if stream == 0:
-        return algorithm_key
-    return jax.random.fold_in(jax.random.fold_in(algorithm_key, 2), stream)
-
-
-def problem_step_keys(problem_key, t):
-    """(contexts, rewards, arrivals) keys of step t."""
-    return jax.random.split(jax.random.fold_in(jax.random.fold_in(problem_key, 1), t), 3)
-
-
-def algorithm_step_keys(algorithm_key, t):
-    """(select, update) keys of step t."""
-    return jax.random.split(jax.random.fold_in(jax.random.fold_in(algorithm_key, 1), t), 2)
-
-
-def init_keys(problem_key, algorithm_key):
-    """The keys of the problem's and the algorithm's `init`."""
-    return jax.random.fold_in(problem_key, 0), jax.random.fold_in(algorithm_key, 0)
 
 
 # ----------------------------------------------------------------------------------- one step
@@ -611,19 +564,6 @@ def _segment_runner(algorithm, step, report, compiled, timer):
     return run_segment
 
 
-def device_mesh():
-    """This process's devices (all of them in a one-process run; `distributed` gives each process of a
-    multi-process run seeds of its own, so no compiled call spans processes)."""
-    return Mesh(np.array(jax.local_devices()), ("runs",))
-
-
-def sharded_runs(values, padded: int, mesh, dtype):
-    """values[B] padded to `padded` with copies of the last, as an array sharded over the runs axis."""
-    values = np.asarray(values)
-    values = np.concatenate([values, np.repeat(values[-1:], padded - len(values))])
-    return jax.device_put(jnp.asarray(values, dtype), NamedSharding(mesh, PartitionSpec("runs")))
-
-
 def _progress_callback(report: Optional[Callable[[int], None]], every: int):
     if report is None:
         return lambda t: None
@@ -674,14 +614,3 @@ def replay(algorithm: Algorithm, spec: EnvSpec, params, contexts, rewards, activ
     state, (actions, aux, regret, reps) = lax.scan(
         body, state, (jnp.arange(T, dtype=jnp.int32), contexts, rewards, means, active))
     return state, actions, aux, regret, reps
-
-
-def cumulative_regret(regret: np.ndarray, agents: str = "mean") -> np.ndarray:
-    """[..., T, N] instantaneous regret -> [..., T] cumulative regret, averaged or summed over agents."""
-    if agents == "mean":
-        per_step = regret.mean(axis=-1)
-    elif agents == "sum":
-        per_step = regret.sum(axis=-1)
-    else:
-        raise ValueError(f"agents must be 'mean' or 'sum', got {agents!r}")
-    return np.cumsum(per_step.astype(np.float64), axis=-1)

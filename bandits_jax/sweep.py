@@ -53,7 +53,8 @@ from .experiments.catalog import get_experiment
 from .progress import SweepProgress
 from .results import Results, atomic_savez, atomic_write_text, check_folder, save_results, summary_markdown
 from .identity import package_version, run_identity
-from .runner import OUTPUT_KEYS, describe_errors, horizon_sizes, precision_scope, run_batch, run_start
+from .devices import precision_scope
+from .runner import OUTPUT_KEYS, describe_errors, horizon_sizes, run_batch, run_start
 from .trials import TrialOutput, run_trials
 
 CHUNKS = "chunks"

@@ -19,8 +19,9 @@ from . import compile_report
 from ._cpu import cpu_guard
 from .compile_cache import cache_hits
 from .core import Arms, ConfigError, Trial, check_stream
-from .runner import (batched_params, device_mesh, init_keys, precision_scope, problem_and_algorithm_keys,
-                     seed_key, sharded_runs, stream_key, warn_failed_runs)
+from .devices import device_mesh, precision_scope, sharded_runs
+from .keys import init_keys, problem_and_algorithm_keys, seed_key, stream_key
+from .runner import batched_params, warn_failed_runs
 
 
 class TrialOutput(NamedTuple):

@@ -54,7 +54,8 @@ import numpy as np
 from bandits_jax import runner
 from bandits_jax.experiments.registry import build_runs, resolve_config
 from bandits_jax.experiments.catalog import get_experiment
-from bandits_jax.runner import cumulative_regret, run_batch
+from bandits_jax.results import cumulative_regret
+from bandits_jax.runner import run_batch
 
 from . import harness
 from .harness import log

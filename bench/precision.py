@@ -84,7 +84,9 @@ from bandits_jax.algorithms.duets.duets import epoch_schedule
 from bandits_jax.core import Sizes, Step
 from bandits_jax.experiments import async_exps
 from bandits_jax.problems import make_problem
-from bandits_jax.runner import act, describe_errors, first_sizes, precision_scope, problem_step_keys, run_start
+from bandits_jax.devices import precision_scope
+from bandits_jax.keys import problem_step_keys
+from bandits_jax.runner import act, describe_errors, first_sizes, run_start
 
 from . import harness
 from .harness import log

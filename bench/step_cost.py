@@ -29,7 +29,8 @@ from . import harness
 from bandits_jax.curves import Curve, Spec, resolve
 from bandits_jax.experiments.catalog import get_experiment
 from bandits_jax.experiments.registry import build_curves, resolve_config
-from bandits_jax.runner import horizon_sizes, make_step, precision_scope, run_start
+from bandits_jax.devices import precision_scope
+from bandits_jax.runner import horizon_sizes, make_step, run_start
 
 EXPERIMENTS = ("quickstart", "fnucb/fig1c", "fnucb/fig4", "async/synthetic-f1", "duets/h1", "bai/elimination",
                "coop/linear-er", "coop/rbf-er")

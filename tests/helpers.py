@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from bandits_jax.core import EnvSpec, Sizes, Step
-from bandits_jax.runner import COMM_KEYS, algorithm_step_keys, replay
+from bandits_jax.keys import algorithm_step_keys
+from bandits_jax.runner import COMM_KEYS, replay
 from bandits_jax.problems.datasets import DATA_DIR_ENV
 
 # The offline copies of the real data sets live next to the repository; a user's clone has none.

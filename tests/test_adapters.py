@@ -24,7 +24,8 @@ from bandits_jax.algorithms.coop.coop_kernel import sources_at
 from bandits_jax.core import ConfigError, EnvSpec, Step
 from bandits_jax.curves import Curve, parse_spec, resolve
 from bandits_jax.problems import graphs
-from bandits_jax.runner import algorithm_step_keys, describe_errors, horizon_sizes, init_keys, replay, run_batch
+from bandits_jax.keys import algorithm_step_keys, init_keys
+from bandits_jax.runner import describe_errors, horizon_sizes, replay, run_batch
 
 from helpers import default_params
 

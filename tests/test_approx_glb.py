@@ -9,7 +9,8 @@ import pytest
 from bandits_jax.algorithms.distributed import approx_dis_kernel as adk
 from bandits_jax.algorithms.base import ERR_MULTI_ACTIVE
 from bandits_jax.core import ConfigError, EnvSpec
-from bandits_jax.runner import algorithm_step_keys, describe_errors, replay
+from bandits_jax.keys import algorithm_step_keys
+from bandits_jax.runner import describe_errors, replay
 from reference import approx_glb_np as ref_np
 from helpers import assert_one_active_matches, async_arrays, drive_with_and_without_resize
 

@@ -14,7 +14,8 @@ from bandits_jax.algorithms.single.uniform import uniform_random
 from bandits_jax.core import ConfigError, EnvSpec, Outcome, Sizes, Step, Trial, report
 from bandits_jax import identity, runner, trials
 from bandits_jax.problems import make_problem
-from bandits_jax.runner import cumulative_regret, run_batch, segments
+from bandits_jax.results import cumulative_regret
+from bandits_jax.runner import run_batch, segments
 
 sys.path.insert(0, str(Path(__file__).parent))
 from toy import breaks_at_eps, history_greedy, toy_problem  # noqa: E402

@@ -60,7 +60,7 @@ AT_LEAST_ONE = Bound(1)
 CONFIDENCE = Bound(0, 1, open_low=True, open_high=True)  # a confidence level delta
 ANY = Bound()
 # Integer ends. Steps, sizes, capacities and indices are int32 in the compiled runs (jax's default integer): a
-# count above INT32_MAX cannot even be represented there. Seeds and key data are uint32 (`runner.seed_key`
+# count above INT32_MAX cannot even be represented there. Seeds and key data are uint32 (`keys.seed_key`
 # folds the seed into a threefry key): a larger base_key would alias a smaller one under float32.
 INT32_MAX = 2 ** 31 - 1
 UINT32_MAX = 2 ** 32 - 1

@@ -29,6 +29,7 @@ import numpy as np
 
 from .. import core
 from ..core import ConfigError, EnvSpec, Problem, float_dtype
+from ..keys import init_keys, problem_and_algorithm_keys, problem_step_keys, seed_key
 from . import graphs
 from .synthetic import check_noise_std
 
@@ -237,11 +238,10 @@ def coop_arrays(problem: Problem, seed: int, T: int = None, base_key: int = 0) -
     """One seed's arrays as the runner draws them (float64): X [T, V, K, d] contexts, fbar [T, V, K]
     noiseless means, Y [T, V, K] the noisy reward of every arm, the graph arrays of `public`, and
     "hidden": the instance (theta / mu or z / anchors / alpha, and the clusters). T: the horizon."""
-    from .. import runner  # the runner's key scheme; imported here, the runner builds on the problems
 
     T = problem.spec.horizon if T is None else int(T)
     with jax.enable_x64(True):
-        problem_key, _ = runner.problem_and_algorithm_keys(runner.seed_key(seed, base_key))
+        problem_key, _ = problem_and_algorithm_keys(seed_key(seed, base_key))
         X, fbar, Y, instance = jax.device_get(_drawer(problem, T)(problem_key))
         out = {"X": X, "fbar": fbar, "Y": Y, "hidden": instance}
         out.update(jax.device_get(problem.public(instance)))
@@ -253,17 +253,16 @@ _DRAWERS: dict = {}  # (id(problem.init), T) -> (problem.init, compiled draw): o
 
 def _drawer(problem: Problem, T: int):
     """The jitted draw(problem_key) -> (X, fbar, Y, instance) of `coop_arrays`, compiled once for all seeds."""
-    from .. import runner
 
     cached = _DRAWERS.get((id(problem.init), T))
     if cached is not None and cached[0] is problem.init:
         return cached[1]
 
     def draw(problem_key):
-        instance = problem.init(runner.init_keys(problem_key, problem_key)[0])
+        instance = problem.init(init_keys(problem_key, problem_key)[0])
 
         def step(t):
-            k_ctx, k_rew, _ = runner.problem_step_keys(problem_key, t)
+            k_ctx, k_rew, _ = problem_step_keys(problem_key, t)
             X = problem.contexts(instance, t, k_ctx)
             fbar = problem.mean_reward(instance, t, X)
             return X, fbar, problem.sample_rewards(instance, fbar, k_rew)

@@ -59,6 +59,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...core import Algorithm, ConfigError, flat_uniform, float_dtype, report
+from ...keys import algorithm_step_keys
 from . import coop_storage as store_ops
 from ..base import check_capacity, check_static, kernel_args, resolve_kernel, signed_params
 
@@ -469,7 +470,6 @@ def common_lag_exchange(net: Network, store, t):
 def tie_uniforms(key, V: int, K: int, T: int):
     """U [T, V, K] (float64): the tie-breaking uniforms `select` draws at rounds 0..T-1 from the
     runner's algorithm key `key` (for the NumPy reference, which takes U as an input)."""
-    from ...runner import algorithm_step_keys  # the runner builds on the algorithms
 
     with jax.enable_x64(True):
         def one(t):
