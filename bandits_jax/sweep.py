@@ -398,14 +398,10 @@ def _seconds_of(stored: dict, seeds) -> tuple:
     """(compile, run) seconds that computed `seeds` of a chunk folder (`stored`: `_stored_chunks`): each
     chunk file's seconds shared out by the seeds taken of it, so a curve taken from the cache keeps the
     time its computation took, wherever that ran."""
-    taken: dict = {}
-    for seed in seeds:
-        path, _ = stored[seed]
-        taken[path] = taken.get(path, 0) + 1
     compile_s = run_s = 0.0
-    for path, count in taken.items():
+    for path, items in _by_file(stored, seeds).items():
         with np.load(path) as data:
-            share = count / len(data["seeds"])
+            share = len(items) / len(data["seeds"])
             compile_s += share * float(data["compile_seconds"]) if "compile_seconds" in data.files else 0.0
             run_s += share * float(data["run_seconds"]) if "run_seconds" in data.files else 0.0
     return compile_s, run_s
@@ -524,19 +520,23 @@ def _write_chunk(folder: Path, block, outputs: dict, compile_seconds=0.0, run_se
 
 def _assemble(folder: Path, seeds) -> dict:
     """{output: [len(seeds), ...]} of the given seeds, read from a chunk folder."""
-    stored = _stored_chunks(folder)
-    per_file: dict = {}
-    for seed in seeds:
-        path, row = stored[seed]
-        per_file.setdefault(path, []).append((seed, row))
     rows = {}
-    for path, items in per_file.items():
+    for path, items in _by_file(_stored_chunks(folder), seeds).items():
         with np.load(path) as data:  # each array read once, not once a seed
             arrays = {k: data[k] for k in data.files if k not in CHUNK_BOOKKEEPING}
             errors = data["errors"] if "errors" in data.files else np.zeros(len(data["seeds"]), np.int64)
         for seed, row in items:
             rows[seed] = {**{k: v[row] for k, v in arrays.items()}, "errors": errors[row]}
     return {k: np.stack([rows[s][k] for s in seeds]) for k in rows[seeds[0]]}
+
+
+def _by_file(stored: dict, seeds) -> dict:
+    """{chunk file: [(seed, row), ...]} of the given seeds (`stored`: `_stored_chunks`)."""
+    per_file: dict = {}
+    for seed in seeds:
+        path, row = stored[seed]
+        per_file.setdefault(path, []).append((seed, row))
+    return per_file
 
 
 def estimate_chunk(seed_bytes: int, n_missing: int, budget_fraction: float = 0.25) -> int:

@@ -178,7 +178,7 @@ def init(config: FNUCBConfig, key, spec: EnvSpec, params, sizes, public=None) ->
                     y=jnp.zeros((N, C), dtype), n=jnp.zeros((N,), jnp.int32))
     return FNUCBState(nets=nets, covs=cov.init(config, N, p, lam, dtype), b_new=jnp.zeros((N, p), dtype),
                       b_sync=jnp.zeros((p,), dtype), t_last=jnp.zeros((), jnp.int32), alpha=jnp.zeros((), dtype),
-                      alpha_x=alpha_contexts(config, k_alpha, d, dtype))
+                      alpha_x=config.schedule.contexts(config, k_alpha, d, dtype))
 
 
 def with_network(state: FNUCBState, theta0) -> FNUCBState:
@@ -355,7 +355,7 @@ def train_before_until(config: FNUCBConfig, nets: Networks, s, x, y, write):
 def append_in_training_rounds(config: FNUCBConfig, nets: Networks, s, x, y, write):
     """[C, Q2] the training rounds are those with s < train_until and alpha_{s+1} > 0, and only in
     them this iteration's observations join; alpha_{s+1} > 0 also gates Vinv_sync."""
-    gate = alpha_gate(config, s)
+    gate = config.schedule.gate(config, s)  # alpha_{s+1} > 0
     train_now = (s < config.train_until) & gate
     return append(nets, x, y, write & train_now), train_now, gate
 
@@ -365,23 +365,13 @@ ROUND_DATA = TrainingData(keep_history, append_in_training_rounds)
 
 
 # ------------------------------------------------------------------------------ alpha
-def alpha_at(config: FNUCBConfig, adaptive, s, dtype):
-    """The weight of iteration s as the schedule piece gives it (`AlphaSchedule.at`)."""
-    return config.schedule.at(config, adaptive, s, dtype)
-
-
 def alpha_now(config: FNUCBConfig, state: FNUCBState, s):
     """The weight used at iteration s (zero off an epoch's first iteration under alpha_epoch_start)."""
-    alpha = alpha_at(config, state.alpha, jnp.asarray(s, jnp.int32), state.b_sync.dtype)
+    alpha = config.schedule.at(config, state.alpha, jnp.asarray(s, jnp.int32), state.b_sync.dtype)
     if config.alpha_epoch_start:  # Theorem 1; a round at s = 0 never happens, so t_last > 0 means "after a round"
         first = (s == 0) | ((state.t_last > 0) & (s == state.t_last + 1))
         alpha = jnp.where(first, alpha, jnp.zeros_like(alpha))
     return alpha
-
-
-def alpha_gate(config: FNUCBConfig, s):
-    """alpha_{s+1} > 0 (the authors' training rounds)."""
-    return config.schedule.gate(config, s)
 
 
 def adaptive_alpha(config: FNUCBConfig, theta, alpha_x, inverses):
@@ -390,11 +380,6 @@ def adaptive_alpha(config: FNUCBConfig, theta, alpha_x, inverses):
     _, phi_x = features(config, theta, alpha_x)  # [M, p]
     sig = jax.vmap(lambda A: cov.norms(phi_x, A))(inverses)  # [N, M]
     return jnp.min(jnp.min(sig, axis=1) / jnp.max(sig, axis=1))
-
-
-def alpha_contexts(config: FNUCBConfig, key, d: int, dtype):
-    """[M, d] contexts of the adaptive alpha (given, or drawn by alpha_sampler(key)); [1, d] zeros otherwise."""
-    return config.schedule.contexts(config, key, d, dtype)
 
 
 # ------------------------------------------------------------------------------ pieces: alpha schedules
