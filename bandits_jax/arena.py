@@ -48,6 +48,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .algorithms import setting_of
 from .compile_cache import CompileCount
 from .core import ConfigError, Trial
 from .curves import Curve, Spec, parse_spec, problem_of, resolve
@@ -71,10 +72,9 @@ class Bench(NamedTuple):
     setting: tuple = ()
 
 
-# the coop/* experiments' small size (experiments/coop.py): the Coop methods' options on their problem, and
-# on any problem they join through the complete graph (their registered dual storage grows with t^2)
-COOP_SETTING = ("coop", {"kernel": "rbf", "storage": "feature", "ring_rounds": 16, "embedding": "common_lag",
-                         "r_max": 8, "landmarks": 32})
+# the Coop family's own setting (its SETTING: the coop/* experiments' small size), on its problem and on any
+# problem its methods join through the complete graph (their registered dual storage grows with t^2)
+COOP_SETTING = ("coop", setting_of("coop"))
 BENCH = (  # the instance of each drawn from the run's seed (theta, the candidate set, the data's order)
     Bench("cosine", "FN-UCB", "cosine:num_agents={agents},horizon={horizon},a=random"),
     Bench("async-f1", "Async-KernelUCB", "async-f1:num_agents={agents},horizon={horizon},num_arms=10,dim=10"),

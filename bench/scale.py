@@ -1,9 +1,9 @@
 """The scale section of `python -m bench` (`--only scale`): every registered algorithm at S seeds.
 
-For each registered algorithm, one configuration (CASES: an experiment at a size, with overrides,
-and the curve that runs the algorithm; every case is an experiment's own curve except
-dis_kernel_ucb, which no experiment runs and which is built on async/synthetic-f1's problem with
-Approx-DisKernelUCB's kernel options). The regret algorithms run at T = 300 (FN-UCB and async
+For each registered algorithm, one configuration (CASES, read from the bench case of each name's record
+in its family's NAMES: an experiment at a size, with overrides, and the curve that runs the algorithm;
+every case is an experiment's own curve except dis_kernel_ucb, which no experiment runs and which is
+built on async/synthetic-f1's problem with Approx-DisKernelUCB's kernel options). The regret algorithms run at T = 300 (FN-UCB and async
 families), the DUETS paper size (T = 50) and Coop's small size at T = 100 (V = 50); the CoPE-KB and
 best-arm trials at their paper size. These are smaller than the papers' horizons so that S = 1000
 fits in the section's budget on a small CPU; `--scale-horizon` changes the regret horizons.
@@ -33,6 +33,7 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
+from bandits_jax.algorithms import records
 from bandits_jax.algorithms.single.uniform import uniform_random
 from bandits_jax.core import Trial
 from bandits_jax.curves import resolve
@@ -69,42 +70,13 @@ class Case(NamedTuple):
     point: Optional[str] = None
 
 
-def _cases(family: tuple, experiment: str, size: str, overrides: dict, point=None) -> list:
-    return [Case(alg, experiment, size, overrides, curve, point) for alg, curve in family]
+def _cases() -> tuple:
+    """One Case per packaged name, from its record's bench case (`algorithms.record.BenchCase`)."""
+    return tuple(Case(name, r.bench.experiment, r.bench.size, dict(r.bench.overrides or {}), r.bench.curve,
+                      r.bench.point) for name, r in records().items())
 
 
-T300 = {"horizon": "300"}
-CASES = tuple(
-    _cases((("linucb", "cosine: LinUCB (nu=1)"), ("lints", "cosine: LinTS (nu=1)"),
-            ("kernel_ucb", "cosine: KernelUCB (nu=1)"), ("kernel_ts", "cosine: KernelTS (nu=1)")),
-           "fnucb/fig4", "paper", T300)
-    + _cases((("neural_ucb", "NeuralUCB"), ("neural_ts", "NeuralTS"), ("fn_ucb_authors", "FN-UCB (N=10)")),
-             "fnucb/fig1a", "paper", T300)
-    + _cases((("fn_ucb", "FN-UCB (no NN aggregation)"),), "fnucb/fig1c", "paper", T300)
-    + _cases((("async_kernel_ucb", "Async-KernelUCB"), ("approx_dis_kernel_ucb", "Approx-DisKernelUCB"),
-              ("dis_kernel_ucb", "DisKernelUCB"), ("one_kernel_ucb", "OneKernelUCB"),
-              ("n_kernel_ucb", "NKernelUCB"), ("fed_glb_ucb", "FedGLB-UCB"), ("dis_lin_ucb", "DisLinUCB"),
-              ("fed_lin_ucb", "FedLinUCB"), ("uniform_random", "Random")),
-             "async/synthetic-f1", "paper", T300)
-    + _cases((("duets", "DUETS"), ("duets_authors", "DUETS-authors"), ("dis_kernel_ucb_duets", "DisKernelUCB"),
-              ("approx_dis_kernel_ucb_duets", "Approx-DisKernelUCB")), "duets/h1", "paper", {}, "beta=1")
-    + _cases((("successive_elimination", "Successive elimination"),), "bai/elimination", "paper", {}, "delta=0.05")
-    + _cases((("uniform_allocation", "Uniform allocation"),), "bai/elimination", "paper", {})
-    + _cases(tuple((alg, f"{method}, Delta=0.2") for alg, method in (
-        ("cokernel_fc", "CoKernelFC"), ("cokernel_ind_alloc", "CoKernel-IndAlloc"), ("ind_rage", "IndRAGE"),
-        ("ind_rage_code", "IndRAGE-code"), ("ind_rage_code_threshold", "IndRAGE-code-threshold"),
-        ("ind_alba", "IndALBA"), ("ind_poly_alba", "IndPolyALBA"))),
-        "cope/fc-rank2", "paper", {})
-    + _cases((("cokernel_fb", "CoKernelFB"), ("cokernel_fb_ind_alloc", "CoKernelFB-IndAlloc"),
-              ("ind_peace_fb", "IndPeaceFB"), ("ind_peace_fb_omega", "IndPeaceFB-omega"),
-              ("ind_uniform_fb", "IndUniformFB"), ("ind_uniform_fb_means", "IndUniformFB-means")),
-             "cope/fb-rank2", "paper", {}, "T=100000")
-    + _cases((("ind_kernel_ucb", "Ind-LinUCB"), ("oful", "OFUL"), ("naive_linucb", "Naive-LinUCB"),
-              ("coop_kernel_ucb", "Coop-KernelUCB"), ("dist_kernel_ucb_coop", "Dist-KernelUCB"),
-              ("eager_kernel_ucb", "Eager-KernelUCB")), "coop/linear-er", "small", {"horizon": "100"})
-    + _cases((("igp_ucb", "IGP-UCB"), ("naive_igp_ucb", "Naive-IGP-UCB")), "coop/rbf-er", "small",
-             {"horizon": "100"})
-)
+CASES = _cases()
 
 
 def references() -> dict:

@@ -4,13 +4,16 @@
     build_algorithm(Spec("n_kernel_ucb", {}, (("capped_history", {"rows": 256}),)))
 
 Each family lives in a folder of its own (`LINEAGES`: single-agent baselines, FN-UCB, the distributed
-kernel bandits, DUETS, CoPE-KB, Coop-KernelUCB) whose `__init__.py` holds `PAPER` and `NAMES =
-{name: ("module:factory" in that folder, the paper or role it is reproduced for)}`. `ALGORITHMS` maps
-each name to "lineage.module:factory" (or to a factory, for names added with `register_algorithm`); a
-factory checks its options (ConfigError before anything compiles) and returns a `core.Algorithm` (or a
-`core.Trial` for the phase-level ones). `WRAPPERS` maps each wrapper name to a function
-`wrapper(algorithm, **options) -> algorithm`. A name's description is the first line of its factory's
-docstring (`bandits-jax list --algorithms`).
+kernel bandits, DUETS, CoPE-KB, Coop-KernelUCB) whose `__init__.py` holds `PAPER` and `NAMES = {name:
+record.Record(...)}`: everything declared of a name, once (its "module:factory" in that folder, the paper
+or role it is reproduced for, what a comparison may tune of it, the configuration it is timed at), and,
+where the family's experiments give its names options of their own, `SETTING`. `ALGORITHMS` maps each
+name to "lineage.module:factory" (or to a factory, for names added with `register_algorithm`) and
+`TUNINGS` to its `tuning.Tuning`, both read from the records; a factory checks its options
+(ConfigError before anything compiles) and returns a `core.Algorithm` (or a `core.Trial` for the
+phase-level ones). `WRAPPERS` maps each wrapper name to a function `wrapper(algorithm, **options) ->
+algorithm`. A name's description is the first line of its factory's docstring (`bandits-jax list
+--algorithms`).
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ import inspect
 from .._cpu import cpu_guard
 from ..core import Algorithm, ConfigError, Trial, checked_options, describe, named_cause, repeated
 from ..plugins import check_registration
+from .record import BenchCase, Record
 from .tuning import Knob, Tuning
 
 LINEAGES = ("single", "fnucb", "distributed", "duets", "cope", "coop")
@@ -27,21 +31,28 @@ LINEAGES = ("single", "fnucb", "distributed", "duets", "cope", "coop")
 
 def _lineage_names() -> dict:
     """{name: "lineage.module:factory"} over the NAMES tables of the lineage folders, in LINEAGES order."""
-    names = {}
-    for lineage in LINEAGES:
-        names.update({name: f"{lineage}.{target}" for name, (target, _) in _names(lineage).items()})
-    return names
+    return {name: f"{lineage}.{record.target}" for lineage in LINEAGES for name, record in _names(lineage).items()}
 
 
-def _lineage_tunings() -> dict:
-    """{name: Tuning} over the TUNING tables of the lineage folders (every packaged name has one)."""
-    return {name: tuning for lineage in LINEAGES
-            for name, tuning in importlib.import_module(f"{__name__}.{lineage}").TUNING.items()}
+def records() -> dict:
+    """{name: Record} of every packaged name, in LINEAGES order."""
+    return {name: record for lineage in LINEAGES for name, record in _names(lineage).items()}
+
+
+def record_of(name: str) -> Record:
+    """The record a packaged name is declared with (`record.Record`, in its lineage's NAMES table)."""
+    return _names(ALGORITHMS[name].split(".")[0])[name]
 
 
 def paper_of(name: str) -> str:
-    """The paper (or role) a packaged name is reproduced for, from its lineage's NAMES table."""
-    return _names(ALGORITHMS[name].split(".")[0])[name][1]
+    """The paper (or role) a packaged name is reproduced for, from its record."""
+    return record_of(name).role
+
+
+def setting_of(lineage: str) -> dict:
+    """The options a family's own experiments give its names on its own problems (the folder's SETTING;
+    {} where it declares none): each name takes those its factory accepts."""
+    return dict(getattr(importlib.import_module(f"{__name__}.{lineage}"), "SETTING", {}))
 
 
 def _names(lineage: str) -> dict:
@@ -49,7 +60,7 @@ def _names(lineage: str) -> dict:
 
 
 ALGORITHMS = _lineage_names()
-TUNINGS = _lineage_tunings()  # {name: Tuning}: what a comparison may tune of it (`tuning.py`)
+TUNINGS = {name: record.tuning for name, record in records().items()}  # what a comparison may tune (`tuning.py`)
 
 WRAPPERS = {
     "on_candidates": "base:on_candidates",
@@ -186,5 +197,5 @@ def _load(target):
     return getattr(importlib.import_module(f"{__name__}.{module}"), function)
 
 
-__all__ = ["ALGORITHMS", "LINEAGES", "paper_of", "WRAPPERS", "make_algorithm", "build_algorithm", "wrap_algorithm",
+__all__ = ["ALGORITHMS", "LINEAGES", "paper_of", "record_of", "records", "setting_of", "Record", "BenchCase", "WRAPPERS", "make_algorithm", "build_algorithm", "wrap_algorithm",
            "register_algorithm", "TUNINGS", "tuning_of", "Knob", "Tuning", "register_wrapper", "algorithm_factory", "algorithm_options", "algorithm_descriptions"]

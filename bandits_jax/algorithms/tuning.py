@@ -1,5 +1,5 @@
-"""What a comparison may tune of an algorithm, declared beside its name (a lineage's `TUNING` table, or
-`register_algorithm(..., exploration=..., knob=...)` for a plugin):
+"""What a comparison may tune of an algorithm, declared beside its name (the `tuning` of its record in
+its lineage's `NAMES`, `record.py`, or `register_algorithm(..., exploration=..., knob=...)` for a plugin):
 
     Tuning(exploration=("alpha",), knob=Knob("threshold", (0.1, 1.0, 10.0, 100.0, 1e3, 1e4)))
 

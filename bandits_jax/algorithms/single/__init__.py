@@ -1,29 +1,35 @@
 """Single-agent baselines and best-arm identification: the learners every family is compared with."""
 
+from ..record import BenchCase, Record
 from ..tuning import Tuning
 
 PAPER = ""  # no paper of its own: the baselines of the five
 
-NAMES = {
-    "uniform_random": ("uniform:uniform_random", "baseline of every experiment"),
-    "linucb": ("linear:linucb", "baseline in Dai et al. 2023"),
-    "lints": ("linear:lints", "baseline in Dai et al. 2023"),
-    "kernel_ucb": ("kernel:kernel_ucb", "baseline in Dai et al. 2023"),
-    "kernel_ts": ("kernel:kernel_ts", "baseline in Dai et al. 2023"),
-    "neural_ucb": ("neural:neural_ucb", "baseline in Dai et al. 2023"),
-    "neural_ts": ("neural:neural_ts", "baseline in Dai et al. 2023"),
-    "uniform_allocation": ("elimination:uniform_allocation", "baseline of best-arm identification"),
-    "successive_elimination": ("elimination:successive_elimination", "best-arm identification (Even-Dar et al. 2006)"),
-}
+_DAI = "baseline in Dai et al. 2023"
+_T300 = {"horizon": "300"}
+_TRIAL = Tuning(note="a phase-level trial: no regret to tune")
 
-TUNING = {
-    "uniform_random": Tuning(note="nothing to tune: it ignores what it observes"),
-    "linucb": Tuning(("beta",)),
-    "lints": Tuning(("nu",)),
-    "kernel_ucb": Tuning(("beta",)),
-    "kernel_ts": Tuning(("nu",)),
-    "neural_ucb": Tuning(("beta",)),
-    "neural_ts": Tuning(("nu",)),
-    "uniform_allocation": Tuning(note="a phase-level trial: no regret to tune"),
-    "successive_elimination": Tuning(note="a phase-level trial: no regret to tune"),
+
+def _fig4(method: str) -> BenchCase:
+    return BenchCase("fnucb/fig4", "paper", f"cosine: {method} (nu=1)", _T300)
+
+
+NAMES = {
+    "uniform_random": Record("uniform:uniform_random", "baseline of every experiment",
+                             Tuning(note="nothing to tune: it ignores what it observes"),
+                             BenchCase("async/synthetic-f1", "paper", "Random", _T300)),
+    "linucb": Record("linear:linucb", _DAI, Tuning(("beta",)), _fig4("LinUCB")),
+    "lints": Record("linear:lints", _DAI, Tuning(("nu",)), _fig4("LinTS")),
+    "kernel_ucb": Record("kernel:kernel_ucb", _DAI, Tuning(("beta",)), _fig4("KernelUCB")),
+    "kernel_ts": Record("kernel:kernel_ts", _DAI, Tuning(("nu",)), _fig4("KernelTS")),
+    "neural_ucb": Record("neural:neural_ucb", _DAI, Tuning(("beta",)),
+                         BenchCase("fnucb/fig1a", "paper", "NeuralUCB", _T300)),
+    "neural_ts": Record("neural:neural_ts", _DAI, Tuning(("nu",)),
+                        BenchCase("fnucb/fig1a", "paper", "NeuralTS", _T300)),
+    "uniform_allocation": Record("elimination:uniform_allocation", "baseline of best-arm identification", _TRIAL,
+                                 BenchCase("bai/elimination", "paper", "Uniform allocation")),
+    "successive_elimination": Record("elimination:successive_elimination",
+                                     "best-arm identification (Even-Dar et al. 2006)", _TRIAL,
+                                     BenchCase("bai/elimination", "paper", "Successive elimination",
+                                               point="delta=0.05")),
 }
