@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from bandits_jax import runner
+from bandits_jax.algorithms import make_algorithm
 from bandits_jax.algorithms.distributed import dis_kernel as dk
 from bandits_jax.algorithms.base import ERR_MULTI_ACTIVE
 from bandits_jax.kernels import panels as panel_ops
@@ -224,8 +225,8 @@ def test_one_kernel_ucb_options_are_checked():
     with pytest.raises(ConfigError, match="block must be a positive integer"):
         dk.one_kernel_ucb(block=0)
     # the removed batching option is refused like any unknown name
-    with pytest.raises(ConfigError, match="unknown hyper-parameter batching"):
-        dk.one_kernel_ucb(batching="map")
+    with pytest.raises(ConfigError, match="unknown option.*batching"):
+        make_algorithm("one_kernel_ucb", batching="map")
 
 
 @pytest.mark.parametrize("storage", ["panels", pytest.param("dense", marks=pytest.mark.slow), "distinct"])

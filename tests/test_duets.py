@@ -5,11 +5,12 @@ import numpy as np
 import pytest
 
 from bandits_jax import identity, runner
+from bandits_jax.algorithms import make_algorithm
 from bandits_jax.algorithms.duets import duets as dm
 from bandits_jax.core import ConfigError
 from bandits_jax.algorithms.base import capacity_ladder, on_candidates
-from bandits_jax.algorithms.distributed.approx_dis_kernel import approx_dis_kernel_ucb, approx_dis_kernel_ucb_duets
-from bandits_jax.algorithms.distributed.dis_kernel import dis_kernel_ucb, dis_kernel_ucb_duets
+from bandits_jax.algorithms.distributed.approx_dis_kernel import approx_dis_kernel_ucb_duets
+from bandits_jax.algorithms.distributed.dis_kernel import dis_kernel_ucb_duets
 from bandits_jax.algorithms.single.kernel import kernel_ucb
 from bandits_jax.problems.candidates import FUNCTIONS, candidate_problem, candidate_set
 
@@ -386,8 +387,8 @@ def test_candidate_storage_errors_and_client_model(block, dense, monkeypatch, fr
     from bandits_jax.algorithms.single.kernel import kernel_args
     from bandits_jax.kernels import krr
 
-    with pytest.raises(ConfigError, match="unknown hyper-parameter storage"):
-        dis_kernel_ucb(storage="candidates")
+    with pytest.raises(ConfigError, match="unknown option.*storage"):
+        make_algorithm("dis_kernel_ucb", storage="candidates")
     N, T, M = 3, 8, 60
     with jax.enable_x64(True):
         alg = on_candidates(dis_kernel_ucb_duets("rbf", lam=0.2, alpha=1.0, threshold=1e300, lengthscale=0.2,
@@ -459,8 +460,8 @@ def test_approx_candidate_storage_keeps_and_errors():
     np.testing.assert_allclose(freq, law, atol=5 * np.sqrt(0.25 / S) * 2)
     np.testing.assert_allclose(freq, [0.0, 0.1, 1 - 0.9 ** 4, 0.0, 1 - 0.7 ** 2, 1.0], atol=5e-3)
 
-    with pytest.raises(ConfigError, match="unknown hyper-parameter storage"):
-        approx_dis_kernel_ucb(storage="candidates")
+    with pytest.raises(ConfigError, match="unknown option.*storage"):
+        make_algorithm("approx_dis_kernel_ucb", storage="candidates")
     N, T, M = 3, 8, 60
     with jax.enable_x64(True):
         alg = on_candidates(approx_dis_kernel_ucb_duets("rbf", lam=0.2, threshold=1e300, lengthscale=0.2,

@@ -7,6 +7,7 @@ network parameters to ~1e-9. The per-step trigger and alpha are the reports' dia
 """
 
 import functools
+import inspect
 
 import jax
 import jax.numpy as jnp
@@ -469,8 +470,10 @@ def test_runner_d_zero_communicates_after_the_first_step_and_plotting_convention
     ],
 )
 def test_bad_configuration_raises(kwargs, match):
+    from bandits_jax.algorithms import make_algorithm
+
     with pytest.raises(ConfigError, match=match):
-        fn.fn_ucb(**kwargs)
+        make_algorithm("fn_ucb", **kwargs)
 
 
 def test_the_two_registered_names_compose_their_pieces():
@@ -486,3 +489,13 @@ def test_the_two_registered_names_compose_their_pieces():
     for name, option in (("fn_ucb_authors", "minmax_mean"), ("fn_ucb_authors", "loss"), ("fn_ucb", "authors_code")):
         with pytest.raises(ConfigError, match=f"unknown option.*{option}"):
             make_algorithm(name, **{option: True})
+
+
+def test_the_options_both_factories_take_have_the_same_defaults():
+    """fn_ucb_authors's options are fn_ucb's shared ones (its own are fixed to AUTHORS_CODE), with the
+    same defaults, so the two names differ only where the paper and the code do."""
+    paper, authors = (inspect.signature(f).parameters for f in (fn.fn_ucb, fn.fn_ucb_authors))
+    assert set(paper) == set(authors) | set(fn.AUTHORS_CODE)
+    assert {k: paper[k].default for k in authors} == {k: p.default for k, p in authors.items()}
+    assert set(fn.SIGNS) < set(authors)
+

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from bandits_jax.algorithms import make_algorithm
 from bandits_jax.algorithms.single import kernel as kalg
 from bandits_jax.algorithms.single import linear as lalg
 from bandits_jax.core import ConfigError, EnvSpec, Sizes, Step, float_dtype
@@ -277,8 +278,8 @@ def test_config_errors_before_compiling():
         kalg.kernel_ucb(beta=-1.0)
     with pytest.raises(ConfigError, match="lengthscale must be a finite number > 0"):
         kalg.kernel_ts(lengthscale=0.0)
-    with pytest.raises(ConfigError, match="unknown hyper-parameter.*gamma"):
-        lalg.linucb(gamma=1.0)
+    with pytest.raises(ConfigError, match="unknown option.*gamma"):
+        make_algorithm("linucb", gamma=1.0)
     with pytest.raises(ConfigError, match="known kernels"):
         kalg.kernel_ucb(kernel="nope")
     with pytest.raises(ConfigError, match="max_history"):

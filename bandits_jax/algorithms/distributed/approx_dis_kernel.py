@@ -356,7 +356,6 @@ def approx_dis_kernel_ucb(
     trigger_count: str = "client",
     dict_capacity: int = 256,
     eig_tol: float = 1e-10,
-    **kw,
 ) -> Algorithm:
     """Approx-DisKernelUCB in the asynchronous environment of Li et al. 2023, one active client a step.
 
@@ -369,7 +368,7 @@ def approx_dis_kernel_ucb(
     config = ApproxDisKernelConfig(kern, check_capacity(NAME, "dict_capacity", dict_capacity),
                                    check_tolerance(NAME, "eig_tol", eig_tol),
                                    trigger_count=check_static(NAME, "trigger_count", trigger_count, TRIGGER_COUNTS))
-    given = dict(lam=lam, alpha=alpha, q=q, threshold=threshold, lengthscale=lengthscale, **kw)
+    given = dict(lam=lam, alpha=alpha, q=q, threshold=threshold, lengthscale=lengthscale)
     sizing = Sizing(async_rows, partial(resize, config), demand, dict_capacity, ERR_DICT)
     return Algorithm(NAME, signed_params(NAME, SIGNS, given), partial(init, config), partial(async_select, config),
                      partial(async_update, config), sizing,
@@ -391,7 +390,6 @@ def approx_dis_kernel_ucb_duets(
     forced_sync: int = -1,
     storage: str = "rows",
     buffer_capacity: int = 64,
-    **kw,
 ) -> Algorithm:
     """Approx-DisKernelUCB as the DUETS paper's baseline, every client acting at every step.
 
@@ -413,8 +411,7 @@ def approx_dis_kernel_ucb_duets(
                                    check_tolerance(NAME, "eig_tol", eig_tol),
                                    forced_sync=forced_sync,
                                    buffer_capacity=check_capacity(NAME, "buffer_capacity", buffer_capacity))
-    params = signed_params(NAME, SIGNS, dict(lam=lam, alpha=alpha, q=q, threshold=threshold, lengthscale=lengthscale,
-                                             **kw))
+    params = signed_params(NAME, SIGNS, dict(lam=lam, alpha=alpha, q=q, threshold=threshold, lengthscale=lengthscale))
     if check_static(NAME, "storage", storage, STORAGES) == "candidates":
         cand, slots = candidate_approx, candidate_kernel.SLOTS
         return Algorithm(NAME, params, partial(cand.init, config, slots), partial(cand.select, config),

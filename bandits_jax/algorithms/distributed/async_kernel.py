@@ -280,7 +280,6 @@ def async_kernel_ucb(
     dict_capacity: int = 256,
     buffer_capacity: int = 256,
     eig_tol: float = 1e-10,
-    **kw,
 ) -> Algorithm:
     """Async-KernelUCB (Li et al. 2023): Nystrom kernel UCB whose clients synchronise on their own trigger.
 
@@ -290,7 +289,7 @@ def async_kernel_ucb(
     config = AsyncKernelConfig(kern, check_capacity(NAME, "dict_capacity", dict_capacity),
                                check_capacity(NAME, "buffer_capacity", buffer_capacity),
                                check_tolerance(NAME, "eig_tol", eig_tol))
-    given = dict(lam=lam, alpha=alpha, q=q, threshold=threshold, lengthscale=lengthscale, **kw)
+    given = dict(lam=lam, alpha=alpha, q=q, threshold=threshold, lengthscale=lengthscale)
     sizing = Sizing(partial(rows, config), partial(resize, config), demand,
                     max(dict_capacity, buffer_capacity), ERR_DICT | ERR_BUFFER)
     return Algorithm(NAME, signed_params(NAME, SIGNS, given), partial(init, config), partial(select, config),

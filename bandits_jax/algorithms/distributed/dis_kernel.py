@@ -189,7 +189,6 @@ def dis_kernel_ucb(
     *,
     trigger_count: str = "elapsed",
     buffer_capacity: int = 256,
-    **kw,
 ) -> Algorithm:
     """DisKernelUCB in the asynchronous environment of Li et al. 2023, one active client a step.
 
@@ -200,7 +199,7 @@ def dis_kernel_ucb(
     """
     name = "DisKernelUCB"
     config = dis_config(name, kernel, trigger_count, buffer_capacity)
-    given = dict(lam=lam, alpha=alpha, threshold=threshold, lengthscale=lengthscale, **kw)
+    given = dict(lam=lam, alpha=alpha, threshold=threshold, lengthscale=lengthscale)
     return Algorithm(
         name, signed_params(name, DIS_SIGNS, given), partial(dis_init, config, async_rows),
         partial(async_select, config), partial(async_update, config),
@@ -221,7 +220,6 @@ def dis_kernel_ucb_duets(
     trigger_count: str = "elapsed",
     buffer_capacity: int = 256,
     storage: str = "rows",
-    **kw,
 ) -> Algorithm:
     """DisKernelUCB as the DUETS paper's baseline, every client acting at every step.
 
@@ -235,8 +233,7 @@ def dis_kernel_ucb_duets(
     """
     name = "DisKernelUCB"
     config = dis_config(name, kernel, trigger_count, buffer_capacity)
-    params = signed_params(name, DIS_SIGNS, dict(lam=lam, alpha=alpha, threshold=threshold, lengthscale=lengthscale,
-                                                 **kw))
+    params = signed_params(name, DIS_SIGNS, dict(lam=lam, alpha=alpha, threshold=threshold, lengthscale=lengthscale))
     kern = config.kernel.name
     if check_static(name, "storage", storage, DIS_STORAGES) == "candidates":
         cand = candidate_kernel
@@ -451,7 +448,7 @@ def scaled_ucb_scores(kern: Kernel, params, model: KernelState, contexts):
 
 def one_kernel_ucb(kernel: Union[str, Kernel] = "rbf", lam=1.0, alpha=1.0, lengthscale=1.0, *,
                    storage: str = "panels", block: int = 1024, pending: int = 64,
-                   distinct_capacity: int = 64, **kw) -> Algorithm:
+                   distinct_capacity: int = 64) -> Algorithm:
     """OneKernelUCB (spec B1): one exact KernelUCB on the pooled data of all clients.
 
     params: lam > 0, alpha >= 0, lengthscale > 0. A step costs O(N K t^2), or O(K t^2) under a
@@ -481,7 +478,7 @@ def one_kernel_ucb(kernel: Union[str, Kernel] = "rbf", lam=1.0, alpha=1.0, lengt
     sizing = None
     if learner.rows is not None:
         sizing = Sizing(partial(learner.rows, model), lambda state, sizes: learner.resize(model, state, sizes.rows))
-    given = dict(lam=lam, alpha=alpha, lengthscale=lengthscale, **kw)
+    given = dict(lam=lam, alpha=alpha, lengthscale=lengthscale)
     return Algorithm(name, signed_params(name, UCB_SIGNS, given), partial(one_init, model, learner),
                      partial(one_select, model, learner), partial(one_update, model, learner), sizing,
                      {ERR_CAPACITY: DISTINCT_MESSAGE if storage == "distinct" else CAPACITY_MESSAGE,
@@ -496,7 +493,7 @@ def n_select1(model: KernelConfig, params, state: KernelState, contexts, key):
     return argmax_random_ties(scores, flat_uniform(key, scores.shape, scores.dtype))
 
 
-def n_kernel_ucb(kernel: Union[str, Kernel] = "rbf", lam=1.0, alpha=1.0, lengthscale=1.0, **kw) -> Algorithm:
+def n_kernel_ucb(kernel: Union[str, Kernel] = "rbf", lam=1.0, alpha=1.0, lengthscale=1.0) -> Algorithm:
     """NKernelUCB (spec B2): N independent exact KernelUCBs, no communication.
 
     params as `one_kernel_ucb`. The select key is split into N per-client keys; client i's
@@ -506,7 +503,7 @@ def n_kernel_ucb(kernel: Union[str, Kernel] = "rbf", lam=1.0, alpha=1.0, lengths
     name = "NKernelUCB"
     kern = resolve_kernel(name, kernel)
     model = KernelConfig(kern)
-    given = dict(lam=lam, alpha=alpha, lengthscale=lengthscale, **kw)
+    given = dict(lam=lam, alpha=alpha, lengthscale=lengthscale)
     return independent(name, signed_params(name, UCB_SIGNS, given), partial(init1, model),
                        partial(n_select1, model), partial(update1, model), partial(rows1, model),
                        partial(resize1, model),

@@ -114,7 +114,7 @@ def dis_lin_update(params, state: DisLinState, step, actions, rewards, aux, key)
                          logdet_ratio=ratio_i, num_syncs=state.num_syncs)
 
 
-def dis_lin_ucb(lam=1.0, alpha=1.0, threshold=1.0, **kw) -> Algorithm:
+def dis_lin_ucb(lam=1.0, alpha=1.0, threshold=1.0) -> Algorithm:
     """DisLinUCB: distributed linear UCB, all clients synchronised when one's log-det trigger fires.
 
     params: lam > 0, alpha >= 0, threshold >= 0 (module docstring).
@@ -122,7 +122,7 @@ def dis_lin_ucb(lam=1.0, alpha=1.0, threshold=1.0, **kw) -> Algorithm:
     The spec's default threshold is T / (N d ln(N T)) (the authors' code convention).
     """
     name = "DisLinUCB"
-    return Algorithm(name, signed_params(name, DIS_SIGNS, dict(lam=lam, alpha=alpha, threshold=threshold, **kw)),
+    return Algorithm(name, signed_params(name, DIS_SIGNS, dict(lam=lam, alpha=alpha, threshold=threshold)),
                      dis_lin_init, dis_lin_select, dis_lin_update, errors=ERRORS,
                      description="DisLinUCB, event-triggered synchronisation of all clients' ridge statistics")
 
@@ -194,12 +194,12 @@ def fed_lin_update(params, state: FedLinState, step, actions, rewards, aux, key)
                          logdet_ratio=ratio)
 
 
-def fed_lin_ucb(lam=1.0, alpha=1.0, alpha_c=1e-2, **kw) -> Algorithm:
+def fed_lin_ucb(lam=1.0, alpha=1.0, alpha_c=1e-2) -> Algorithm:
     """FedLinUCB: federated linear UCB whose clients upload on their own trigger (asynchronous).
 
     params: lam > 0, alpha >= 0, alpha_c >= 0 (theory: 1/N^2); module docstring."""
     name = "FedLinUCB"
-    return Algorithm(name, signed_params(name, FED_SIGNS, dict(lam=lam, alpha=alpha, alpha_c=alpha_c, **kw)),
+    return Algorithm(name, signed_params(name, FED_SIGNS, dict(lam=lam, alpha=alpha, alpha_c=alpha_c)),
                      fed_lin_init, fed_lin_select, fed_lin_update, errors=ERRORS,
                      description="FedLinUCB, asynchronous det-ratio-triggered upload/download of the active client",
                      one_active=True)

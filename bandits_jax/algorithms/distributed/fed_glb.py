@@ -242,7 +242,7 @@ def reg(params):
 
 
 # ------------------------------------------------------------------------------ factory
-def fed_glb_ucb(lam=1.0, alpha=1.0, c_mu=0.2, threshold=1.0, *, max_iters: int = 10000, **kw) -> Algorithm:
+def fed_glb_ucb(lam=1.0, alpha=1.0, c_mu=0.2, threshold=1.0, *, max_iters: int = 10000) -> Algorithm:
     """FedGLB-UCB: federated logistic-bandit UCB with gradient rounds at each synchronisation.
 
     params: lam > 0, alpha >= 0, c_mu > 0, threshold >= 0 (module docstring).
@@ -250,7 +250,7 @@ def fed_glb_ucb(lam=1.0, alpha=1.0, c_mu=0.2, threshold=1.0, *, max_iters: int =
     Static: max_iters (gradient rounds per synchronisation, at most).
     """
     config = FedGLBConfig(check_capacity(NAME, "max_iters", max_iters))
-    given = dict(lam=lam, alpha=alpha, c_mu=c_mu, threshold=threshold, **kw)
+    given = dict(lam=lam, alpha=alpha, c_mu=c_mu, threshold=threshold)
     return Algorithm(NAME, signed_params(NAME, SIGNS, given), partial(init, config), partial(select, config),
                      partial(update, config), Sizing(rows, resize), dict(ERRORS),
                      "FedGLB-UCB (sigmoid link), local online Newton steps, distributed accelerated gradient at syncs",

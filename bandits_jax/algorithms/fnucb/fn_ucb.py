@@ -41,9 +41,9 @@ from jax import lax
 from bandits_jax.kernels.linalg import pad_rows
 from bandits_jax.kernels.ntk import PARAMETERIZATIONS, init_mlp, mlp_apply, ntk_values_and_features
 
-from ...core import Algorithm, ConfigError, EnvSpec, Param, Sizing, declare_params, float_dtype, report
+from ...core import Algorithm, ConfigError, EnvSpec, Sizing, float_dtype, report
 from . import fn_ucb_cov as cov
-from ..base import batch_cond, check_static
+from ..base import batch_cond, check_static, signed_params
 from .fn_ucb_cov import Covariances
 from ..single.neural import LOSS_FUNCTIONS, check_even_dim, check_int, feature_scale, gradient_descent, rows1
 
@@ -56,13 +56,10 @@ LOSSES = ("paper", "authors")
 TRIGGERS = ("exact", "diag")
 ALPHA_MODES = ("linear", "adaptive", "zero", "one")
 BOOLS = (True, False)
-# the defaults of both algorithms, each written here once: the float hyper-parameters (traced) ...
-PARAMS = {"lam": Param(0.1, "positive"), "nu_tkn": Param(0.1, "nonnegative"), "nu_tk": Param(0.1, "nonnegative"),
-          "D": Param(0.0, "nonnegative"), "lr": Param(0.01, "nonnegative")}
-# ... and the static options they share (each algorithm's own options are in its factory's signature)
-OPTIONS = dict(width=20, depth=2, variant="less", covariance="full", alpha_mode="linear", alpha_warmup=3,
-               alpha_ramp=700, alpha_contexts=None, alpha_sampler=None, train_steps=30, train_until=2000,
-               triangular=False)
+# the signs of the float hyper-parameters (traced) both algorithms take; the defaults of every option are in
+# the factories' signatures (the options they share have the same defaults: tests/test_fn_ucb.py)
+SIGNS = {"lam": "positive", "nu_tkn": "nonnegative", "nu_tk": "nonnegative", "D": "nonnegative",
+         "lr": "nonnegative"}
 # the authors' code [C]: its network (biases, N(0, 1) init), raw gradients, mean-squared loss with
 # decay toward 0, diagonal log-det trigger; no min-max rescaling, alpha at every iteration
 AUTHORS_CODE = dict(parameterization="authors", feature_scale="raw", loss="authors", trigger="diag",
@@ -524,60 +521,57 @@ def check_config(config: FNUCBConfig) -> FNUCBConfig:
 
 
 # ------------------------------------------------------------------------------ factories
-def fn_ucb(*, parameterization: str = "paper", feature_scale: str = "sqrt_m", loss: str = "paper",
-           trigger: str = "exact", aggregate_params: bool = True, minmax_mean: bool = False,
-           alpha_epoch_start: bool = False, **options) -> Algorithm:
+def fn_ucb(lam=0.1, nu_tkn=0.1, nu_tk=0.1, D=0.0, lr=0.01, *, width: int = 20, depth: int = 2,
+           variant: str = "less", covariance: str = "full", alpha_mode: str = "linear", alpha_warmup: int = 3,
+           alpha_ramp: int = 700, alpha_contexts=None, alpha_sampler=None, train_steps: int = 30,
+           train_until: int = 2000, triangular: bool = False, parameterization: str = "paper",
+           feature_scale: str = "sqrt_m", loss: str = "paper", trigger: str = "exact", aggregate_params: bool = True,
+           minmax_mean: bool = False, alpha_epoch_start: bool = False) -> Algorithm:
     """FN-UCB as the paper writes it [P]: separate networks trained on all local data, FedAvg.
 
-    Its own options: parameterization "paper" [P] | "authors" [C], feature_scale "sqrt_m" | "raw",
-    loss "paper" (eq. 1) | "authors", trigger "exact" | "diag" (the code's network and trigger on
-    the paper's protocol are Fig. 1c's no-aggregation ablation in mode=authors);
-    aggregate_params=False: UCB_b with the agent's own network (Fig. 1c); minmax_mean: footnote 4's
-    rescaling of UCB_a's mean to [0, 1] across the arms (covariance "diag" only);
-    alpha_epoch_start: Theorem 1's variant, alpha only at the first iteration of an epoch.
-    options: those both algorithms share (`assemble`).
+    The options both algorithms share are `assemble`'s. Its own: parameterization "paper" [P] |
+    "authors" [C], feature_scale "sqrt_m" | "raw", loss "paper" (eq. 1) | "authors", trigger "exact" |
+    "diag" (the code's network and trigger on the paper's protocol are Fig. 1c's no-aggregation
+    ablation in mode=authors); aggregate_params=False: UCB_b with the agent's own network (Fig. 1c);
+    minmax_mean: footnote 4's rescaling of UCB_a's mean to [0, 1] across the arms (covariance "diag"
+    only); alpha_epoch_start: Theorem 1's variant, alpha only at the first iteration of an epoch.
     """
-    own = dict(parameterization=parameterization, feature_scale=feature_scale, loss=loss, trigger=trigger,
-               aggregate_params=aggregate_params, minmax_mean=minmax_mean, alpha_epoch_start=alpha_epoch_start)
-    return assemble(NAME, SEPARATE, ALL_DATA, own, options, own_names=tuple(own))
+    return assemble(NAME, SEPARATE, ALL_DATA, dict(locals()))
 
 
-def fn_ucb_authors(**options) -> Algorithm:
+def fn_ucb_authors(lam=0.1, nu_tkn=0.1, nu_tk=0.1, D=0.0, lr=0.01, *, width: int = 20, depth: int = 2,
+                   variant: str = "less", covariance: str = "full", alpha_mode: str = "linear",
+                   alpha_warmup: int = 3, alpha_ramp: int = 700, alpha_contexts=None, alpha_sampler=None,
+                   train_steps: int = 30, train_until: int = 2000, triangular: bool = False) -> Algorithm:
     """FN-UCB as the authors' released code runs it [C], the code behind the published curves: one
     network shared by the agents, trained by them in turn, with the features at its current
     parameters (Q1); observations join the training data only in training rounds, those with
     alpha_{s+1} > 0 (Q2); the code's network, raw features, loss and diagonal trigger
-    (AUTHORS_CODE). lam and nu are on the raw-gradient scale. options: as `assemble`.
+    (AUTHORS_CODE). lam and nu are on the raw-gradient scale. Options: as `assemble`.
     """
-    return assemble(NAME_AUTHORS, SHARED, ROUND_DATA, AUTHORS_CODE, options, note=", authors-code quirks")
+    return assemble(NAME_AUTHORS, SHARED, ROUND_DATA, {**locals(), **AUTHORS_CODE}, note=", authors-code quirks")
 
 
-def assemble(name: str, networks: Networking, training: TrainingData, own: dict, options: dict, *,
-             own_names: tuple = (), note: str = "") -> Algorithm:
-    """One `core.Algorithm` from the two pieces, the variant's settings `own` (its factory's options,
-    named `own_names` in messages, or fixed) and the caller's shared `options`.
+def assemble(name: str, networks: Networking, training: TrainingData, options: dict, *, note: str = "") -> Algorithm:
+    """One `core.Algorithm` from the two pieces and a factory's `options` (every keyword of its signature).
 
-    options: the float hyper-parameters lam > 0, nu_tkn >= 0 (UCB_a width), nu_tk >= 0 (UCB_b
-    width), D >= 0 (threshold), lr >= 0 (PARAMS gives the defaults), and the static options of
-    OPTIONS: width m, depth L >= 2, variant "less" | "full", covariance "full" | "diag",
-    alpha_mode "linear" | "adaptive" | "zero" | "one", alpha_warmup and alpha_ramp (linear),
-    alpha_contexts [M, d] or alpha_sampler(key) -> [M, d] (adaptive), train_steps, train_until,
-    triangular (accounting). Report diagnostics "trigger" (the largest trigger_i of the active
-    agents) and "alpha" (the weight used). Bad options raise ConfigError before anything compiles.
+    The options both factories take: the float hyper-parameters lam > 0, nu_tkn >= 0 (UCB_a width),
+    nu_tk >= 0 (UCB_b width), D >= 0 (threshold), lr >= 0; and the static options width m, depth
+    L >= 2, variant "less" | "full", covariance "full" | "diag", alpha_mode "linear" | "adaptive" |
+    "zero" | "one", alpha_warmup and alpha_ramp (linear), alpha_contexts [M, d] or alpha_sampler(key)
+    -> [M, d] (adaptive), train_steps, train_until, triangular (accounting). Report diagnostics
+    "trigger" (the largest trigger_i of the active agents) and "alpha" (the weight used). Bad options
+    raise ConfigError before anything compiles.
     """
-    static = {k: v for k, v in options.items() if k not in PARAMS}
-    unknown = sorted(set(static) - set(OPTIONS))
-    if unknown:
-        raise ConfigError(f"{name}: unknown option(s) {', '.join(unknown)}; "
-                          f"known: {', '.join([*PARAMS, *OPTIONS, *own_names])}")
-    config = check_config(FNUCBConfig(**{**OPTIONS, **static}, **own, networks=networks, training=training))
+    static = {k: v for k, v in options.items() if k not in SIGNS}
+    config = check_config(FNUCBConfig(**static, networks=networks, training=training))
     if not config.aggregate_params:  # Fig. 1c's ablation: UCB_b with the agent's own network
         config = config._replace(networks=config.networks._replace(ucb_b_mean=own_mean))
     config = config._replace(tracker=cov.tracker(config.covariance, config.trigger, config.variant),
                              schedule=ALPHA_SCHEDULES[config.alpha_mode],
                              scale=feature_scale(config.feature_scale, config.width),
                              objective=LOSS_FUNCTIONS[config.loss])
-    hyper = declare_params(name, PARAMS, {k: v for k, v in options.items() if k in PARAMS})
+    hyper = signed_params(name, SIGNS, {k: v for k, v in options.items() if k in SIGNS})
     c = config
     description = f"FN-UCB ({c.variant}, width {c.width}, {c.covariance} covariance, alpha {c.alpha_mode}{note})"
     return Algorithm(name, hyper, partial(init, c), partial(select, c), partial(update, c),

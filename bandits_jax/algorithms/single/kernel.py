@@ -360,15 +360,13 @@ def kernel_ucb(
     max_history: Optional[int] = None,
     *,
     first: str = "argmax",
-    **kw,
 ) -> Algorithm:
     """KernelUCB / GP-UCB for N independent agents: score = mean + beta * sqrt(var).
 
     kernel: a registry name (see kernels.functions) or a Kernel. params: lam > 0,
-    beta >= 0, lengthscale > 0 (used by kernels that have one). Other keyword names raise
-    ConfigError. max_history: see the module docstring. first: "argmax" or "uniform" (KernelConfig).
+    beta >= 0, lengthscale > 0 (used by kernels that have one). max_history: see the module docstring. first: "argmax" or "uniform" (KernelConfig).
     """
-    return _build("KernelUCB", "ucb", kernel, max_history, dict(lam=lam, beta=beta, lengthscale=lengthscale, **kw),
+    return _build("KernelUCB", "ucb", kernel, max_history, dict(lam=lam, beta=beta, lengthscale=lengthscale),
                   "KernelUCB ({kern} kernel), one kernel ridge regression per agent, no communication", first)
 
 
@@ -379,7 +377,6 @@ def kernel_ts(
     lengthscale=1.0,
     max_history: Optional[int] = None,
     var_floor=0.0,
-    **kw,
 ) -> Algorithm:
     """Kernel Thompson sampling for N independent agents: per-arm N(mean, max(nu^2 var, var_floor)).
 
@@ -387,5 +384,5 @@ def kernel_ts(
     (K,), dtype) with the agent's select key.
     """
     return _build("KernelTS", "ts", kernel, max_history,
-                  dict(lam=lam, nu=nu, lengthscale=lengthscale, var_floor=var_floor, **kw),
+                  dict(lam=lam, nu=nu, lengthscale=lengthscale, var_floor=var_floor),
                   "kernel Thompson sampling ({kern} kernel), one GP posterior per agent, no communication")

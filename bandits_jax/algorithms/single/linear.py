@@ -124,24 +124,24 @@ def _build(name: str, config: LinearConfig, given: dict, description: str) -> Al
                        partial(select1, config), partial(update1, config), description=description)
 
 
-def linucb(lam=1.0, beta=1.0, *, bonus: str = "norm", max_history: Optional[int] = None, **kw) -> Algorithm:
+def linucb(lam=1.0, beta=1.0, *, bonus: str = "norm", max_history: Optional[int] = None) -> Algorithm:
     """LinUCB for N independent agents.
 
-    params: lam > 0 (ridge), beta >= 0 (exploration weight). Other keyword names raise
-    ConfigError. bonus: "norm" [S] or "quadratic" (the baselines' code). max_history: see module.
+    params: lam > 0 (ridge), beta >= 0 (exploration weight). bonus: "norm" [S] or "quadratic" (the
+    baselines' code). max_history: see module.
     """
     config = LinearConfig("ucb", check_static("linucb", "bonus", bonus, BONUSES),
                           check_max_history("linucb", max_history))
-    return _build("LinUCB", config, dict(lam=lam, beta=beta, **kw),
+    return _build("LinUCB", config, dict(lam=lam, beta=beta),
                   "LinUCB, one ridge regression per agent, no communication")
 
 
-def lints(lam=1.0, nu=1.0, *, max_history: Optional[int] = None, **kw) -> Algorithm:
+def lints(lam=1.0, nu=1.0, *, max_history: Optional[int] = None) -> Algorithm:
     """Linear Thompson sampling for N independent agents.
 
-    params: lam > 0 (ridge), nu >= 0 (posterior scale). Other keyword names raise ConfigError.
+    params: lam > 0 (ridge), nu >= 0 (posterior scale).
     Draw: z = jax.random.normal(key, (d,), dtype) with the agent's select key.
     """
     config = LinearConfig("ts", max_history=check_max_history("lints", max_history))
-    return _build("LinTS", config, dict(lam=lam, nu=nu, **kw),
+    return _build("LinTS", config, dict(lam=lam, nu=nu),
                   "linear Thompson sampling, one ridge regression per agent, no communication")

@@ -272,7 +272,6 @@ def neural_ucb(
     parameterization: str = "authors",
     feature_scale: str = "raw",
     loss: str = "authors",
-    **kw,
 ) -> Algorithm:
     """Neural UCB for N independent agents: score = f(x) + beta * sqrt(g^T Z^{-1} g).
 
@@ -284,7 +283,7 @@ def neural_ucb(
     name = "NeuralUCB"
     config = neural_config(name, "ucb", width, depth, train_steps, train_until, covariance, parameterization,
                            feature_scale, loss)
-    return _build(name, config, dict(lam=lam, beta=beta, lr=lr, **kw),
+    return _build(name, config, dict(lam=lam, beta=beta, lr=lr),
                   f"Neural UCB (width {width}, depth {depth}, {covariance} covariance), one network per agent, "
                   "no communication")
 
@@ -302,7 +301,6 @@ def neural_ts(
     parameterization: str = "authors",
     feature_scale: str = "raw",
     loss: str = "authors",
-    **kw,
 ) -> Algorithm:
     """Neural TS for N independent agents: score_k = f(x_k) + nu * sqrt(g_k^T Z^{-1} g_k) * z_k.
 
@@ -312,6 +310,6 @@ def neural_ts(
     name = "NeuralTS"
     config = neural_config(name, "ts", width, depth, train_steps, train_until, covariance, parameterization,
                            feature_scale, loss)
-    return _build(name, config, dict(lam=lam, nu=nu, lr=lr, **kw),
+    return _build(name, config, dict(lam=lam, nu=nu, lr=lr),
                   f"Neural TS (width {width}, depth {depth}, {covariance} covariance), one network per agent, "
                   "no communication")
