@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import distributed
+from . import multihost
 from ._cpu import cpu_guard
 from .core import ConfigError
 
@@ -174,113 +174,119 @@ def main(argv=None) -> int:
         return _bench(argv[1:])
     args = _parser().parse_args(argv)
     try:
-        if args.command == "run" and distributed.requested(args.coordinator, args.num_processes, args.process_id):
-            distributed.check_before_joining(lambda: _check_run(args))  # bad input stops this process alone
-            distributed.initialize(args.coordinator, args.num_processes, args.process_id)  # before the guard
+        if args.command == "run" and multihost.requested(args.coordinator, args.num_processes, args.process_id):
+            multihost.check_before_joining(lambda: _check_run(args))  # bad input stops this process alone
+            multihost.initialize(args.coordinator, args.num_processes, args.process_id)  # before the guard
         cpu_guard()  # before anything computes (bandits_jax/_cpu.py)
-        if args.command in ("list", "run", "arena"):
-            from .plugins import load_plugins
-
-            load_plugins(args.plugin)
-        if args.command in ("run", "arena"):
-            from .compile_cache import chosen_dir, enable
-
-            if args.curves is not None and args.no_curve_cache:
-                raise ConfigError("--curves names the curve cache and --no-curve-cache turns it off; give one")
-
-            folder = chosen_dir(not args.no_compile_cache)  # checked before anything else
-            cached = folder if args.check else enable(folder)  # --check keeps nothing
-        if args.command == "list":
-            _list(args)
-            return 0
-        if args.command == "show":
-            from .experiments.adhoc import experiment_toml
-            from .experiments.registry import resolve_config
-            from .experiments.catalog import get_experiment
-
-            exp = get_experiment(args.name)
-            if args.toml:
-                print(experiment_toml(exp, args.size, _overrides(args)), end="")
-                return 0
-            for key, value in resolve_config(exp, args.size, _overrides(args)).items():
-                print(f"{key} = {value!r}")
-            return 0
-        if args.command == "run":
-            from .sweep import run_experiment
-
-            exp, size = _run_target(args)
-            with distributed.leave_together():  # several processes leave at once, naming any that stopped
-                run_experiment(exp, size=size, overrides=_overrides(args), out=args.out,
-                               chunk=args.chunk, quiet=args.quiet, plot=not args.no_plot,
-                               curves=False if args.no_curve_cache else args.curves, only=tuple(args.only),
-                               check=args.check, step_progress=args.step_progress or cached is None,
-                               report_compiles=args.compile_report)
-            return 0
-        if args.command == "arena":
-            from .arena import TUNING_FACTORS, run_arena
-
-            factors = TUNING_FACTORS if args.factors is None else _floats(args.factors, "--factors")
-            run_arena(args.size, tuple(args.problem) or ("all",), tuple(args.algorithm) or ("all",), args.out,
-                      args.seeds, args.tuning_seeds, factors, quiet=args.quiet, check=args.check,
-                      curves=False if args.no_curve_cache else args.curves, report_compiles=args.compile_report)
-            return 0
-        if args.command == "report" and args.arena is not None:
-            from .arena_page import write_arena_page
-
-            if args.dir or args.record or args.pages:
-                raise ConfigError("report --arena DIR takes no other folders, --record or --pages")
-            for path in write_arena_page(args.arena):
-                print(path)
-            return 0
-        if args.command == "report":
-            from .report import report, write_pages
-            from .records import write_records
-
-            if args.record and args.pages:
-                raise ConfigError("report: --record writes records and --pages writes pages; give one of them")
-            if not args.dir and not args.pages:
-                raise ConfigError("report: give results folders (their page is printed, or with --record their "
-                                  "records written), or --pages (every page from the records)")
-            if args.record:  # every folder is checked before any record is written
-                for path in write_records(args.dir, args.data):
-                    print(path)
-                return 0
-            if args.pages:
-                if args.dir:
-                    raise ConfigError("report --pages reads the records in --data; it takes no folders")
-                for path in write_pages(args.data, args.docs, figures=not args.no_figures):
-                    print(path)
-                return 0
-
-            print(report(args.dir, args.verdicts, args.title), end="")
-            return 0
-        if args.command == "plot":
-            from .plotting import plot_figure, plot_results
-
-            if args.rows < 0 or (args.rows and args.figure is None):
-                raise ConfigError("plot: --rows takes a positive number of rows, with --figure PNG")
-            if args.figure is not None:
-                print(plot_figure(args.dir, args.figure, args.rows))
-            elif len(args.dir) > 1:
-                raise ConfigError("plot: several folders make one figure; name it with --figure PNG")
-            else:
-                print(plot_results(args.dir[0]))
-            return 0
-    except ConfigError as err:
+        _prepare(args)
+        COMMANDS[args.command](args)
+        return 0
+    except (ConfigError, FileNotFoundError) as err:
         print(f"bandits-jax: error: {err}", file=sys.stderr)
         return 2
-    except FileNotFoundError as err:
+    except multihost.Stopped as err:  # another process of the sweep stopped, or never joined
         print(f"bandits-jax: error: {err}", file=sys.stderr)
-        return 2
-    except distributed.Stopped as err:  # another process of the sweep stopped, or never joined
-        print(f"bandits-jax: error: {err}", file=sys.stderr)
-        return distributed.EXIT_STOPPED
+        return multihost.EXIT_STOPPED
     except KeyboardInterrupt:  # Ctrl-C: the sweep stores each chunk as it finishes
         kept = ("; every chunk finished so far is kept, and the same command resumes from them"
                 if args.command in ("run", "arena") else "")
         print(f"bandits-jax: interrupted{kept}", file=sys.stderr)
         return EXIT_INTERRUPTED
-    return 1
+
+
+def _prepare(args) -> None:
+    """What a command needs before it starts: the plugins (list, run, arena) and, for run and arena, the
+    compile cache (`args.compile_cache`: its folder, or None where it is off; --check keeps nothing)."""
+    if args.command in ("list", "run", "arena"):
+        from .plugins import load_plugins
+
+        load_plugins(args.plugin)
+    if args.command in ("run", "arena"):
+        from .compile_cache import chosen_dir, enable
+
+        if args.curves is not None and args.no_curve_cache:
+            raise ConfigError("--curves names the curve cache and --no-curve-cache turns it off; give one")
+        folder = chosen_dir(not args.no_compile_cache)  # checked before anything else
+        args.compile_cache = folder if args.check else enable(folder)
+
+
+def _show(args) -> None:
+    from .experiments.adhoc import experiment_toml
+    from .experiments.registry import resolve_config
+    from .experiments.catalog import get_experiment
+
+    exp = get_experiment(args.name)
+    if args.toml:
+        print(experiment_toml(exp, args.size, _overrides(args)), end="")
+        return
+    for key, value in resolve_config(exp, args.size, _overrides(args)).items():
+        print(f"{key} = {value!r}")
+
+
+def _run(args) -> None:
+    from .sweep import run_experiment
+
+    exp, size = _run_target(args)
+    with multihost.leave_together():  # several processes leave at once, naming any that stopped
+        run_experiment(exp, size=size, overrides=_overrides(args), out=args.out, chunk=args.chunk,
+                       quiet=args.quiet, plot=not args.no_plot,
+                       curves=False if args.no_curve_cache else args.curves, only=tuple(args.only),
+                       check=args.check, step_progress=args.step_progress or args.compile_cache is None,
+                       report_compiles=args.compile_report)
+
+
+def _arena(args) -> None:
+    from .arena import TUNING_FACTORS, run_arena
+
+    factors = TUNING_FACTORS if args.factors is None else _floats(args.factors, "--factors")
+    run_arena(args.size, tuple(args.problem) or ("all",), tuple(args.algorithm) or ("all",), args.out,
+              args.seeds, args.tuning_seeds, factors, quiet=args.quiet, check=args.check,
+              curves=False if args.no_curve_cache else args.curves, report_compiles=args.compile_report)
+
+
+def _report(args) -> None:
+    """One of: the arena's page (--arena), records (--record), the pages (--pages), or a folder's page."""
+    if args.arena is not None:
+        from .arena_page import write_arena_page
+
+        if args.dir or args.record or args.pages:
+            raise ConfigError("report --arena DIR takes no other folders, --record or --pages")
+        _print_lines(write_arena_page(args.arena))
+        return
+    from .report import report, write_pages
+    from .records import write_records
+
+    if args.record and args.pages:
+        raise ConfigError("report: --record writes records and --pages writes pages; give one of them")
+    if not args.dir and not args.pages:
+        raise ConfigError("report: give results folders (their page is printed, or with --record their "
+                          "records written), or --pages (every page from the records)")
+    if args.record:  # every folder is checked before any record is written
+        _print_lines(write_records(args.dir, args.data))
+    elif args.pages:
+        if args.dir:
+            raise ConfigError("report --pages reads the records in --data; it takes no folders")
+        _print_lines(write_pages(args.data, args.docs, figures=not args.no_figures))
+    else:
+        print(report(args.dir, args.verdicts, args.title), end="")
+
+
+def _plot(args) -> None:
+    from .plotting import plot_figure, plot_results
+
+    if args.rows < 0 or (args.rows and args.figure is None):
+        raise ConfigError("plot: --rows takes a positive number of rows, with --figure PNG")
+    if args.figure is not None:
+        print(plot_figure(args.dir, args.figure, args.rows))
+    elif len(args.dir) > 1:
+        raise ConfigError("plot: several folders make one figure; name it with --figure PNG")
+    else:
+        print(plot_results(args.dir[0]))
+
+
+def _print_lines(paths) -> None:
+    for path in paths:
+        print(path)
 
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command ended by Ctrl-C
@@ -358,5 +364,9 @@ def _bench(argv) -> int:
     return bench_main(argv)
 
 
+COMMANDS = {"list": _list, "show": _show, "run": _run, "arena": _arena, "report": _report, "plot": _plot}
+
+
 if __name__ == "__main__":
     sys.exit(main())
+

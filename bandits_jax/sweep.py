@@ -23,7 +23,7 @@ figures that repeat runs of other figures reuse them without any declaration. CA
 off. Curves with seeds taken from the cache are listed under "cached" in the metadata; their chunks keep
 the seconds of the computation that made them (`_seconds_of`).
 
-Several processes (`distributed`): each stores the seeds of its own share, and process 0 assembles
+Several processes (`multihost`): each stores the seeds of its own share, and process 0 assembles
 the results once every process has passed a barrier.
 """
 from __future__ import annotations
@@ -44,7 +44,7 @@ from typing import Optional
 import jax
 import numpy as np
 
-from . import compile_report, distributed
+from . import compile_report, multihost
 from ._cpu import cpu_guard
 from .core import COMM_UNIT, ConfigError, Trial, first_line
 from .curves import failure, misfit, resolve
@@ -138,8 +138,8 @@ def run_experiment(
         if not quiet:
             print("\n".join([f"programs of {exp.name} ({size}), also in {out / COMPILE_REPORT_FILE}:", "",
                              *compile_report.table(programs)]))
-    distributed.barrier("bandits_jax sweep: chunks stored")  # every process has stored its share
-    if distributed.process()[0] != 0:
+    multihost.barrier("bandits_jax sweep: chunks stored")  # every process has stored its share
+    if multihost.process()[0] != 0:
         return out  # process 0 assembles
     arrays, outcome = _gather(exp.name, out, resolved, seeds, cache_dir, identities)
     metadata = _metadata(exp, size, config, seeds, resolved, named,
@@ -184,11 +184,11 @@ def plan_text(exp, size: str, config: dict, named, out: Path) -> str:
 
 def _compute(out, resolved, seeds, config, chunk, seed_bytes, cache_dir, identities, progress,
              stop_on_error: bool = True) -> dict:
-    """Store every curve's seeds of this process's share (`distributed.share`; all seeds in a
+    """Store every curve's seeds of this process's share (`multihost.share`; all seeds in a
     one-process run): taken from the cache where it holds them, computed chunk by chunk otherwise;
     `progress` (a `SweepProgress`) shows it. Returns {curve: timing of this process's share}."""
     timing = {}
-    mine = distributed.share(seeds)
+    mine = multihost.share(seeds)
     for run in resolved:
         compiled = {}  # a curve's programs serve its own chunks only: freed before the next curve compiles
         problem, alg, grid = run.problem, run.algorithm, run.curve.grid
@@ -220,7 +220,7 @@ def _gather(name, out, resolved, seeds, cache_dir, identities) -> tuple:
             message = _error_message(run.algorithm, arrays[point]["errors"], seeds)
             if message:
                 errors[point] = message
-    return arrays, {"cached": cached, "errors": errors, "processes": distributed.process()[1]}
+    return arrays, {"cached": cached, "errors": errors, "processes": multihost.process()[1]}
 
 
 def _identities(resolved, hparams: dict, config: dict) -> dict:

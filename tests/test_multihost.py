@@ -1,4 +1,4 @@
-"""One sweep as several processes (bandits_jax/distributed.py): the shares, the argument checks, two
+"""One sweep as several processes (bandits_jax/multihost.py): the shares, the argument checks, two
 processes on localhost against one, bit for bit, with a resume after a lost share, and how processes
 stop together when one of them has bad input (before joining or after)."""
 import json
@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from bandits_jax import distributed
+from bandits_jax import multihost
 from bandits_jax.cli import main
 from bandits_jax.core import ConfigError
 
@@ -24,12 +24,12 @@ def test_shares_cover_the_seeds_once_in_order(monkeypatch):
     for P in (1, 2, 3, 7, 9):
         parts = []
         for i in range(P):
-            monkeypatch.setattr(distributed, "process", lambda i=i: (i, P))
-            parts.append(distributed.share(seeds))
+            monkeypatch.setattr(multihost, "process", lambda i=i: (i, P))
+            parts.append(multihost.share(seeds))
         assert sum(parts, []) == seeds
         assert max(map(len, parts)) - min(map(len, parts)) <= 1
-    monkeypatch.setattr(distributed, "process", lambda: (1, 2))
-    assert distributed.share(seeds) == [13, 14, 15, 16]
+    monkeypatch.setattr(multihost, "process", lambda: (1, 2))
+    assert multihost.share(seeds) == [13, 14, 15, 16]
 
 
 @pytest.mark.parametrize("flags, message", [
@@ -48,23 +48,23 @@ def test_bad_process_flags_exit_2_before_anything_starts(flags, message, tmp_pat
 
 
 def test_auto_start_under_slurm_or_on_a_tpu_slice_only_with_several_hosts():
-    assert distributed.auto_requested({"SLURM_NTASKS": "4", "SLURM_PROCID": "2"})
-    assert not distributed.auto_requested({"SLURM_NTASKS": "1", "SLURM_PROCID": "0"})
-    assert not distributed.auto_requested({"SLURM_NTASKS": "4", "SLURM_PROCID": "2", distributed.AUTO_ENV: "off"})
-    assert distributed.auto_requested({distributed.AUTO_ENV: "auto"})
-    assert distributed.auto_requested({"TPU_WORKER_HOSTNAMES": "t-0,t-1"})
-    assert not distributed.auto_requested({"TPU_WORKER_HOSTNAMES": "t-0"})
-    assert not distributed.auto_requested({})
+    assert multihost.auto_requested({"SLURM_NTASKS": "4", "SLURM_PROCID": "2"})
+    assert not multihost.auto_requested({"SLURM_NTASKS": "1", "SLURM_PROCID": "0"})
+    assert not multihost.auto_requested({"SLURM_NTASKS": "4", "SLURM_PROCID": "2", multihost.AUTO_ENV: "off"})
+    assert multihost.auto_requested({multihost.AUTO_ENV: "auto"})
+    assert multihost.auto_requested({"TPU_WORKER_HOSTNAMES": "t-0,t-1"})
+    assert not multihost.auto_requested({"TPU_WORKER_HOSTNAMES": "t-0"})
+    assert not multihost.auto_requested({})
     with pytest.raises(ConfigError, match="together"):
-        distributed.initialize(num_processes=2)
+        multihost.initialize(num_processes=2)
 
 
 def test_join_timeout_from_the_environment():
-    assert distributed.join_timeout({}) == distributed.JOIN_TIMEOUT_S == 60
-    assert distributed.join_timeout({distributed.JOIN_TIMEOUT_ENV: " 7 "}) == 7
+    assert multihost.join_timeout({}) == multihost.JOIN_TIMEOUT_S == 60
+    assert multihost.join_timeout({multihost.JOIN_TIMEOUT_ENV: " 7 "}) == 7
     for bad in ("0", "-3", "1.5", "soon"):
         with pytest.raises(ConfigError, match="whole number"):
-            distributed.join_timeout({distributed.JOIN_TIMEOUT_ENV: bad})
+            multihost.join_timeout({multihost.JOIN_TIMEOUT_ENV: bad})
 
 
 def _free_port() -> int:
@@ -93,7 +93,7 @@ def _pair(tmp_path, name, extra, port):
         with open(log, "w") as fh:
             flags = ["--out", str(tmp_path / name), "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2",
                      "--process-id", str(i)]
-            started.append((_cli(TINY + flags + extra.get(i, []), fh, **{distributed.JOIN_TIMEOUT_ENV: str(JOIN_S)}),
+            started.append((_cli(TINY + flags + extra.get(i, []), fh, **{multihost.JOIN_TIMEOUT_ENV: str(JOIN_S)}),
                             log, time.monotonic()))
     return started
 
@@ -168,11 +168,11 @@ def test_two_processes_equal_one_bit_for_bit_and_resume(tmp_path):
 
 LATE = """
 import sys, time
-from bandits_jax import distributed
-distributed.initialize(sys.argv[1], 2, int(sys.argv[2]))
-with distributed.leave_together():
+from bandits_jax import multihost
+multihost.initialize(sys.argv[1], 2, int(sys.argv[2]))
+with multihost.leave_together():
     time.sleep(float(sys.argv[3]))
-    distributed.barrier("bandits_jax sweep: chunks stored")
+    multihost.barrier("bandits_jax sweep: chunks stored")
 """
 
 
