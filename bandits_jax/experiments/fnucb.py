@@ -267,9 +267,7 @@ def build_timing(config):
 
 def _linear_kernel(config, problem, prefix) -> list:
     authors = _mode(config) == "authors"
-    lam = config["lin_lam"]
-    if lam <= 0:
-        raise ConfigError(f"lin_lam must be > 0, got {lam}")
+    lam = config["lin_lam"]  # > 0: BOUNDS
     lin_cap = config["lin_max_history"] or None
     ker_cap = config["kernel_max_history"] or None
     p = problem_spec(config, problem, 1)
