@@ -155,14 +155,16 @@ class Sizing(NamedTuple):
     """How an algorithm's buffers are sized (module docstring).
 
     rows(spec, t_end) -> int: rows of the time-grown buffers that steps [0, t_end) need.
-    resize(state, sizes) -> state: pad one run's state to larger Sizes, changing no number.
+    resize(params, state, sizes) -> state: pad one run's state to larger Sizes, changing no number
+        (params: that run's hyper-parameters {name: scalar}, for a pad that depends on one, such as
+        the I / lam block of a ridge inverse; so no state keeps a copy of a hyper-parameter).
     demand(state) -> int32: rows in use of the demand-sized buffers (None: there are none).
     demand_limit: the most rows the demand-sized buffers may get.
     overflow: the error bit that means a demand-sized buffer was outgrown.
     """
 
     rows: Callable[[EnvSpec, int], int]
-    resize: Callable[[PyTree, Sizes], PyTree]
+    resize: Callable[[dict, PyTree, Sizes], PyTree]
     demand: Optional[Callable[[PyTree], Array]] = None
     demand_limit: int = 0
     overflow: int = 0

@@ -546,13 +546,13 @@ def _segment_runner(algorithm, step, report, compiled, timer):
 
         def seg_fn(params, state, inst, pk, ak, t0_):
             if resize is not None:
-                state = jax.vmap(lambda s: resize(s, sizes))(state)
+                state = jax.vmap(lambda p, s: resize(p, s, sizes))(params, state)
             state, outs = scan_runs(params, state, inst, pk, ak, t0_)
             return state, outs, jax.vmap(_has_nan)(state)
 
         t0_arr = jnp.asarray(t0, jnp.int32)
-        same = resize is None or _shape_sig(jax.eval_shape(jax.vmap(lambda s: resize(s, sizes)), state)) == \
-            _shape_sig(state)
+        same = resize is None or _shape_sig(jax.eval_shape(jax.vmap(lambda p, s: resize(p, s, sizes)), params,
+                                                             state)) == _shape_sig(state)
         f_seg = compiled("segment", seg_fn, params, state, inst, pk, ak, t0_arr,
                          static=(length, sizes, _shape_sig(state)), donate=(1,) if same else ())
         t_r = time.perf_counter()

@@ -569,7 +569,7 @@ def run_case(case: Case, horizon: int, precision: str, seeds=(SEED,)) -> dict:
         for t in times:
             if done and algorithm.sizing is not None:
                 sizes = segment_sizes(algorithm, spec, t)
-                state = jax.jit(jax.vmap(lambda st: algorithm.sizing.resize(st, sizes)))(state)
+                state = jax.jit(jax.vmap(lambda p, st: algorithm.sizing.resize(p, st, sizes)))(params, state)
             for first, length in chunks(done, t):
                 if length not in compiled:
                     compiled[length] = (world_steps(problem, length),

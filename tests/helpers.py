@@ -120,7 +120,7 @@ def drive_with_and_without_resize(algo, spec, contexts, rewards, active, split: 
 
     full, acts_full = steps(algo.init(key, spec, params, sizes(T, None), None), 0, T)
     small, acts_small = steps(algo.init(key, spec, params, sizes(split, None), None), 0, split)
-    small = sizing.resize(small, sizes(T, demand_rows))
+    small = sizing.resize(params, small, sizes(T, demand_rows))
     small, acts_rest = steps(small, split, T)
     return full, np.array(acts_full), small, np.array(acts_small + acts_rest)
 

@@ -62,7 +62,7 @@ def drive(alg, contexts, rewards, capacities=None):
     actions, infos = [], []
     for t in range(Tn):
         if t in capacities and t > 0:
-            state = alg.sizing.resize(state, Sizes(capacities[t]))
+            state = alg.sizing.resize(params, state, Sizes(capacities[t]))
         step = Step(jnp.int32(t), jnp.asarray(contexts[t]), jnp.ones(n_agents, bool))
         info = {"mean_b": np.asarray(mean_b(state.nets, step.contexts.astype(state.b_sync.dtype)))}
         a, aux = select(params, state, step, jax.random.key(t))

@@ -58,7 +58,7 @@ def drive(alg, contexts, rewards, active, score_fn=None, schedule=None):
     actions, scores = [], []
     for t in range(Tn):
         if t in schedule and t > 0:
-            state = alg.sizing.resize(state, Sizes(schedule[t]))
+            state = alg.sizing.resize(params, state, Sizes(schedule[t]))
         ks, ku = step_keys(t)
         c = jnp.asarray(contexts[t])
         step = Step(jnp.int32(t), c, jnp.asarray(active[t]))

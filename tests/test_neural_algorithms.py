@@ -70,7 +70,7 @@ def drive(alg, config, contexts, rewards, schedule=((0, None),)):
     actions, means, widths = [], [], []
     for t in range(Tn):
         if t in schedule and t > 0:
-            state = alg.sizing.resize(state, Sizes(schedule[t]))
+            state = alg.sizing.resize(params, state, Sizes(schedule[t]))
         ks, ku = step_keys(t)
         step = step_at(t, contexts[t])
         mean, width = mean_width(state, step.contexts)
@@ -225,8 +225,10 @@ def test_one_active_protocol_matches_the_all_agent_path():
     ],
 )
 def test_bad_configuration_raises(make, kwargs, match):
+    from bandits_jax.algorithms import make_algorithm
+
     with pytest.raises(ConfigError, match=match):
-        make(**kwargs)
+        make_algorithm(make.__name__, **kwargs)
 
 
 def test_paper_parameterization_needs_even_dimension():

@@ -61,7 +61,7 @@ def history_greedy(comm_per_step: float = 0.0) -> Algorithm:
         rep = report(rewards.dtype, comm_per_step, 2 * comm_per_step, float(comm_per_step > 0), count=count[0])
         return {"X": X, "y": y, "count": count}, rep
 
-    def resize(state, sizes):
+    def resize(params, state, sizes):
         return {"X": jax.vmap(lambda a: pad_rows(a, sizes.rows))(state["X"]),
                 "y": jax.vmap(lambda a: pad_rows(a, sizes.rows))(state["y"]), "count": state["count"]}
 
@@ -113,7 +113,7 @@ def growing_dictionary(limit: int = 1024) -> Algorithm:
         rep = report(rewards.dtype, comm_up=n, errors=jnp.where(error, ERR_FULL, 0))
         return {"D": D, "n": n, "error": error}, rep
 
-    def resize(state, sizes):
+    def resize(params, state, sizes):
         return {**state, "D": pad_rows(state["D"], rows(sizes))}
 
     sizing = Sizing(rows=lambda spec, t_end: t_end, resize=resize, demand=lambda state: state["n"],

@@ -73,7 +73,7 @@ def independent(name: str, params: dict, init1: Callable, select1: Callable, upd
 
     sizing = None
     if rows1 is not None:
-        sizing = Sizing(rows=rows1, resize=lambda state, sizes: jax.vmap(lambda s: resize1(s, sizes.rows))(state))
+        sizing = Sizing(rows=rows1, resize=lambda params, state, sizes: jax.vmap(lambda s: resize1(s, sizes.rows))(state))
     return Algorithm(name, dict(params), init, select, update, sizing, {ERR_MULTI_ACTIVE: MULTI_ACTIVE_MESSAGE},
                      description)
 
@@ -104,7 +104,7 @@ def on_candidates(algorithm: Algorithm) -> Algorithm:
     sizing = algorithm.sizing
     if sizing is not None:
         sizing = sizing._replace(
-            resize=lambda state, sizes: {**state, "inner": algorithm.sizing.resize(state["inner"], sizes)},
+            resize=lambda params, state, sizes: {**state, "inner": algorithm.sizing.resize(params, state["inner"], sizes)},
             demand=None if sizing.demand is None else (lambda state: algorithm.sizing.demand(state["inner"])))
     return algorithm._replace(init=init, select=select, update=update, sizing=sizing)
 

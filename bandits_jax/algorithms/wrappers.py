@@ -46,8 +46,8 @@ def capped_history(algorithm: Algorithm, rows: int = 256) -> Algorithm:
     def init(key, spec, params, sizes, public=None):
         return algorithm.init(key, spec, params, held(sizes), public)
 
-    def resize(state, sizes):
-        return algorithm.sizing.resize(state, held(sizes))
+    def resize(params, state, sizes):
+        return algorithm.sizing.resize(params, state, held(sizes))
 
     def update(params, state, step, actions, rewards, aux, key):
         full = jnp.any(step.active & (state.n >= state.y.shape[-1]))

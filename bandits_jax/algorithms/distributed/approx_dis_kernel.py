@@ -73,7 +73,6 @@ class ApproxDisKernelConfig(NamedTuple):
 class ApproxDisKernelState(NamedTuple):
     """State of Approx-DisKernelUCB (C history rows, M dictionary rows, N clients).
 
-    lam: the ridge parameter the inverses were built with (`resize` pads them with I / lam).
     hist_X [C, d], hist_y [C], hist_owner [C] int32, hist_n: all observations, arrival order.
     dict_X [M, d], dict_n, Linv [M, M]: the shared dictionary S and the inverse Cholesky factor of
     its Gram matrix (zero beyond dict_n).
@@ -84,7 +83,6 @@ class ApproxDisKernelState(NamedTuple):
     elapsed: int32 global steps since the last sync. num_syncs: int32.
     """
 
-    lam: jax.Array
     hist_X: jax.Array
     hist_y: jax.Array
     hist_owner: jax.Array
@@ -111,7 +109,7 @@ def init(config: ApproxDisKernelConfig, key, spec: EnvSpec, params, sizes: Sizes
     C, M = history_and_dict_rows(config, sizes)
     N, d = spec.num_agents, spec.dim
     return ApproxDisKernelState(
-        lam=lam, hist_X=jnp.zeros((C, d), dtype), hist_y=jnp.zeros((C,), dtype),
+        hist_X=jnp.zeros((C, d), dtype), hist_y=jnp.zeros((C,), dtype),
         hist_owner=jnp.zeros((C,), jnp.int32), hist_n=jnp.zeros((), jnp.int32),
         dict_X=jnp.zeros((M, d), dtype), dict_n=jnp.zeros((), jnp.int32), Linv=jnp.zeros((M, M), dtype),
         g_Pinv=jnp.eye(M, dtype=dtype) / lam, g_b=jnp.zeros((M,), dtype),
@@ -267,15 +265,16 @@ def quiet(operand):
 
 
 # ------------------------------------------------------------------------------ sizes (rows: dis_protocol)
-def resize(config: ApproxDisKernelConfig, state: ApproxDisKernelState, sizes: Sizes) -> ApproxDisKernelState:
+def resize(config: ApproxDisKernelConfig, params, state: ApproxDisKernelState, sizes: Sizes) -> ApproxDisKernelState:
     """Pad the history to C and the dictionary to M rows; the padded block of every (A + lam I)^{-1}
     is I / lam (A is zero there). No number changes."""
     C, M = history_and_dict_rows(config, sizes)
+    lam = jnp.asarray(params["lam"], state.g_Pinv.dtype)
     return state._replace(
         hist_X=pad_rows(state.hist_X, C), hist_y=pad_rows(state.hist_y, C),
         hist_owner=pad_rows(state.hist_owner, C), dict_X=pad_rows(state.dict_X, M),
-        Linv=pad_last(state.Linv, M, 2), g_Pinv=pad_ridge_inverse(state.g_Pinv, M, state.lam),
-        g_b=pad_last(state.g_b, M), loc_Pinv=pad_ridge_inverse(state.loc_Pinv, M, state.lam),
+        Linv=pad_last(state.Linv, M, 2), g_Pinv=pad_ridge_inverse(state.g_Pinv, M, lam),
+        g_b=pad_last(state.g_b, M), loc_Pinv=pad_ridge_inverse(state.loc_Pinv, M, lam),
         loc_b=pad_last(state.loc_b, M),
     )
 

@@ -64,7 +64,6 @@ class AsyncKernelConfig(NamedTuple):
 class AsyncKernelState(NamedTuple):
     """State of Async-KernelUCB (M = dictionary rows, B = buffer rows).
 
-    lam: the ridge parameter P was built with (`resize` pads P with I / lam).
     dict_X [M, d], dict_n: the server's dictionary (a prefix buffer; every client's dictionary
         is a prefix of it). Linv [M, M]: inverse Cholesky factor of its Gram matrix (zero beyond
         dict_n); a prefix dictionary's factor is its leading block.
@@ -76,7 +75,6 @@ class AsyncKernelState(NamedTuple):
     num_comms: int32 number of communications.
     """
 
-    lam: jax.Array
     dict_X: jax.Array
     dict_n: jax.Array
     Linv: jax.Array
@@ -102,7 +100,6 @@ def init(config: AsyncKernelConfig, key, spec: EnvSpec, params, sizes: Sizes, pu
     M, B = dict_and_buffer_rows(config, sizes)
     N, d = spec.num_agents, spec.dim
     return AsyncKernelState(
-        lam=lam,
         dict_X=jnp.zeros((M, d), dtype), dict_n=jnp.zeros((), jnp.int32),
         Linv=jnp.zeros((M, M), dtype), A=jnp.zeros((M, M), dtype), b=jnp.zeros((M,), dtype),
         P=jnp.eye(M, dtype=dtype) / lam,
@@ -217,12 +214,14 @@ def rows(config: AsyncKernelConfig, spec: EnvSpec, t_end: int) -> int:
     return max(1, min(int(t_end), max(config.dict_capacity, config.buffer_capacity)))
 
 
-def resize(config: AsyncKernelConfig, state: AsyncKernelState, sizes: Sizes) -> AsyncKernelState:
-    """Pad the dictionary to M and the buffers to B rows (`dict_and_buffer_rows`); no number changes."""
+def resize(config: AsyncKernelConfig, params, state: AsyncKernelState, sizes: Sizes) -> AsyncKernelState:
+    """Pad the dictionary to M and the buffers to B rows (`dict_and_buffer_rows`), P's new block with
+    I / lam; no number changes."""
     M, B = dict_and_buffer_rows(config, sizes)
+    lam = jnp.asarray(params["lam"], state.P.dtype)
     return state._replace(
         dict_X=pad_rows(state.dict_X, M), Linv=pad_last(state.Linv, M, 2), A=pad_last(state.A, M, 2),
-        b=pad_last(state.b, M), P=pad_ridge_inverse(state.P, M, state.lam),
+        b=pad_last(state.b, M), P=pad_ridge_inverse(state.P, M, lam),
         snap_Pinv=pad_last(state.snap_Pinv, M, 2), snap_coef=pad_last(state.snap_coef, M),
         buf_X=jax.vmap(lambda a: pad_rows(a, B))(state.buf_X),
         buf_y=jax.vmap(lambda a: pad_rows(a, B))(state.buf_y),

@@ -287,8 +287,9 @@ def slot_count(config, sizes) -> int:
     return round_up(min(want, config.buffer_capacity))
 
 
-def resize_slots(state, sizes: Sizes):
+def resize_slots(params, state, sizes: Sizes):
     """Pad every client's slots to B = round_up(sizes.demand_rows) with empty ones; no number changes."""
+    del params
     loc = state.loc
     pad = round_up(sizes.demand_rows) - loc.ids.shape[1]
     slot_pad = lambda a: jnp.pad(a, [(0, 0), (0, pad)])  # noqa: E731

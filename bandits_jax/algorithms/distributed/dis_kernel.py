@@ -170,8 +170,9 @@ def duets_update(config: DisKernelConfig, params, state: DisKernelState, step, a
     return state, duets_report(dtype, d, N, moved, trigger, errors, logdets, state.n, state.num_syncs)
 
 
-def dis_resize(config: DisKernelConfig, state: DisKernelState, sizes: Sizes) -> DisKernelState:
+def dis_resize(config: DisKernelConfig, params, state: DisKernelState, sizes: Sizes) -> DisKernelState:
     """Pad the pooled buffers to sizes.rows and the per-client ones to min(rows, buffer_capacity)."""
+    del params
     C = int(sizes.rows)
     B = min(C, config.buffer_capacity)
     rows_b = jax.vmap(lambda a: pad_rows(a, B))
@@ -477,7 +478,8 @@ def one_kernel_ucb(kernel: Union[str, Kernel] = "rbf", lam=1.0, alpha=1.0, lengt
                          distinct_rows=check_capacity(name, "distinct_capacity", distinct_capacity))
     sizing = None
     if learner.rows is not None:
-        sizing = Sizing(partial(learner.rows, model), lambda state, sizes: learner.resize(model, state, sizes.rows))
+        sizing = Sizing(partial(learner.rows, model),
+                        lambda params, state, sizes: learner.resize(model, state, sizes.rows))
     given = dict(lam=lam, alpha=alpha, lengthscale=lengthscale)
     return Algorithm(name, signed_params(name, UCB_SIGNS, given), partial(one_init, model, learner),
                      partial(one_select, model, learner), partial(one_update, model, learner), sizing,

@@ -224,8 +224,9 @@ def rows(spec: EnvSpec, t_end: int) -> int:
     return max(1, int(t_end))
 
 
-def resize(state: FedGLBState, sizes: Sizes) -> FedGLBState:
+def resize(params, state: FedGLBState, sizes: Sizes) -> FedGLBState:
     """Pad the history to sizes.rows rows (no number changes)."""
+    del params
     return state._replace(hist_X=pad_rows(state.hist_X, int(sizes.rows)),
                           hist_y=pad_rows(state.hist_y, int(sizes.rows)))
 

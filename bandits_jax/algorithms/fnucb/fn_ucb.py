@@ -474,8 +474,9 @@ def append(nets: Networks, x, y, write) -> Networks:
     return nets._replace(X=X, y=Y, n=nets.n + write.astype(jnp.int32))
 
 
-def resize(state: FNUCBState, sizes) -> FNUCBState:
+def resize(params, state: FNUCBState, sizes) -> FNUCBState:
     """The same run with histories of sizes.rows rows (zero padding; no number changes)."""
+    del params
     rows_ = int(sizes.rows)
     pad = jax.vmap(lambda a: pad_rows(a, rows_))
     return state._replace(nets=state.nets._replace(X=pad(state.nets.X), y=pad(state.nets.y)))
