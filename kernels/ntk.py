@@ -75,12 +75,18 @@ class MLP(nn.Module):
 
     width: int
     depth: int
-    parameterization: str = "authors"
+    paper: bool = False  # the "paper" parameterisation (else "authors"), resolved once by `network`
     param_dtype: Any = jnp.float32
+
+    def __post_init__(self):
+        if not isinstance(self.paper, bool):
+            raise TypeError(f"MLP's paper is a bool, got {self.paper!r}; build a network by its "
+                            "parameterization's name with kernels.ntk.network")
+        super().__post_init__()
 
     @nn.compact
     def __call__(self, x: Array) -> Array:
-        paper = self.parameterization == "paper"
+        paper = self.paper
         m = self.width
         if paper:
             hidden_init = _block_diag_normal(math.sqrt(4.0 / m))
@@ -97,19 +103,32 @@ class MLP(nn.Module):
 
 def check_mlp_config(d: int, width: int, depth: int, parameterization: str) -> None:
     """Raise ValueError (one line saying how to fix it) for an impossible network configuration."""
+    check_input_dim(network(width, depth, parameterization), d)
+
+
+def network(width: int, depth: int, parameterization: str = "authors") -> MLP:
+    """The network `init_mlp` draws, built once: its options checked (ValueError saying how to fix one)
+    and the parameterisation's name resolved, so nothing traced compares it again."""
     if parameterization not in PARAMETERIZATIONS:
         raise ValueError(f"unknown parameterization {parameterization!r}; use one of {', '.join(PARAMETERIZATIONS)}")
-    for name, value, low in (("d", d, 1), ("width", width, 1), ("depth", depth, 2)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < low:
-            raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    if parameterization == "paper":
-        if d % 2:
-            raise ValueError(
-                f"the paper parameterization needs an even input dimension, got d = {d}; "
-                "zero-pad the inputs to even d with kernels.ntk.pad_to_even"
-            )
-        if width % 2:
-            raise ValueError(f"the paper parameterization needs an even width, got width = {width}")
+    for name, value, low in (("width", width, 1), ("depth", depth, 2)):
+        _check_int(name, value, low)
+    if parameterization == "paper" and width % 2:
+        raise ValueError(f"the paper parameterization needs an even width, got width = {width}")
+    return MLP(width, depth, parameterization == "paper")
+
+
+def check_input_dim(net: MLP, d: int) -> None:
+    """Raise ValueError for an input dimension d that `net` cannot take (odd d under "paper")."""
+    _check_int("d", d, 1)
+    if net.paper and d % 2:
+        raise ValueError(f"the paper parameterization needs an even input dimension, got d = {d}; "
+                         "zero-pad the inputs to even d with kernels.ntk.pad_to_even")
+
+
+def _check_int(name: str, value, low: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
 
 
 def init_mlp(key: Array, d: int, width: int, depth: int, parameterization: str = "authors", dtype=None) -> PyTree:
@@ -125,31 +144,37 @@ def init_mlp(key: Array, d: int, width: int, depth: int, parameterization: str =
     Returns:
       the flax parameter dict (module docstring for its layout).
     """
-    check_mlp_config(d, width, depth, parameterization)
+    return init_network(network(width, depth, parameterization), key, d, dtype)
+
+
+def init_network(net: MLP, key: Array, d: int, dtype=None) -> PyTree:
+    """`init_mlp` for a network built by `network`: its parameters on R^d, of dtype `dtype`."""
+    check_input_dim(net, d)
     dtype = jnp.zeros(()).dtype if dtype is None else jnp.dtype(dtype)
-    return _init_mlp(key, d, width, depth, parameterization, dtype)
+    return _init_mlp(key, d, net.clone(param_dtype=dtype))
 
 
-@functools.partial(jax.jit, static_argnums=(1, 2, 3, 4, 5))
-def _init_mlp(key, d, width, depth, parameterization, dtype):
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def _init_mlp(key, d, net):
     # one compiled call instead of many small eager ones
-    module = MLP(width, depth, parameterization, param_dtype=dtype)
-    return module.init(key, jnp.zeros((1, d), dtype))["params"]
+    return net.init(key, jnp.zeros((1, d), net.param_dtype))["params"]
 
 
 def mlp_config(params: PyTree) -> tuple:
     """(d, width, depth, parameterization) read back from a parameter dict of `init_mlp`."""
-    depth = len(params)
-    first = params["layer_0"]
-    d, width = first["kernel"].shape
-    parameterization = "authors" if "bias" in first else "paper"
-    return d, width, depth, parameterization
+    d, width = params["layer_0"]["kernel"].shape
+    return d, width, len(params), "paper" if _paper_layout(params) else "authors"
 
 
 def mlp_apply(params: PyTree, X: Array) -> Array:
     """Network output f(X; params): X [n, d] -> [n] (or [d] -> scalar)."""
-    _, width, depth, parameterization = mlp_config(params)
-    return MLP(width, depth, parameterization).apply({"params": params}, X)
+    width = params["layer_0"]["kernel"].shape[1]
+    return MLP(width, len(params), _paper_layout(params)).apply({"params": params}, X)
+
+
+def _paper_layout(params: PyTree) -> bool:
+    """Whether a parameter dict is laid out for the paper parameterisation (it has no biases)."""
+    return "bias" not in params["layer_0"]
 
 
 def num_params(d: int, width: int, depth: int, parameterization: str = "authors") -> int:

@@ -39,7 +39,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from bandits_jax.kernels.linalg import pad_rows
-from bandits_jax.kernels.ntk import PARAMETERIZATIONS, init_mlp, mlp_apply, ntk_values_and_features
+from bandits_jax.kernels.ntk import PARAMETERIZATIONS, init_network, mlp_apply, network, ntk_values_and_features
 
 from ...core import Algorithm, ConfigError, EnvSpec, Sizing, float_dtype, report
 from . import fn_ucb_cov as cov
@@ -123,6 +123,7 @@ class FNUCBConfig(NamedTuple):
     schedule: Any = None  # `AlphaSchedule` of alpha_mode
     scale: float = 1.0  # c of phi = c * grad f (feature_scale)
     objective: Optional[Callable] = None  # `neural.LOSS_FUNCTIONS[loss]`
+    net: Any = None  # `kernels.ntk.network` of width, depth and parameterization
 
 
 class Networks(NamedTuple):
@@ -164,12 +165,12 @@ def init(config: FNUCBConfig, key, spec: EnvSpec, params, sizes, public=None) ->
     """theta0 = init_mlp(split(key)[0]) for every agent, V = lam I, empty histories of sizes.rows rows;
     adaptive alpha contexts from alpha_sampler(split(key)[1]) when given."""
     del public
-    check_even_dim(NAME, config.parameterization, spec.dim)
+    check_even_dim(NAME, config.net, spec.dim)
     dtype = float_dtype()
     N, d, C = spec.num_agents, spec.dim, int(sizes.rows)
     lam = jnp.asarray(params["lam"], dtype)
     k_net, k_alpha = jax.random.split(key)
-    theta0 = init_mlp(k_net, d, config.width, config.depth, config.parameterization, dtype)
+    theta0 = init_network(config.net, k_net, d, dtype)
     p = sum(leaf.size for leaf in jax.tree_util.tree_leaves(theta0))
     nets = Networks(theta=per_agent(theta0, N), theta0=theta0, theta_sync=theta0, X=jnp.zeros((N, C, d), dtype),
                     y=jnp.zeros((N, C), dtype), n=jnp.zeros((N,), jnp.int32))
@@ -571,7 +572,8 @@ def assemble(name: str, networks: Networking, training: TrainingData, options: d
     config = config._replace(tracker=cov.tracker(config.covariance, config.trigger, config.variant),
                              schedule=ALPHA_SCHEDULES[config.alpha_mode],
                              scale=feature_scale(config.feature_scale, config.width),
-                             objective=LOSS_FUNCTIONS[config.loss])
+                             objective=LOSS_FUNCTIONS[config.loss],
+                             net=network(config.width, config.depth, config.parameterization))
     hyper = signed_params(name, SIGNS, {k: v for k, v in options.items() if k in SIGNS})
     c = config
     description = f"FN-UCB ({c.variant}, width {c.width}, {c.covariance} covariance, alpha {c.alpha_mode}{note})"

@@ -37,7 +37,7 @@ import optax
 from jax.scipy.linalg import solve_triangular
 
 from bandits_jax.kernels.linalg import chol_update, pad_rows
-from bandits_jax.kernels.ntk import PARAMETERIZATIONS, init_mlp, mlp_apply, ntk_values_and_features
+from bandits_jax.kernels.ntk import MLP, PARAMETERIZATIONS, init_network, mlp_apply, network, ntk_values_and_features
 
 from ...core import Algorithm, ConfigError, EnvSpec, float_dtype
 from ..base import check_static, independent, signed_params
@@ -65,6 +65,7 @@ class NeuralConfig(NamedTuple):
     parameterization: str
     feature_scale: str
     loss: str
+    net: MLP  # `kernels.ntk.network` of width, depth and parameterization, built once
 
 
 class NeuralState(NamedTuple):
@@ -96,10 +97,10 @@ def rows1(config: NeuralConfig, spec: EnvSpec, t_end: int) -> int:
 
 def init1(config: NeuralConfig, key, spec: EnvSpec, params, rows: int) -> NeuralState:
     """theta = init_mlp(key), Z = lam I, an empty history of `rows` rows."""
-    check_even_dim("Neural" + config.kind.upper(), config.parameterization, spec.dim)
+    check_even_dim("Neural" + config.kind.upper(), config.net, spec.dim)
     dtype = float_dtype()
     lam = jnp.asarray(params["lam"], dtype)
-    theta = init_mlp(key, spec.dim, config.width, config.depth, config.parameterization, dtype)
+    theta = init_network(config.net, key, spec.dim, dtype)
     p = sum(leaf.size for leaf in jax.tree_util.tree_leaves(theta))
     cov = jnp.sqrt(lam) * jnp.eye(p, dtype=dtype) if config.covariance == "full" else lam * jnp.ones((p,), dtype)
     return NeuralState(
@@ -228,9 +229,9 @@ def check_int(name: str, field: str, value, low: int) -> int:
     return value
 
 
-def check_even_dim(name: str, parameterization: str, dim: int) -> None:
+def check_even_dim(name: str, net: MLP, dim: int) -> None:
     """The paper network needs an even context dimension (raised when `init` sees the problem)."""
-    if parameterization == "paper" and dim % 2:
+    if net.paper and dim % 2:
         raise ConfigError(f"{name}: parameterization='paper' needs an even context dimension, got d = {dim}; "
                           "zero-pad the contexts to even d (kernels.ntk.pad_to_even) or use "
                           "parameterization='authors'")
@@ -249,7 +250,7 @@ def neural_config(name, kind, width, depth, train_steps, train_until, covariance
     if parameterization == "paper" and width % 2:
         raise ConfigError(f"{name}: parameterization='paper' needs an even width, got {width}")
     return NeuralConfig(kind, width, depth, train_steps, train_until, covariance, parameterization, feature_scale,
-                        loss)
+                        loss, network(width, depth, parameterization))
 
 
 def _build(name, config: NeuralConfig, given: dict, description: str) -> Algorithm:
