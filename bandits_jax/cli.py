@@ -104,7 +104,7 @@ def _parser() -> argparse.ArgumentParser:
                       help="with --figure: regret panels only, the folders filling N rows in order (Coop-KernelUCB's "
                            "Figure 1: --rows 2, the four linear folders then the four RBF ones)")
     rep = sub.add_parser("report", help="write records of results folders (--record), the reproduction pages from "
-                                        "the records (--pages), or print a page of results folders")
+                                        "the records (--pages), or the arena's record and page (--arena)")
     rep.add_argument("dir", type=Path, nargs="*")
     rep.add_argument("--record", action="store_true",
                      help="write the compact record of each results folder DIR into --data (docs/reproduction/data)")
@@ -116,10 +116,6 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--docs", type=Path, default=Path("docs/reproduction"), metavar="DIR",
                      help="the pages' folder, with the notes files (default docs/reproduction)")
     rep.add_argument("--no-figures", action="store_true", help="with --pages: write the pages, not the PNG figures")
-    rep.add_argument("--verdicts", type=Path, metavar="MD",
-                     help="hand-written verdicts: text before the first '## NAME' opens the page, each "
-                          "'## NAME' section goes above that experiment's tables")
-    rep.add_argument("--title", help="the page's heading (default: '<family>: reproduction')")
     rep.add_argument("--arena", type=Path, metavar="DIR",
                      help="record the arena folder DIR into docs/arena/data (a record is taken as it is) and write "
                           "docs/arena.md and its figure from the record")
@@ -245,7 +241,7 @@ def _arena(args) -> None:
 
 
 def _report(args) -> None:
-    """One of: the arena's page (--arena), records (--record), the pages (--pages), or a folder's page."""
+    """One of: the arena's record and page (--arena), records (--record), the pages (--pages)."""
     if args.arena is not None:
         from .arena_page import write_arena_page
 
@@ -253,22 +249,20 @@ def _report(args) -> None:
             raise ConfigError("report --arena DIR takes no other folders, --record or --pages")
         _print_lines(write_arena_page(args.arena))
         return
-    from .report import report, write_pages
+    from .report import write_pages
     from .records import write_records
 
-    if args.record and args.pages:
-        raise ConfigError("report: --record writes records and --pages writes pages; give one of them")
-    if not args.dir and not args.pages:
-        raise ConfigError("report: give results folders (their page is printed, or with --record their "
-                          "records written), or --pages (every page from the records)")
+    if args.record == args.pages:
+        raise ConfigError("report: give one of --record DIR... (write the records of results folders), --pages "
+                          "(every page from the records) or --arena DIR (the arena's record and page)")
     if args.record:  # every folder is checked before any record is written
+        if not args.dir:
+            raise ConfigError("report --record: give the results folders to record (each written by `run`)")
         _print_lines(write_records(args.dir, args.data))
-    elif args.pages:
+    else:
         if args.dir:
             raise ConfigError("report --pages reads the records in --data; it takes no folders")
         _print_lines(write_pages(args.data, args.docs, figures=not args.no_figures))
-    else:
-        print(report(args.dir, args.verdicts, args.title), end="")
 
 
 def _plot(args) -> None:

@@ -55,7 +55,7 @@ def test_the_cli_writes_records_and_refuses_mixed_requests(folder, tmp_path, cap
     assert main(["report", "--record", str(folder), "--data", str(tmp_path / "d")]) == 0
     assert (tmp_path / "d" / "fam-toy-smoke" / "results.npz").is_file()
     assert main(["report", "--record", "--pages", str(folder)]) == 2
-    assert "give one of them" in capsys.readouterr().err
+    assert "give one of --record DIR" in capsys.readouterr().err
 
 
 def test_checkpoints_cover_short_runs_and_end_at_the_horizon():

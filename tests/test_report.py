@@ -1,82 +1,45 @@
-"""`bandits-jax report`: a reproduction page from results folders, with hand-written verdicts."""
-import json
+"""`bandits-jax report`: the notes file of a reproduction page, and what the command takes."""
+from pathlib import Path
 
 import pytest
 
 from bandits_jax.cli import main
 from bandits_jax.core import ConfigError
-from bandits_jax.report import NO_VERDICT, report
+from bandits_jax.experiments.catalog import pages
+from bandits_jax.report import DATA, _read_notes, page_text
 
-SUMMARY = """# fam/one (smoke)
-
-What the experiment is.
-
-| algorithm | final | seeds |
-|---|---|---|
-| A | 1.5 +- 0.1 | 4 |
-
-## Per epoch
-
-| t | x |
-|---|---|
-| 2 | 3 |
-"""
+ROOT = Path(__file__).resolve().parents[1]
 
 
-def _folder(root, name, size="smoke", seeds=4):
-    path = root / name.replace("/", "_") / size
-    path.mkdir(parents=True)
-    (path / "summary.md").write_text(SUMMARY.replace("fam/one", name))
-    (path / "metadata.json").write_text(json.dumps({"experiment": name, "size": size, "seeds": list(range(seeds)),
-                                                    "versions": {"bandits_jax": "0.1.0", "jax": "0.10.2"}}))
-    return path
+def test_notes_open_the_page_and_go_above_their_record(tmp_path):
+    notes = tmp_path / "n.md"
+    notes.write_text("Opening words.\n\n## fam/one\nOne explains.\n\n## fam/two\n\n")
+    assert _read_notes(notes) == ("Opening words.", {"fam/one": "One explains.", "fam/two": ""})
+    page = pages()["duets"]
+    (tmp_path / "duets.notes.md").write_text(f"Opening words.\n\n## {page.records[0]}\nIt explains.\n")
+    text = page_text(page, ROOT / DATA, tmp_path)
+    lines = text.splitlines()
+    assert lines[2].startswith("<!-- generated") and lines[4] == "Opening words."
+    at = lines.index(f"## {page.records[0]}")
+    assert lines[at + 2] == "It explains."
 
 
-def test_page_holds_the_tables_under_each_verdict(tmp_path):
-    one, two = _folder(tmp_path, "fam/one"), _folder(tmp_path, "fam/two", seeds=7)
-    verdicts = tmp_path / "v.md"
-    verdicts.write_text("Opening words.\n\n## fam/two\nTwo reproduces: 1.5 against the paper's 1.4.\n")
-    page = report([one, two], verdicts)
-    lines = page.splitlines()
-    assert lines[0] == "# fam: reproduction"
-    assert "Opening words." in page
-    first, second = lines.index("## fam/one (smoke)"), lines.index("## fam/two (smoke)")
-    assert first < second
-    assert lines[first + 2] == NO_VERDICT  # no verdict for fam/one, and the page says so
-    assert lines[second + 2] == "Two reproduces: 1.5 against the paper's 1.4."
-    assert page.count("| A | 1.5 +- 0.1 | 4 |") == 2  # the summary's table, verbatim
-    assert page.count("### Per epoch") == 2 and "\n## Per epoch" not in page  # headings demoted
-    assert "# fam/one (smoke)" not in lines  # the summary's own title is dropped
-    assert f"_Source: `{two.as_posix()}`, 7 seeds, bandits_jax 0.1.0, jax 0.10.2._" in page
+def test_a_bad_notes_file_is_one_clear_error(tmp_path):
+    page = pages()["duets"]
+    (tmp_path / "duets.notes.md").write_text("## fam/three\nNo such record.\n")
+    with pytest.raises(ConfigError, match="sections fam/three, which are not records of page duets"):
+        page_text(page, ROOT / DATA, tmp_path)
+    (tmp_path / "duets.notes.md").write_text(f"## {page.records[0]}\na\n## {page.records[0]}\nb\n")
+    with pytest.raises(ConfigError, match=f"two sections for {page.records[0]}; merge them"):
+        page_text(page, ROOT / DATA, tmp_path)
 
 
-def test_a_verdict_may_name_the_size(tmp_path):
-    one = _folder(tmp_path, "fam/one", size="paper")
-    verdicts = tmp_path / "v.md"
-    verdicts.write_text("## fam/one (paper)\nHolds.\n")
-    assert "## fam/one (paper)\n\nHolds.\n" in report([one], verdicts, title="Family")
-    assert report([one], verdicts, title="Family").startswith("# Family\n")
-
-
-def test_bad_input_is_one_clear_error(tmp_path):
-    one = _folder(tmp_path, "fam/one")
-    stray = tmp_path / "v.md"
-    stray.write_text("## fam/three\nNo such folder.\n")
-    with pytest.raises(ConfigError, match="fam/three, which none of the folders hold"):
-        report([one], stray)
-    twice = tmp_path / "w.md"
-    twice.write_text("## fam/one\na\n## fam/one\nb\n")
-    with pytest.raises(ConfigError, match="two verdicts for fam/one"):
-        report([one], twice)
-    with pytest.raises(ConfigError, match="summary.md is missing"):
-        report([tmp_path])
-    with pytest.raises(ConfigError, match="does not exist"):
-        report([one], tmp_path / "absent.md")
-
-
-def test_command_prints_the_page_and_exits_2_on_bad_input(tmp_path, capsys):
-    one = _folder(tmp_path, "fam/one")
-    assert main(["report", str(one)]) == 0
-    assert capsys.readouterr().out == report([one])
-    assert main(["report", str(tmp_path / "nothing")]) == 2
-    assert "summary.md is missing" in capsys.readouterr().err
+@pytest.mark.parametrize("argv,message", [
+    (["report", "results/x"], "give one of --record DIR"),
+    (["report"], "give one of --record DIR"),
+    (["report", "--record"], "give the results folders to record"),
+    (["report", "--pages", "results/x"], "it takes no folders"),
+])
+def test_the_command_says_what_it_takes(argv, message, capsys):
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
