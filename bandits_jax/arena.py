@@ -52,7 +52,7 @@ from .algorithms import setting_of
 from .compile_cache import CompileCount
 from .core import ConfigError, Trial
 from .curves import Curve, Spec, parse_spec, problem_of, resolve
-from .results import (REPAIR, atomic_write_text, check_folder, check_keys, is_finite, is_int, is_text, list_of,
+from .reporting.results import (REPAIR, atomic_write_text, check_folder, check_keys, is_finite, is_int, is_text, list_of,
                       load_results, object_of, read_json, step_axis, summary_rows)
 
 TUNING_FIRST_SEED = 1_000_000  # tuning seeds start here; reported seeds start at 0

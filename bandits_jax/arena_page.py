@@ -21,7 +21,7 @@ import numpy as np
 from .arena import ARENA_FILE, KNOB_TAG, factor_label, read_arena
 from .arena_stats import iqm, mean_interval, paired_interval, pareto_front, ranks, win_rate
 from .core import ConfigError
-from .results import (REPAIR, atomic_write_text, check_folder, load_checked, load_results, step_axis,
+from .reporting.results import (REPAIR, atomic_write_text, check_folder, load_checked, load_results, step_axis,
                       total_communication)
 
 
@@ -319,7 +319,7 @@ def plot_pareto(rows_by: dict, arena: dict, path) -> Path:
     """One panel per problem: each sound pair's operating points (a line through a knob's points), mean
     final regret against mean communication with 95% bootstrap intervals in both directions, and the
     front drawn as the staircase it bounds, its points named."""
-    from .plotting import panel_grid, save_figure
+    from .reporting.plotting import panel_grid, save_figure
 
     def draw():
         problems = arena["problems"]
@@ -360,7 +360,7 @@ def plot_pareto(rows_by: dict, arena: dict, path) -> Path:
 def plot_win_rates(rows_by: dict, arena: dict, path) -> Path:
     """The pairwise win-rate matrix as a heat map (row over column; blank where two share no problem),
     a cell marked where its interval excludes 1/2."""
-    from .plotting import save_figure
+    from .reporting.plotting import save_figure
 
     labels, rates = win_matrix(rows_by, arena)
 
@@ -387,7 +387,7 @@ def plot_win_rates(rows_by: dict, arena: dict, path) -> Path:
 def plot_learning(res, rows_by: dict, arena: dict, path) -> Path:
     """Regret (top row) and communication (bottom row) against t, one column per problem: every sound
     pair's tuned run, the mean over seeds with a band of +-1.96 standard errors."""
-    from .plotting import panel_grid, save_figure
+    from .reporting.plotting import panel_grid, save_figure
 
     steps = step_axis(res)
 
@@ -443,8 +443,8 @@ def write_arena_page(folder, docs=Path("docs")) -> list:
     `arena._check_agreement`), and everything is made in a staging folder under docs/arena before one
     rename each puts it in place."""
     from .arena import _check_agreement
-    from .records import record_name
-    from .report import put, staging
+    from .reporting.records import record_name
+    from .reporting.report import put, staging
 
     folder, docs = Path(folder), Path(docs)
     arena, res = read_arena(folder), load_checked(folder)
@@ -469,7 +469,7 @@ def _stage_record(folder: Path, stage: Path) -> Path:
     """Write the record of an arena folder (20 checkpoints) with its arena.json into `stage`."""
     import shutil
 
-    from .records import write_record
+    from .reporting.records import write_record
 
     record = write_record(folder, stage, checkpoints=20)
     shutil.copyfile(folder / ARENA_FILE, record / ARENA_FILE)

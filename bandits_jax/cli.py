@@ -249,8 +249,8 @@ def _report(args) -> None:
             raise ConfigError("report --arena DIR takes no other folders, --record or --pages")
         _print_lines(write_arena_page(args.arena))
         return
-    from .report import write_pages
-    from .records import write_records
+    from .reporting.report import write_pages
+    from .reporting.records import write_records
 
     if args.record == args.pages:
         raise ConfigError("report: give one of --record DIR... (write the records of results folders), --pages "
@@ -266,7 +266,7 @@ def _report(args) -> None:
 
 
 def _plot(args) -> None:
-    from .plotting import plot_figure, plot_results
+    from .reporting.plotting import plot_figure, plot_results
 
     if args.rows < 0 or (args.rows and args.figure is None):
         raise ConfigError("plot: --rows takes a positive number of rows, with --figure PNG")

@@ -23,7 +23,7 @@ from typing import NamedTuple, Optional
 import jax
 import numpy as np
 
-from .core import Arms, ConfigError, Problem, Trial, check_stream, named_cause, repeated
+from .core import Arms, ConfigError, Trial, check_stream, named_cause, repeated
 
 
 class Spec(NamedTuple):

@@ -10,7 +10,6 @@ import json
 import re
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from .core import Trial, check_stream

@@ -51,7 +51,7 @@ from .curves import failure, misfit, resolve
 from .experiments.registry import RUN_KEYS, Experiment, build_curves, resolve_config
 from .experiments.catalog import get_experiment
 from .progress import SweepProgress
-from .results import Results, atomic_savez, atomic_write_text, check_folder, save_results, summary_markdown
+from .reporting.results import Results, atomic_savez, atomic_write_text, check_folder, save_results, summary_markdown
 from .identity import package_version, run_identity
 from .devices import precision_scope
 from .runner import OUTPUT_KEYS, describe_errors, horizon_sizes, run_batch, run_start
@@ -146,7 +146,7 @@ def run_experiment(
                          {"identities": identities, "timing": timing, **outcome})
     save_results(out, arrays, seeds, metadata)
     if plot:
-        from .plotting import plot_results
+        from .reporting.plotting import plot_results
 
         plot_results(out)
     if not quiet:

@@ -47,7 +47,7 @@ import jax
 import numpy as np
 
 from bandits_jax import cpu_guard
-from bandits_jax.results import cumulative_regret
+from bandits_jax.reporting.results import cumulative_regret
 from bandits_jax.runner import run_batch
 
 from . import async_bench, configs, coop_bench, cope_bench, duets_bench, harness, numpy_loop, precision, scale, step_cost

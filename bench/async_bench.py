@@ -54,7 +54,7 @@ import numpy as np
 from bandits_jax import runner
 from bandits_jax.experiments.registry import build_runs, resolve_config
 from bandits_jax.experiments.catalog import get_experiment
-from bandits_jax.results import cumulative_regret
+from bandits_jax.reporting.results import cumulative_regret
 from bandits_jax.runner import run_batch
 
 from . import harness

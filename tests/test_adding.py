@@ -32,6 +32,15 @@ def test_every_family_folder_is_a_lineage_and_a_package():
     assert {name.split(".")[0] for name in algorithms.ALGORITHMS.values() if isinstance(name, str)} == folders
 
 
+def test_every_package_folder_is_in_the_wheel():
+    """Every folder of the library that holds Python modules is one of pyproject's packages (a folder
+    left out imports from a checkout and is missing from an installed wheel)."""
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    folders = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "bandits_jax").rglob("*.py")}
+    folders |= {"bandits_jax.kernels"} if (ROOT / setuptools["package-dir"]["bandits_jax.kernels"]).is_dir() else set()
+    assert folders == set(setuptools["packages"])
+
+
 def test_an_experiment_is_a_module_in_the_catalog(tmp_path):
     """4. An experiment: `register(Experiment(...))` in a module that catalog.py imports; it then runs."""
     catalog = ast.parse((ROOT / "bandits_jax" / "experiments" / "catalog.py").read_text())
@@ -82,7 +91,7 @@ README_LIST = {
     "tests/test_misfit_matrix.py": "edited",
     # 4. an experiment: its module and its name in the catalog
     "bandits_jax/experiments/toy_exp.py": "added", "bandits_jax/experiments/catalog.py": "edited",
-    # the generated table (python -m bandits_jax.docs --write)
+    # the generated table (python -m bandits_jax.reporting.docs --write)
     "README.md": "edited",
 }
 
@@ -135,7 +144,7 @@ def test_a_baseline_family_problem_and_experiment_as_real_modules_pass_the_deriv
     _add_the_toys(root)
     env = {**os.environ, "PYTHONPATH": str(root)}
     env.pop("PYTEST_XDIST_WORKER", None)
-    write = subprocess.run([sys.executable, "-m", "bandits_jax.docs", "--write"], cwd=root, env=env,
+    write = subprocess.run([sys.executable, "-m", "bandits_jax.reporting.docs", "--write"], cwd=root, env=env,
                            capture_output=True, text=True)
     assert write.returncode == 0, write.stderr
     after = _snapshot(root)

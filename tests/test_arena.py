@@ -14,7 +14,7 @@ import pytest
 
 from bandits_jax import algorithms, arena, arena_page, arena_stats
 from bandits_jax.cli import main
-from bandits_jax.results import load_results
+from bandits_jax.reporting.results import load_results
 from helpers import arena_record
 
 ROOT = Path(__file__).resolve().parents[1]

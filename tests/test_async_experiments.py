@@ -16,7 +16,7 @@ from bandits_jax.core import ConfigError
 from bandits_jax.experiments import async_exps
 from bandits_jax.experiments.registry import build_runs, resolve_config
 from bandits_jax.experiments.catalog import experiments, get_experiment
-from bandits_jax.results import load_results
+from bandits_jax.reporting.results import load_results
 from helpers import REAL_DIR, needs_data
 
 ALGS = ["Async-KernelUCB", "Approx-DisKernelUCB", "OneKernelUCB", "NKernelUCB", "FedGLB-UCB", "DisLinUCB",

@@ -1,11 +1,11 @@
-"""The verdict rule of `bandits_jax.claims` on hand-made results: each edge case of the rule, with the
+"""The verdict rule of `bandits_jax.reporting.claims` on hand-made results: each edge case of the rule, with the
 numbers worked out beside it."""
 import numpy as np
 import pytest
 from scipy import stats
 
-from bandits_jax import claims
-from bandits_jax.results import Results
+from bandits_jax.reporting import claims
+from bandits_jax.reporting.results import Results
 
 
 def _res(finals: dict, outcomes=None, tags=None, x=""):

@@ -20,7 +20,7 @@ from bandits_jax.curves import Curve, Spec
 from bandits_jax.experiments.registry import Experiment, _REGISTRY, register
 from bandits_jax.problems import register_problem
 from bandits_jax.problems.graphs import graph_arrays
-from bandits_jax.results import load_checked, summary_markdown
+from bandits_jax.reporting.results import load_checked, summary_markdown
 
 sys.path.insert(0, str(Path(__file__).parent))
 from toy import toy_problem  # noqa: E402

@@ -14,7 +14,7 @@ from bandits_jax.curves import Curve, Spec, curve_from_dict, parse_spec, resolve
 from bandits_jax.experiments.registry import Experiment, _REGISTRY, register
 from bandits_jax.experiments.catalog import experiments
 from bandits_jax.problems import BUILDERS, problem_descriptions, register_problem
-from bandits_jax.results import load_results
+from bandits_jax.reporting.results import load_results
 
 sys.path.insert(0, str(Path(__file__).parent))
 from toy import greedy_with_eps, toy_problem  # noqa: E402
@@ -87,7 +87,7 @@ def test_wrappers_are_specs():
 def test_figure_against_a_tag_plots_the_results_file(tmp_path):
     import matplotlib.pyplot as plt
 
-    from bandits_jax.plotting import draw_results
+    from bandits_jax.reporting.plotting import draw_results
 
     out = sweep.run_experiment("test/by-n", "smoke", out=tmp_path / "n", quiet=True, plot=False)
     res = load_results(out)

@@ -18,7 +18,7 @@ from jax.flatten_util import ravel_pytree
 from bandits_jax.algorithms.fnucb import fn_ucb as fn
 from bandits_jax.algorithms.fnucb import fn_ucb_cov
 from bandits_jax.core import ConfigError, EnvSpec, Problem, Sizes, Step, float_dtype, gaussian_rewards
-from bandits_jax.results import cumulative_regret
+from bandits_jax.reporting.results import cumulative_regret
 from bandits_jax.runner import run_batch
 from reference import fn_ucb_np, neural_np
 from bandits_jax.kernels.linalg import chol_update

@@ -16,7 +16,7 @@ from bandits_jax import sweep
 from bandits_jax.core import ConfigError
 from bandits_jax.experiments.registry import build_runs, resolve_config
 from bandits_jax.experiments.catalog import experiments, get_experiment
-from bandits_jax.results import load_results
+from bandits_jax.reporting.results import load_results
 from bandits_jax.devices import precision_scope
 from bandits_jax.runner import horizon_sizes, run_start
 from bandits_jax.identity import run_identity

@@ -1,7 +1,7 @@
 """No silent behaviour: a summary counts the runs that failed, beside the messages the sweep recorded."""
 import numpy as np
 
-from bandits_jax.results import Results, summary_markdown
+from bandits_jax.reporting.results import Results, summary_markdown
 
 
 def _arrays(errors):
@@ -23,7 +23,7 @@ def test_summary_counts_the_failed_runs_of_a_partly_failed_curve():
 
 
 def test_a_stand_in_graph_is_named_in_the_info_and_the_plot_title():
-    from bandits_jax.plotting import plot_title
+    from bandits_jax.reporting.plotting import plot_title
     from bandits_jax.problems import make_problem
 
     real = make_problem("coop-linear", num_agents=6, graph="er")

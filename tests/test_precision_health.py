@@ -9,8 +9,8 @@ from bandits_jax.algorithms import make_algorithm
 from bandits_jax.algorithms.single.kernel import KernelState
 from bandits_jax.algorithms.single.linear import LinearState
 from bandits_jax.problems import make_problem
-from bandits_jax.results import Results, summary_markdown
-from bandits_jax.results import cumulative_regret
+from bandits_jax.reporting.results import Results, summary_markdown
+from bandits_jax.reporting.results import cumulative_regret
 from bandits_jax.runner import run_batch
 from bench import precision
 

@@ -1,9 +1,9 @@
 """The README stays a short front page whose table of registered algorithms is the registry's own
-(`python -m bandits_jax.docs --write` regenerates it), and its links and the docs' links resolve."""
+(`python -m bandits_jax.reporting.docs --write` regenerates it), and its links and the docs' links resolve."""
 import re
 from pathlib import Path
 
-from bandits_jax.docs import readme_block, registry_table
+from bandits_jax.reporting.docs import readme_block, registry_table
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -11,7 +11,7 @@ README = ROOT / "README.md"
 
 def test_readme_names_table_is_generated():
     assert readme_block(README.read_text()) == registry_table(), \
-        "the README's table of names is out of date: run `python -m bandits_jax.docs --write`"
+        "the README's table of names is out of date: run `python -m bandits_jax.reporting.docs --write`"
 
 
 def test_readme_is_short():

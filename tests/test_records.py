@@ -1,12 +1,12 @@
-"""Records (`bandits_jax.records`) on hand-made results; the claims' rule is in test_claims.py."""
+"""Records (`bandits_jax.reporting.records`) on hand-made results; the claims' rule is in test_claims.py."""
 import json
 
 import numpy as np
 import pytest
 
 from bandits_jax.cli import main
-from bandits_jax.records import checkpoint_steps, write_record
-from bandits_jax.results import load_results, round_rows, save_results, summary_markdown, step_axis
+from bandits_jax.reporting.records import checkpoint_steps, write_record
+from bandits_jax.reporting.results import load_results, round_rows, save_results, summary_markdown, step_axis
 
 S, T, N = 5, 250, 3
 

@@ -6,7 +6,7 @@ import pytest
 from bandits_jax.cli import main
 from bandits_jax.core import ConfigError
 from bandits_jax.experiments.catalog import pages
-from bandits_jax.report import DATA, _read_notes, page_text
+from bandits_jax.reporting.report import DATA, _read_notes, page_text
 
 ROOT = Path(__file__).resolve().parents[1]
 

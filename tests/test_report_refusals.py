@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bandits_jax.results import save_results
+from bandits_jax.reporting.results import save_results
 
 from helpers import arena_record, run_cli
 

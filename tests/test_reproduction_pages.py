@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from bandits_jax.experiments.catalog import pages
-from bandits_jax.report import DATA, DOCS, index_text, page_text
+from bandits_jax.reporting.report import DATA, DOCS, index_text, page_text
 
 ROOT = Path(__file__).resolve().parent.parent
 HINT = "run `bandits-jax report --pages` from the repository root and commit the pages"
@@ -51,7 +51,7 @@ def test_the_notes_type_no_results():
 def test_a_record_off_its_registered_size_says_how():
     from bandits_jax.experiments.catalog import get_experiment
     from bandits_jax.experiments.registry import resolve_config
-    from bandits_jax.report import _departures
+    from bandits_jax.reporting.report import _departures
 
     config = resolve_config(get_experiment("coop/linear-er"), "paper", {})
     md = {"experiment": "coop/linear-er", "size": "paper", "config": dict(config, data_dir="/elsewhere")}
@@ -67,7 +67,7 @@ def test_a_record_off_its_registered_size_says_how():
 def test_a_record_computed_from_uncommitted_code_is_never_shown_clean():
     """Every record whose commit carries the "+changes" mark shows it in the records table and on its
     page's provenance line."""
-    from bandits_jax.report import _short_commit, load_records
+    from bandits_jax.reporting.report import _short_commit, load_records
 
     assert _short_commit({"commit": "0123456789abcdef+changes"}) == "0123456789ab+changes"
     assert _short_commit({"commit": "0123456789abcdef"}) == "0123456789ab"

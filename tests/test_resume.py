@@ -1,5 +1,5 @@
 """Resuming a sweep over damaged chunk files, and the atomic writers under concurrent writers
-(bandits_jax/sweep.py's chunk reading, bandits_jax/results.py's `replacing`)."""
+(bandits_jax/sweep.py's chunk reading, bandits_jax/reporting/results.py's `replacing`)."""
 import multiprocessing
 import sys
 import threading
@@ -14,7 +14,7 @@ from bandits_jax.algorithms import register_algorithm
 from bandits_jax.curves import Curve, Spec
 from bandits_jax.experiments.registry import Experiment, _REGISTRY, register
 from bandits_jax.problems import register_problem
-from bandits_jax.results import atomic_savez, atomic_write_text
+from bandits_jax.reporting.results import atomic_savez, atomic_write_text
 
 sys.path.insert(0, str(Path(__file__).parent))
 from toy import greedy_with_eps, toy_problem  # noqa: E402

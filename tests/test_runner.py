@@ -14,7 +14,7 @@ from bandits_jax.algorithms.single.uniform import uniform_random
 from bandits_jax.core import ConfigError, EnvSpec, Outcome, Sizes, Step, Trial, report
 from bandits_jax import identity, runner, trials
 from bandits_jax.problems import make_problem
-from bandits_jax.results import cumulative_regret
+from bandits_jax.reporting.results import cumulative_regret
 from bandits_jax.runner import run_batch, segments
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -16,7 +16,7 @@ from bandits_jax.core import ConfigError
 from bandits_jax.curves import Curve, Spec
 from bandits_jax.experiments.registry import Experiment, _REGISTRY, register
 from bandits_jax.problems import register_problem
-from bandits_jax.results import load_results, summary_rows
+from bandits_jax.reporting.results import load_results, summary_rows
 
 sys.path.insert(0, str(Path(__file__).parent))
 from toy import breaks_at_eps, history_greedy, toy_problem  # noqa: E402
@@ -330,7 +330,7 @@ def test_a_curve_has_one_color_in_every_panel(tmp_path):
     import matplotlib.pyplot as plt
     from matplotlib.colors import to_rgb
 
-    from bandits_jax.plotting import draw_results
+    from bandits_jax.reporting.plotting import draw_results
 
     if "test/toy-comm" not in _REGISTRY:
         register(Experiment("test/toy-comm", "toy: a silent and a communicating algorithm", {"num_agents": 2},
@@ -362,7 +362,7 @@ def test_list_and_plot_commands(tmp_path, capsys):
 def test_plot_figure_of_several_folders(tmp_path, capsys):
     import matplotlib.pyplot as plt
 
-    from bandits_jax.plotting import draw_figure
+    from bandits_jax.reporting.plotting import draw_figure
 
     if "test/toy-comm" not in _REGISTRY:
         register(Experiment("test/toy-comm", "toy: a silent and a communicating algorithm", {"num_agents": 2},
@@ -442,7 +442,7 @@ def test_bench_subcommand_passes_its_options_through(monkeypatch):
 
 
 def test_grid_choice_skips_points_marked_broken():
-    from bandits_jax.results import Results, grid_choices
+    from bandits_jax.reporting.results import Results, grid_choices
 
     def run(regret_per_step):
         return {"regret": np.full((2, 10, 1), regret_per_step), "comm_up": np.ones((2, 10)),
@@ -461,7 +461,7 @@ def test_grid_choice_skips_points_marked_broken():
 def test_phase_level_trials_go_through_the_sweep(tmp_path, monkeypatch):
     """bai/elimination: a delta grid in one call, chunks, resume after an interruption, more seeds
     later, results with outcomes, a summary with 95% intervals, and the plot."""
-    from bandits_jax.results import outcome_rows
+    from bandits_jax.reporting.results import outcome_rows
 
     out = tmp_path / "bai"
     calls = []
@@ -503,7 +503,7 @@ def test_phase_level_trials_go_through_the_sweep(tmp_path, monkeypatch):
 
 
 def test_interval95_wilson_and_normal():
-    from bandits_jax.results import interval95
+    from bandits_jax.reporting.results import interval95
 
     est, low, high = interval95(np.r_[np.ones(50), np.zeros(50)], "rate")
     assert est == 0.5 and np.allclose((low, high), (0.40383, 0.59617), atol=1e-5)  # Wilson, n = 100

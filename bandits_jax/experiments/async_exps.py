@@ -27,7 +27,7 @@ from typing import Optional
 
 import jax.numpy as jnp
 
-from .. import claims
+from ..reporting import claims
 from ..core import ConfigError, EnvSpec
 from ..curves import Curve, Spec, problem_of
 from ..problems.async_env import MAX_RESTARTS

@@ -22,7 +22,7 @@ Walk-through: docs/experiments/coop.md.
 """
 from __future__ import annotations
 
-from .. import claims
+from ..reporting import claims
 from ..core import ConfigError
 from ..curves import Curve, Spec
 from ..problems.coop import MAX_BANDWIDTH

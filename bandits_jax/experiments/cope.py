@@ -17,7 +17,7 @@ Walk-through: docs/experiments/cope.md.
 """
 from __future__ import annotations
 
-from .. import claims
+from ..reporting import claims
 from ..core import ConfigError
 from ..curves import Curve, Spec
 from ..problems.cope import MAX_GAP, MAX_XI, MIN_GAP

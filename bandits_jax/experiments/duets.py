@@ -25,7 +25,7 @@ Walk-through: docs/experiments/duets.md.
 """
 from __future__ import annotations
 
-from .. import claims
+from ..reporting import claims
 from ..core import ConfigError
 from ..curves import Curve, Spec
 from ..problems.candidates import FUNCTIONS

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 
-from .. import claims
+from ..reporting import claims
 from ..core import ConfigError
 from ..curves import Curve, Spec
 from .registry import (COUNT, COUNT_OR_ZERO, NOISE_STD, NONNEGATIVE, POSITIVE, Bound, Experiment, Figure, Page,

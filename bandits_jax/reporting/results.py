@@ -32,7 +32,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .core import ConfigError
+from ..core import ConfigError
 
 
 def cumulative_regret(regret: np.ndarray, agents: str = "mean") -> np.ndarray:

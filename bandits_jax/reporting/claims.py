@@ -36,7 +36,7 @@ from typing import Callable, NamedTuple, Optional, Sequence
 import numpy as np
 from scipy import stats
 
-from .core import ConfigError
+from ..core import ConfigError
 from .results import grid_choices, interval95, step_axis, total_communication
 
 REPRODUCED, LEVEL, NOT_REPRODUCED = "reproduced", "level", "not reproduced"

@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 
 from . import claims as claims_mod
-from .core import ConfigError
+from ..core import ConfigError
 from .records import record_name
 from .results import REPAIR, atomic_write_text, load_checked, summary_markdown, with_ddof
 
@@ -46,7 +46,7 @@ def write_pages(data: Path = DATA, docs: Path = DOCS, figures: bool = True) -> l
     the folders and every record the pages read are checked first (`read_records`), every page is made
     in memory, and every file is staged in a folder of its own under `docs` (`staging`) before one
     rename each puts it in place."""
-    from .experiments.catalog import pages
+    from ..experiments.catalog import pages
 
     registered = list(pages().values())
     records = read_records(data, docs, registered)
@@ -261,7 +261,7 @@ def made_names(res) -> set:
     return set(res.arrays) | set(res.metadata.get("grids", {})) | {t["method"] for t in tags if "method" in t}
 
 
-_RULE = ("Verdicts are computed from the records (`bandits_jax/claims.py`). One comparison takes the 95% interval "
+_RULE = ("Verdicts are computed from the records (`bandits_jax/reporting/claims.py`). One comparison takes the 95% interval "
          "of the difference: paired seed by seed within a record (a t interval, n - 1 degrees of freedom), Welch's "
          "across records, Newcombe's from Wilson intervals for rates, and exact counts compared as numbers. It is "
          "below or above when the interval lies wholly on one side of 0, level when it lies within the claim's "
@@ -340,8 +340,8 @@ def _changed_keys(config: dict, registered: dict) -> list:
 
 def _registered(md: dict) -> dict:
     """The configuration of a record's experiment at its registered size."""
-    from .experiments import catalog
-    from .experiments.registry import resolve_config
+    from ..experiments import catalog
+    from ..experiments.registry import resolve_config
 
     return resolve_config(catalog.get_experiment(md["experiment"]), md.get("size", ""), {})
 

@@ -1,7 +1,7 @@
 """The README's table of registered algorithms, generated from the registry so that it cannot drift.
 
-    python -m bandits_jax.docs            print the table
-    python -m bandits_jax.docs --write    replace the README's block between its two marker lines
+    python -m bandits_jax.reporting.docs            print the table
+    python -m bandits_jax.reporting.docs --write    replace the README's block between its two marker lines
 
 One row per name of `algorithms.ALGORITHMS` whose target is a "lineage.module:factory" string (names a
 user or a test adds with `register_algorithm` are left out): the name, its file, the paper it belongs to
@@ -28,7 +28,7 @@ def _short(description: str) -> str:
 
 def registry_table() -> str:
     """The Markdown table `| name | file | paper | what it is |` of the registered algorithms."""
-    from .algorithms import ALGORITHMS, algorithm_descriptions, paper_of
+    from ..algorithms import ALGORITHMS, algorithm_descriptions, paper_of
 
     descriptions = algorithm_descriptions()
     rows = ["| name | file | paper | what it is |", "|---|---|---|---|"]
@@ -59,6 +59,6 @@ if __name__ == "__main__":
     if sys.argv[1:] == ["--write"]:
         write_readme()
     elif sys.argv[1:]:
-        sys.exit("usage: python -m bandits_jax.docs [--write]")
+        sys.exit("usage: python -m bandits_jax.reporting.docs [--write]")
     else:
         sys.stdout.write(registry_table())

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .core import ConfigError
+from ..core import ConfigError
 from .results import Results, atomic_savez, atomic_write_text, check_folder, flat_arrays, load_checked
 
 CHECKPOINTS = 100
