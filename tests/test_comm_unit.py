@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from bandits_jax import runner, sweep
-from bandits_jax.algorithms import ALGORITHMS, make_algorithm
+from bandits_jax.algorithms import ALGORITHMS, make_algorithm, records
 from bandits_jax.core import COMM_UNIT, EnvSpec, Trial
 from bandits_jax.curves import Curve, Spec
 from bandits_jax.experiments.registry import Experiment, _REGISTRY, register
@@ -250,20 +250,20 @@ HAND = {
     "eager_kernel_ucb": [message_case("eager_kernel_ucb")], "naive_linucb": [message_case("naive_linucb")],
     "naive_igp_ucb": [message_case("naive_igp_ucb")], "dist_kernel_ucb_coop": [dist_case],
 }
-# the registered regret algorithms that never communicate, and the world each is run on to show it
-# never communicating: test_info_flow's audit holds each to no scalar and no round, and to isolation
-SILENT = {"uniform_random", "linucb", "lints", "kernel_ucb", "kernel_ts", "neural_ucb", "neural_ts", "n_kernel_ucb",
-          "ind_kernel_ucb", "oful", "igp_ucb"}
+# the registered regret algorithms whose records declare them silent (`Record.silent`): test_info_flow's
+# audit holds each to no scalar and no round, and to isolation
+SILENT = {name for name, record in records().items() if record.silent}
 BUILD = {"duets": {"horizon": T}, "duets_authors": {"horizon": T}}  # options a name cannot be built without
 
 
 def test_every_registered_regret_algorithm_is_counted_or_silent():
-    """A loop over the registry: each packaged regret algorithm has a hand-computed count here or is silent,
-    not both (a name another test registers for itself is its own)."""
+    """A loop over the registry: each packaged regret algorithm has a hand-computed count here or its
+    record declares it silent, not both (a name another test registers for itself is its own)."""
     for name in (n for n, target in ALGORITHMS.items() if isinstance(target, str)):
         if isinstance(make_algorithm(name, **BUILD.get(name, {})), Trial):
             continue
-        assert (name in HAND) != (name in SILENT), f"{name}: give it a hand-computed case in HAND, or list it in SILENT"
+        assert (name in HAND) != (name in SILENT), (f"{name}: give it a hand-computed case in HAND, or declare it "
+                                                    "silent=True in its record")
 
 
 @pytest.mark.parametrize("name,case", [(n, c) for n, cases in HAND.items() for c in cases],

@@ -11,6 +11,9 @@ tuning: what a comparison may tune of it (`tuning.Tuning`: its exploration param
     communication knob); the arena reads only this.
 bench: the one configuration `bench/scale.py` times it at (`BenchCase`): an experiment's curve at a size,
     so a new name needs an experiment curve that runs it (or an existing one it can stand in).
+silent: True for a regret algorithm that never sends a scalar (its agents learn from their own
+    data alone): the information-flow audit holds it to no scalar and no round, and a name that does
+    communicate has a hand-computed count instead (tests/test_info_flow.py, tests/test_comm_unit.py).
 
 Whether a name is a regret algorithm or a phase-level trial is what its factory returns (`core.Trial`),
 so it is not declared a second time here. The options a family's own experiment gives its names on its
@@ -41,3 +44,4 @@ class Record(NamedTuple):
     role: str
     tuning: Tuning
     bench: BenchCase
+    silent: bool = False

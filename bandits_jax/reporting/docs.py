@@ -16,7 +16,7 @@ from pathlib import Path
 
 BEGIN = "<!-- names:begin -->"
 END = "<!-- names:end -->"
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 def _short(description: str) -> str:
     """The first sentence; where that is long, its head up to the first colon."""

@@ -6,5 +6,6 @@ from ..tuning import Tuning
 PAPER = "Toy paper (2026)"
 
 NAMES = {
-    "toy_walk": Record("walk:toy_walk", PAPER, Tuning(("bonus",)), BenchCase("toy/added", "smoke", "ToyWalk")),
+    "toy_walk": Record("walk:toy_walk", PAPER, Tuning(("bonus",)), BenchCase("toy/added", "smoke", "ToyWalk"),
+                       silent=True),
 }

@@ -34,8 +34,9 @@ NAMES = {
     "naive_igp_ucb": Record("coop_kernel:naive_igp_ucb", _BASELINE, Tuning(("B", "R"), _TTL),
                             _small("coop/rbf-er", "Naive-IGP-UCB")),
     "ind_kernel_ucb": Record("coop_kernel:ind_kernel_ucb", _BASELINE, Tuning(("eta",), note=_ALONE),
-                             _small("coop/linear-er", "Ind-LinUCB")),
-    "oful": Record("coop_kernel:oful", _BASELINE, Tuning(("R", "S"), note=_ALONE), _small("coop/linear-er", "OFUL")),
+                             _small("coop/linear-er", "Ind-LinUCB"), silent=True),
+    "oful": Record("coop_kernel:oful", _BASELINE, Tuning(("R", "S"), note=_ALONE), _small("coop/linear-er", "OFUL"),
+                   silent=True),
     "igp_ucb": Record("coop_kernel:igp_ucb", _BASELINE, Tuning(("B", "R"), note=_ALONE),
-                      _small("coop/rbf-er", "IGP-UCB")),
+                      _small("coop/rbf-er", "IGP-UCB"), silent=True),
 }

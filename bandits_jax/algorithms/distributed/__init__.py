@@ -34,7 +34,7 @@ NAMES = {
                                                      "tests/test_dis_kernel.py), the limit of that curve as its "
                                                      "threshold falls"),
                              _f1("OneKernelUCB")),
-    "n_kernel_ucb": Record("dis_kernel:n_kernel_ucb", _LI, Tuning(("alpha",)), _f1("NKernelUCB")),
+    "n_kernel_ucb": Record("dis_kernel:n_kernel_ucb", _LI, Tuning(("alpha",)), _f1("NKernelUCB"), silent=True),
     "dis_lin_ucb": Record("dis_linear:dis_lin_ucb", _LI, Tuning(("alpha",), _THRESHOLD), _f1("DisLinUCB")),
     "fed_lin_ucb": Record("dis_linear:fed_lin_ucb", _LI,
                           Tuning(("alpha",), Knob("alpha_c", (1e-2, 0.1, 1.0, 10.0, 100.0, 1e3))), _f1("FedLinUCB")),
