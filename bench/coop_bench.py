@@ -28,13 +28,14 @@ and tie uniforms, drawn before the clock starts; fn.note says where the JAX stor
 """
 from __future__ import annotations
 
+import inspect
 import time
 
 import numpy as np
 
 from bandits_jax import runner
 from bandits_jax.algorithms.coop import coop_kernel
-from bandits_jax.algorithms import make_algorithm
+from bandits_jax.algorithms import algorithm_factory, make_algorithm
 from bandits_jax.problems import make_problem
 from bandits_jax.problems.coop import coop_arrays
 from bandits_jax.runner import run_batch
@@ -108,22 +109,27 @@ SCALE_LOOPS = {
     "naive_igp_ucb": (coop_kernel_np.naive_igp_ucb_np, ("lam", "B", "R", "delta")),
 }
 COOPERATIVE = ("coop_kernel_ucb", "eager_kernel_ucb", "dist_kernel_ucb_coop")
-PRIMAL = ("oful", "naive_linucb")  # the loops with no kernel option (linear, primal)
-DEFAULT_KERNEL = {"ind_kernel_ucb": "rbf", "igp_ucb": "rbf", "naive_igp_ucb": "rbf"}  # the others: linear
+
+
+def _factory_option(name: str, option: str):
+    """The default of a registered name's static option, read from its factory (None: it has no such option)."""
+    parameter = inspect.signature(algorithm_factory(name)).parameters.get(option)
+    return None if parameter is None else parameter.default
 
 
 def scale_call(name: str, options: dict, params: dict) -> tuple:
     """(loop, its keyword options, note) of registered `name` at the algorithm's static `options`
     and hyper-parameter values `params`: the loop closest to that configuration, and what differs
     ("" when nothing does)."""
-    kernel = options.get("kernel", DEFAULT_KERNEL.get(name, "linear"))
+    primal = _factory_option(name, "kernel") is None  # a linear primal loop: no kernel option
+    kernel = options.get("kernel", "linear" if primal else _factory_option(name, "kernel"))
     if name == "ind_kernel_ucb":
         fn = coop_kernel_np.linucb_np if kernel == "linear" else coop_kernel_np.kernel_ucb_np
         names = ("lam", "eta")
     else:
         fn, names = SCALE_LOOPS[name]
     kwargs = {k: float(params[k]) for k in names}
-    if name not in PRIMAL and not (name == "ind_kernel_ucb" and kernel == "linear"):
+    if not primal and not (name == "ind_kernel_ucb" and kernel == "linear"):
         kwargs.update(kernel=kernel, sigma_x=float(params.get("lengthscale", 1.0)))
     if name in COOPERATIVE:
         embedding = options.get("embedding", "current")
