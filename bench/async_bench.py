@@ -86,7 +86,6 @@ LOOPS = {  # registered name: its NumPy reference loop (also the scale section's
     "dis_lin_ucb": dis_kernel_np.dis_lin_ucb_np,
     "fed_lin_ucb": dis_kernel_np.fed_lin_ucb_np,
 }
-NEEDS_RLS = {"async_kernel_ucb", "approx_dis_kernel_ucb"}
 REFERENCES = {"Async-KernelUCB": "async_kernel_ucb", "Approx-DisKernelUCB": "approx_dis_kernel_ucb",
               "OneKernelUCB": "one_kernel_ucb"}  # section row: registered name
 
@@ -152,7 +151,7 @@ def prepare_reference(name: str, problem, params: dict, options: dict, seed: int
     kw = {k: v for k, v in options.items() if k in accepted}
     kw.update({k: float(v) for k, v in params.items() if k in accepted})
     call = (arrivals, contexts, rewards, tie_noise)
-    if name in NEEDS_RLS:
+    if "rls_uniform" in accepted:  # the loops that sample a dictionary (RLS)
         call += (rng.uniform(size=(T, T)),)  # RLS draws of up to T buffered / pooled points a step
     return Prepared(lambda: ref(*call, **kw), lambda out: agent_regret(means, np.asarray(out["actions"])))
 
