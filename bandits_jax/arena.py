@@ -52,8 +52,8 @@ from .algorithms import setting_of
 from .compile_cache import CompileCount
 from .core import ConfigError, Trial
 from .curves import Curve, Spec, parse_spec, problem_of, resolve
-from .reporting.results import (REPAIR, atomic_write_text, check_folder, check_keys, is_finite, is_int, is_text, list_of,
-                      load_results, object_of, read_json, step_axis, summary_rows)
+from .reporting.results import (REPAIR, atomic_write_text, check_folder, check_keys, is_finite, is_int, is_text,
+                                list_of, load_results, object_of, read_json, step_axis, summary_rows)
 
 TUNING_FIRST_SEED = 1_000_000  # tuning seeds start here; reported seeds start at 0
 TUNING_FACTORS = (0.03, 0.1, 0.3, 1.0, 3.0, 10.0)  # times the default of each exploration parameter

@@ -22,7 +22,7 @@ from .arena import ARENA_FILE, KNOB_TAG, factor_label, read_arena
 from .arena_stats import iqm, mean_interval, paired_interval, pareto_front, ranks, win_rate
 from .core import ConfigError
 from .reporting.results import (REPAIR, atomic_write_text, check_folder, load_checked, load_results, step_axis,
-                      total_communication)
+                                total_communication)
 
 
 # ------------------------------------------------------------------------------ per-seed numbers

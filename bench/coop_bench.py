@@ -121,8 +121,9 @@ def scale_call(name: str, options: dict, params: dict) -> tuple:
     """(loop, its keyword options, note) of registered `name` at the algorithm's static `options`
     and hyper-parameter values `params`: the loop closest to that configuration, and what differs
     ("" when nothing does)."""
-    primal = _factory_option(name, "kernel") is None  # a linear primal loop: no kernel option
-    kernel = options.get("kernel", "linear" if primal else _factory_option(name, "kernel"))
+    default_kernel = _factory_option(name, "kernel")
+    primal = default_kernel is None  # a linear primal loop: no kernel option
+    kernel = options.get("kernel", default_kernel or "linear")
     if name == "ind_kernel_ucb":
         fn = coop_kernel_np.linucb_np if kernel == "linear" else coop_kernel_np.kernel_ucb_np
         names = ("lam", "eta")

@@ -261,8 +261,8 @@ def made_names(res) -> set:
     return set(res.arrays) | set(res.metadata.get("grids", {})) | {t["method"] for t in tags if "method" in t}
 
 
-_RULE = ("Verdicts are computed from the records (`bandits_jax/reporting/claims.py`). One comparison takes the 95% interval "
-         "of the difference: paired seed by seed within a record (a t interval, n - 1 degrees of freedom), Welch's "
+_RULE = ("Verdicts are computed from the records (`bandits_jax/reporting/claims.py`). One comparison takes the 95% "
+         "interval of the difference: paired seed by seed within a record (a t interval, n - 1 degrees of freedom), Welch's "
          "across records, Newcombe's from Wilson intervals for rates, and exact counts compared as numbers. It is "
          "below or above when the interval lies wholly on one side of 0, level when it lies within the claim's "
          "declared margin, undecided otherwise, and \"undecided: too few seeds\" below the claim's minimum (5 seeds "
