@@ -62,27 +62,68 @@ KNOB_TAG = " @knob"  # the curve of a pair's operating points: "<problem>: <algo
 
 
 class Bench(NamedTuple):
-    """A benchmark problem: its label, the family it comes from, its spec with the size's fields, and the
-    options its family's own experiment gives the family's algorithms there ((lineage, {option: value});
-    each algorithm of that lineage takes those its factory accepts, where its spec does not set them)."""
+    """A benchmark problem: its label, the family it comes from, its spec with the size's fields, and
+    `setting(problem spec) -> ((name, {option: value}), ...)`, the options its family's own experiment
+    gives each of the family's algorithms on a problem of that spec (None: no family setting there); an
+    algorithm takes those its factory accepts, where its spec does not set them (`_in_setting`)."""
 
     label: str
     family: str
     spec: str
-    setting: tuple = ()
+    setting: object = None
 
 
-# the Coop family's own setting (its SETTING: the coop/* experiments' small size), on its problem and on any
-# problem its methods join through the complete graph (their registered dual storage grows with t^2)
-COOP_SETTING = ("coop", setting_of("coop"))
+# the hyper-parameters an experiment's algorithm options carry into the arena: the regularizer, the kernel's
+# lengthscale and the communication thresholds (the knob's default), not the exploration the arena tunes nor
+# the storage and capacities, which change a program's sizes and not the method
+CARRIED = ("lam", "lengthscale", "q", "threshold", "alpha_c", "c_mu", "p0", "p_log")
+
+
+def experiment_setting(named_specs) -> tuple:
+    """((name, {option: value}), ...) of an experiment's (label, algorithm Spec) list: each registered name's
+    options among `CARRIED`, from its first spec where two share a name (DUETS' DisKernelUCB before its
+    N-KernelUCB, the same name at threshold inf)."""
+    setting = {}
+    for _, spec in named_specs:
+        setting.setdefault(spec.name, {k: v for k, v in spec.options.items() if k in CARRIED})
+    return tuple((name, options) for name, options in setting.items() if options)
+
+
+def coop_setting(spec=None, **extra) -> tuple:
+    """The Coop family's setting (its SETTING, the coop/* experiments' small size, with `extra`) for each
+    of its names, on any problem."""
+    from .algorithms import ALGORITHMS
+
+    return tuple((name, {**setting_of("coop"), **extra}) for name in ALGORITHMS if _lineage(name) == "coop")
+
+
+def async_setting(spec) -> tuple:
+    """The options Async-KernelUCB's synthetic experiments give its seven algorithms on a problem of `spec`
+    (the thresholds' default rule reads its N, d and T: experiments.async_exps.thresholds)."""
+    from .experiments import async_exps
+
+    return experiment_setting(async_exps.algorithms(async_exps.SYNTH, spec))
+
+
+def duets_setting(spec) -> tuple:
+    """The options DUETS' experiment gives its methods on Hartmann-4D at the problem's horizon (lam = 0.2,
+    DisKernelUCB's D = 10, Approx-DisKernelUCB's D = 20 and q-bar = 4, DUETS' p0 and the authors' p_log)."""
+    from .experiments import duets
+
+    return experiment_setting(duets.algorithms({**duets.DEFAULTS, "horizon": spec.horizon}, "hartmann4"))
+
+
 BENCH = (  # the instance of each drawn from the run's seed (theta, the candidate set, the data's order)
     Bench("cosine", "FN-UCB", "cosine:num_agents={agents},horizon={horizon},a=random"),
-    Bench("async-f1", "Async-KernelUCB", "async-f1:num_agents={agents},horizon={horizon},num_arms=10,dim=10"),
+    Bench("async-f1", "Async-KernelUCB", "async-f1:num_agents={agents},horizon={horizon},num_arms=10,dim=10",
+          async_setting),
     Bench("hartmann4", "DUETS", "duets-hartmann4:num_agents={agents},horizon={horizon},num_candidates={candidates},"
-                                "instance=per_seed+candidates_as_contexts"),
+                                "instance=per_seed+candidates_as_contexts", duets_setting),
     # a sparser graph than the problem's default (p = 0.7, diameter 2): at V = 8 its diameter is 3, so the
-    # message TTLs 0 to 3 of the Coop methods' curve are four distinct operating points
-    Bench("coop-rbf", "Coop-KernelUCB", "coop-rbf:num_agents={network},horizon={horizon},p=0.3", COOP_SETTING),
+    # message TTLs 0 to 3 of the Coop methods' curve are four distinct operating points; the Coop methods
+    # take their own setting there and on any problem they join through the complete graph (their
+    # registered dual storage grows with t^2)
+    Bench("coop-rbf", "Coop-KernelUCB", "coop-rbf:num_agents={network},horizon={horizon},p=0.3", coop_setting),
     Bench("magic", "real data", "magic:num_agents={agents},horizon={horizon}"),
 )
 # agents of the cosine, async and DUETS problems, agents of the network, steps, seeds. small is sized for
@@ -111,15 +152,21 @@ def _one_arrival(spec: Spec) -> bool:
 
 def _cooperative(spec: Spec) -> bool:
     """Whether an algorithm is a packaged cooperative method (it reads the graph arrays)."""
+    return _lineage(spec.name) == "coop"
+
+
+def _lineage(name: str) -> str:
+    """The family folder of a packaged name ("" for a plugin's or an unknown name)."""
     from .algorithms import ALGORITHMS
 
-    return str(ALGORITHMS.get(spec.name, "")).startswith("coop.")
+    target = ALGORITHMS.get(name)
+    return target.split(".")[0] if isinstance(target, str) else ""
 
 
 ADAPTERS = (  # tried in order
     Adapter("serial_arrivals", False, (), _one_arrival),  # simultaneous arrivals served one after another
     # every agent a neighbour, no delay; as many landmarks as a small magic round has contexts (4 agents x 2)
-    Adapter("complete_graph", True, (COOP_SETTING[0], {**COOP_SETTING[1], "landmarks": 8}), _cooperative),
+    Adapter("complete_graph", True, coop_setting(landmarks=8), _cooperative),
 )
 
 
@@ -156,8 +203,7 @@ def arena_problems(size: str, names=("all",), skipped=None) -> list:
     from .problems.datasets import DataNotFoundError
 
     dims = size_of(size)
-    bench = {b.label: Entry(b.label, parse_spec(b.spec.format(**dims), "--problem"), b.family, b.setting)
-             for b in BENCH}
+    bench = {b.label: _bench_entry(b, dims) for b in BENCH}
     entries = {}
     for name in names or ("all",):
         for entry in (bench.values() if name == "all" else [bench.get(name) or _user_problem(name, dims["horizon"])]):
@@ -169,6 +215,13 @@ def arena_problems(size: str, names=("all",), skipped=None) -> list:
                     continue
             entries[entry.label] = entry
     return list(entries.values())
+
+
+def _bench_entry(bench: Bench, dims: dict) -> Entry:
+    """The Entry of a benchmark problem at a size, with its family's setting for the problem it builds."""
+    spec = parse_spec(bench.spec.format(**dims), "--problem")
+    setting = bench.setting(problem_of(spec).spec) if bench.setting else ()
+    return Entry(bench.label, spec, bench.family, setting)
 
 
 def _user_problem(text: str, horizon: int) -> Entry:
@@ -529,15 +582,15 @@ def _curve(pair: Pair, horizon: int, name: str, grid=None, tags=None) -> Curve:
 
 
 def _in_setting(setting: tuple, spec: Spec) -> Spec:
-    """The algorithm spec with a family setting ((lineage, {option: value}), `Bench.setting`) where it
-    applies: to an algorithm of that lineage, the options its factory accepts that its spec leaves out."""
-    from .algorithms import ALGORITHMS, algorithm_options
+    """The algorithm spec with a family setting (((name, {option: value}), ...), `Bench.setting`) where it
+    names the algorithm: the options its factory accepts that its spec leaves out."""
+    from .algorithms import algorithm_options
 
-    if not setting or not str(ALGORITHMS.get(spec.name, "")).startswith(setting[0] + "."):
+    options = dict(setting).get(spec.name)
+    if not options:
         return spec
     accepted = algorithm_options(spec.name)
-    extra = {k: v for k, v in setting[1].items() if k in accepted and k not in spec.options}
-    return spec.with_options(**extra)
+    return spec.with_options(**{k: v for k, v in options.items() if k in accepted and k not in spec.options})
 
 
 def _with_horizon(spec: Spec, horizon: int) -> Spec:
@@ -651,7 +704,7 @@ def _is_algorithm(v) -> bool:
 def _is_problem(v) -> bool:
     setting = v.get("setting", []) if isinstance(v, dict) else None
     return (_is_entry(v, ("label", "family", "spec")) and isinstance(setting, list)
-            and (setting == [] or (len(setting) == 2 and is_text(setting[0]) and isinstance(setting[1], dict))))
+            and all(isinstance(s, list) and len(s) == 2 and is_text(s[0]) and isinstance(s[1], dict) for s in setting))
 
 
 def _is_dims(v) -> bool:
@@ -684,7 +737,7 @@ _ARENA = {  # key: (test, what its value must be), for what the page and its fig
     "factors": (_non_empty(list_of(lambda f: is_finite(f) and f > 0)), "a non-empty list of positive numbers"),
     "tuning_first_seed": (lambda v: is_int(v) and v >= 0, "a non-negative integer"),
     "problems": (_non_empty(list_of(_is_problem)),
-                 'a non-empty list of {"label", "family", "spec"} (strings) with a "setting" [] or [LINEAGE, {...}]'),
+                 'a non-empty list of {"label", "family", "spec"} (strings) with a "setting" [[NAME, {...}], ...]'),
     "algorithms": (_non_empty(list_of(_is_algorithm)),
                    'a non-empty list of {"label", "family", "exploration" [names], "defaults" {name: number}, '
                    '"knob" null or {"param", "values"}}'),

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from pathlib import Path
 
 import numpy as np
@@ -216,10 +217,14 @@ def _provenance(md: dict) -> str:
 
 
 def _setting_text(setting) -> str:
-    """'coop/*: kernel=rbf, ...' for a problem's family setting, '-' for none."""
-    if not setting:
-        return "-"
-    return f"{setting[0]}/*: " + ", ".join(f"`{k}={v}`" for k, v in setting[1].items())
+    """'a, b: `kernel=rbf`, ...; c: ...' for a problem's family setting (names that share their options
+    together), '-' for none."""
+    groups = {}
+    for name, options in setting or ():
+        groups.setdefault(json.dumps(options, sort_keys=True), []).append(name)
+    return "; ".join(", ".join(names) + ": " + ", ".join(f"`{k}={v:g}`" if isinstance(v, float) else f"`{k}={v}`"
+                                                          for k, v in json.loads(key).items())
+                     for key, names in groups.items()) or "-"
 
 
 def _fit_lines(arena: dict) -> list:

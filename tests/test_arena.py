@@ -2,7 +2,9 @@
 equal terms, its refusals before anything compiles, and docs/arena.md regenerated from its record."""
 from __future__ import annotations
 
+import functools
 import json
+import math
 import subprocess
 import sys
 import textwrap
@@ -299,3 +301,29 @@ def test_a_family_setting_reaches_only_its_own_algorithms():
     assert arena._in_setting(coop.setting, arena.parse_spec("coop_kernel_ucb:kernel=linear")).options["kernel"] == \
         "linear"
     assert arena._in_setting(coop.setting, arena.parse_spec("kernel_ucb")).options == {}
+
+
+@pytest.mark.parametrize("size", ["smoke", "small"])
+def test_the_async_and_duets_problems_give_their_experiments_thresholds_and_lam(size):
+    """On async-f1 the Async-KernelUCB experiment's thresholds at the size's N, d, T (D = 1/N^2 for
+    Async-KernelUCB, T / (N d log(N T)) for the synchronised baselines) and its RBF lengthscale
+    1/sqrt(2 gamma) at gamma = 0.1; on hartmann4 DUETS' lam = 0.2 and D = 10 and 20 (its DisKernelUCB,
+    not the N-KernelUCB curve of the same name at D = inf); exploration stays the arena's to tune."""
+    dims = arena.size_of(size)
+    problems = {p.label: p for p in arena.arena_problems(size)}
+    on_f1 = functools.partial(arena._in_setting, problems["async-f1"].setting)
+    N, T, d = dims["agents"], dims["horizon"], 10
+    sync = T / (N * d * math.log(N * T))
+    assert on_f1(arena.parse_spec("async_kernel_ucb")).options == {
+        "lam": 1.0, "lengthscale": pytest.approx(1 / math.sqrt(0.2)), "q": 1.0, "threshold": 1 / N ** 2}
+    assert on_f1(arena.parse_spec("approx_dis_kernel_ucb")).options["threshold"] == pytest.approx(sync)
+    assert on_f1(arena.parse_spec("fed_lin_ucb")).options == {"lam": 1.0, "alpha_c": 1 / N ** 2}
+    assert on_f1(arena.parse_spec("approx_dis_kernel_ucb:threshold=3")).options["threshold"] == 3
+    assert on_f1(arena.parse_spec("kernel_ucb")).options == {}
+    on_h4 = functools.partial(arena._in_setting, problems["hartmann4"].setting)
+    assert on_h4(arena.parse_spec("dis_kernel_ucb_duets")).options == {"lam": 0.2, "lengthscale": 1.0,
+                                                                       "threshold": 10.0}
+    assert on_h4(arena.parse_spec("approx_dis_kernel_ucb_duets")).options["threshold"] == 20.0
+    assert on_h4(arena.parse_spec("duets")).options == {"lam": 0.2, "lengthscale": 1.0, "p0": 10.0}
+    assert on_h4(arena.parse_spec("dis_kernel_ucb")).options == {}
+    assert problems["cosine"].setting == () and problems["magic"].setting == ()
