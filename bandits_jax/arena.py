@@ -48,7 +48,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .algorithms import setting_of
+from .algorithms import lineage_of, setting_of
 from .compile_cache import CompileCount
 from .core import ConfigError, Trial
 from .curves import Curve, Spec, parse_spec, problem_of, resolve
@@ -94,7 +94,7 @@ def coop_setting(spec=None, **extra) -> tuple:
     of its names, on any problem."""
     from .algorithms import ALGORITHMS
 
-    return tuple((name, {**setting_of("coop"), **extra}) for name in ALGORITHMS if _lineage(name) == "coop")
+    return tuple((name, {**setting_of("coop"), **extra}) for name in ALGORITHMS if lineage_of(name) == "coop")
 
 
 def async_setting(spec) -> tuple:
@@ -152,15 +152,7 @@ def _one_arrival(spec: Spec) -> bool:
 
 def _cooperative(spec: Spec) -> bool:
     """Whether an algorithm is a packaged cooperative method (it reads the graph arrays)."""
-    return _lineage(spec.name) == "coop"
-
-
-def _lineage(name: str) -> str:
-    """The family folder of a packaged name ("" for a plugin's or an unknown name)."""
-    from .algorithms import ALGORITHMS
-
-    target = ALGORITHMS.get(name)
-    return target.split(".")[0] if isinstance(target, str) else ""
+    return lineage_of(spec.name) == "coop"
 
 
 ADAPTERS = (  # tried in order

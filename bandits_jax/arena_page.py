@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from pathlib import Path
 
 import numpy as np
@@ -221,10 +220,10 @@ def _setting_text(setting) -> str:
     together), '-' for none."""
     groups = {}
     for name, options in setting or ():
-        groups.setdefault(json.dumps(options, sort_keys=True), []).append(name)
+        groups.setdefault(tuple(sorted(options.items())), []).append(name)
     return "; ".join(", ".join(names) + ": " + ", ".join(f"`{k}={v:g}`" if isinstance(v, float) else f"`{k}={v}`"
-                                                          for k, v in json.loads(key).items())
-                     for key, names in groups.items()) or "-"
+                                                          for k, v in options)
+                     for options, names in groups.items()) or "-"
 
 
 def _fit_lines(arena: dict) -> list:

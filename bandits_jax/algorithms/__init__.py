@@ -41,7 +41,13 @@ def records() -> dict:
 
 def record_of(name: str) -> Record:
     """The record a packaged name is declared with (`record.Record`, in its lineage's NAMES table)."""
-    return _names(ALGORITHMS[name].split(".")[0])[name]
+    return _names(lineage_of(name))[name]
+
+
+def lineage_of(name: str) -> str:
+    """The family folder of a packaged name ("" for a plugin's or an unknown name)."""
+    target = ALGORITHMS.get(name)
+    return target.split(".")[0] if isinstance(target, str) else ""
 
 
 def paper_of(name: str) -> str:
