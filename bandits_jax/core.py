@@ -16,6 +16,8 @@ from typing import Any, Callable, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
+from .kernels.draws import flat_normal, flat_uniform  # noqa: F401  (the problems and algorithms draw with them)
+
 Array = jax.Array
 PyTree = Any
 
@@ -420,19 +422,6 @@ def gaussian_rewards(noise_std: float) -> Callable[[PyTree, Array, Array], Array
         return means + noise_std * flat_normal(key, means.shape, means.dtype)
 
     return sample
-
-
-def flat_normal(key, shape, dtype):
-    """`jax.random.normal(key, shape, dtype)` drawn as one flat vector and reshaped: the same numbers
-    (threefry numbers the elements in row-major order either way), and a draw XLA compiles quickly
-    whatever the shape, where some shaped draws of rank 3 (a [V, K, d] of contexts) compile an order
-    of magnitude slower, and slower still under a vmap over runs (bench/README, "Compiling")."""
-    return jax.random.normal(key, (math.prod(shape),), dtype).reshape(shape)
-
-
-def flat_uniform(key, shape, dtype, minval=0.0, maxval=1.0):
-    """`jax.random.uniform(key, shape, dtype, minval, maxval)` drawn flat and reshaped (`flat_normal`)."""
-    return jax.random.uniform(key, (math.prod(shape),), dtype, minval=minval, maxval=maxval).reshape(shape)
 
 
 def float_dtype():

@@ -24,14 +24,20 @@ OPTIONS = {  # name: XLA_FLAGS
     "default": "",
     "LLVM O1, no expensive passes": "--xla_backend_optimization_level=1 --xla_llvm_disable_expensive_passes=true",
     "LLVM O0": "--xla_backend_optimization_level=0",
+    # LLVM fully unrolls a loop of a small constant trip count: an elementwise chain over an array
+    # whose last axis is short (a threefry draw of K values under vmap) is copied K times
+    "no full unroll": "--xla_backend_extra_options=-unroll-full-max-count=1",
+    "no unroll": "--xla_backend_extra_options=-unroll-threshold=0",
 }
 CASES = "fn_ucb:10,duets:10,dis_kernel_ucb_duets:10,async_kernel_ucb:10,approx_dis_kernel_ucb:10,kernel_ucb:10"
 
 
-def measure(cases: str) -> dict:
-    """{"options": {name: {"flags": XLA_FLAGS, "cases": {NAME:S: bench.compiles.measure()}}}, "machine"}."""
+def measure(cases: str, sets=tuple(OPTIONS)) -> dict:
+    """{"options": {name: {"flags": XLA_FLAGS, "cases": {NAME:S: bench.compiles.measure()}}}, "machine"}
+    for the option sets named `sets` (keys of OPTIONS)."""
     out = {}
-    for name, flags in OPTIONS.items():
+    for name in sets:
+        flags = OPTIONS[name]
         with tempfile.TemporaryDirectory(prefix="xla_options_") as tmp:
             path = Path(tmp) / "cases.json"
             env, load = {**os.environ, "XLA_FLAGS": flags}, os.getloadavg()[0]
@@ -67,8 +73,14 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.xla_options", description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
     parser.add_argument("--cases", default=CASES, help=f"NAME:S pairs of bench.scale cases (default {CASES})")
+    parser.add_argument("--sets", default=",".join(OPTIONS),
+                        help=f"comma-separated option sets, of: {', '.join(OPTIONS)} (default all)")
     args = parser.parse_args(argv)
-    doc = measure(args.cases)
+    sets = args.sets.split(",")
+    unknown = [s for s in sets if s not in OPTIONS]
+    if unknown:
+        parser.error(f"unknown option set(s) {', '.join(map(repr, unknown))}; the sets are {', '.join(OPTIONS)}")
+    doc = measure(args.cases, sets)
     return save_and_print(doc, args.out, table(doc))
 
 

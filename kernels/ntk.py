@@ -33,6 +33,8 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
+from .draws import flat_normal
+
 Array = jax.Array
 PyTree = Any
 
@@ -44,12 +46,22 @@ PARAMETERIZATIONS = ("paper", "authors")
 # ----------------------------------------------------------------------------------------------
 
 
+def _normal(std: float) -> Callable:
+    """Initialiser of iid N(0, std^2) entries: flax's `initializers.normal(std)`, the same numbers, drawn
+    flat (`draws.flat_normal`)."""
+
+    def init(key, shape, dtype=jnp.float32):
+        return std * flat_normal(key, shape, dtype)
+
+    return init
+
+
 def _block_diag_normal(std: float) -> Callable:
     """Kernel initialiser ``[[W^T, 0], [0, W^T]]`` (input-major) with iid N(0, std^2) entries of W."""
 
     def init(key, shape, dtype=jnp.float32):
         rows, cols = shape
-        block = std * jax.random.normal(key, (rows // 2, cols // 2), dtype)
+        block = std * flat_normal(key, (rows // 2, cols // 2), dtype)
         zeros = jnp.zeros_like(block)
         return jnp.block([[block, zeros], [zeros, block]])
 
@@ -61,7 +73,7 @@ def _antisymmetric_normal(std: float) -> Callable:
 
     def init(key, shape, dtype=jnp.float32):
         rows, cols = shape
-        w = std * jax.random.normal(key, (rows // 2, cols), dtype)
+        w = std * flat_normal(key, (rows // 2, cols), dtype)
         return jnp.concatenate([w, -w], axis=0)
 
     return init
@@ -92,8 +104,8 @@ class MLP(nn.Module):
             hidden_init = _block_diag_normal(math.sqrt(4.0 / m))
             last_init = _antisymmetric_normal(math.sqrt(2.0 / m))
         else:
-            hidden_init = last_init = nn.initializers.normal(stddev=1.0)
-        dense = dict(use_bias=not paper, bias_init=nn.initializers.normal(stddev=1.0), param_dtype=self.param_dtype)
+            hidden_init = last_init = _normal(1.0)
+        dense = dict(use_bias=not paper, bias_init=_normal(1.0), param_dtype=self.param_dtype)
         h = x
         for layer in range(self.depth - 1):
             h = nn.relu(nn.Dense(m, kernel_init=hidden_init, name=f"layer_{layer}", **dense)(h))
