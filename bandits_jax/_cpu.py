@@ -31,8 +31,13 @@ _GUARD: list = []  # the outcome of the first call of cpu_guard in this process
 def cpu_guard() -> bool:
     """Apply the guard once per process (later calls return the first call's outcome): True when
     jax's clients were created with a one-thread intra-op pool, False where that could not be done
-    (opted out, not Linux, or jax had already created its clients: a warning then says so)."""
+    (opted out, not Linux, or jax had already created its clients: a warning then says so). It also
+    has jax lower its threefry hash on CPU as straight-line code, the same numbers compiled faster
+    (`kernels.draws.unrolled_threefry_on_cpu`; BANDITS_JAX_UNROLLED_THREEFRY=0 keeps jax's loop)."""
     if not _GUARD:
+        from .kernels.draws import unrolled_threefry_on_cpu
+
+        unrolled_threefry_on_cpu()
         _GUARD.append(one_thread_cpu_client())
     return _GUARD[0]
 

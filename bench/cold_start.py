@@ -114,8 +114,11 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.cold_start", description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
     parser.add_argument("--only", action="append", choices=list(COMMANDS), help="one command (repeatable)")
+    parser.add_argument("--code", help="what the measured code is (a commit and a few words), for `comparison`")
     args = parser.parse_args(argv)
     doc = measure(args.only or list(COMMANDS))
+    if args.code:
+        doc["code"] = args.code
     return save_and_print(doc, args.out, table(doc))
 
 

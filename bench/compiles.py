@@ -36,24 +36,23 @@ def measure(name: str, seeds: int, whole_batch: bool) -> dict:
                 regret=float(np.asarray(out.regret).sum()))
 
 
-def table(doc: dict) -> str:
+def table(doc: dict, keys=("compile", "floor_compile")) -> str:
     """Markdown of a comparison of two codes ({"seconds": {"CODE, LAYOUT": {NAME:S: measure()}}}, as in
-    measured/compile_flat_draws.json): per case and layout, the compile and floor-compile seconds of
-    the first code named / the second, then their sums."""
+    measured/compile_flat_draws.json): per case and layout, the seconds of `keys` (compile, floor
+    compile, run) of the first code named / the second, then their sums."""
     by_layout: dict = {}
     for label, run in doc["seconds"].items():
         by_layout.setdefault(label.rsplit(", ", 1)[1], []).append(run)
     layouts = list(by_layout.values())
     cell = lambda a, b: "-" if a is None else f"{a:.1f} / {b:.1f}"  # noqa: E731
-    head = [f"{what}, {layout.replace('cpu', 'CPU')}" for layout in by_layout for what in ("compile", "floor")]
+    names = {"compile": "compile", "floor_compile": "floor", "run": "run"}
+    head = [f"{names[k]}, {layout.replace('cpu', 'CPU')}" for layout in by_layout for k in keys]
     lines = ["| algorithm | " + " | ".join(head) + " |", "|---" * (len(head) + 1) + "|"]
     for case in layouts[0][0]:
-        cells = [cell(first[case][k], second[case][k]) for first, second in layouts
-                 for k in ("compile", "floor_compile")]
+        cells = [cell(first[case][k], second[case][k]) for first, second in layouts for k in keys]
         lines.append(f"| {case.split(':')[0]} | " + " | ".join(cells) + " |")
     total = lambda run, k: sum(v[k] for v in run.values() if v[k] is not None)  # noqa: E731
-    sums = [f"{total(first, k):.0f} / {total(second, k):.0f}" for first, second in layouts
-            for k in ("compile", "floor_compile")]
+    sums = [f"{total(first, k):.0f} / {total(second, k):.0f}" for first, second in layouts for k in keys]
     return "\n".join(lines + ["| sum | " + " | ".join(sums) + " |"])
 
 

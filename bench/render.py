@@ -48,6 +48,7 @@ TABLES = {
     "scale": ("scale.json", lambda doc: scale.markdown(doc["scale_section"])),
     "gpu_scale": ("gpu_h100/run3_scale.json", lambda doc: scale.markdown(doc["scale_section"])),
     "compiles": ("compile_flat_draws.json", compiles.table),
+    "compiles_threefry": ("compile_threefry.json", lambda doc: compiles.table(doc, ("compile", "floor_compile", "run"))),
     "arena_cache": ("arena_cache.json", arena_cache.table),
     "cold_start": ("cold_start", cold_start.comparison),
     "xla_options": ("xla_options.json", xla_options.table),

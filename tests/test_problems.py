@@ -349,25 +349,3 @@ def test_registry_shuttle_from_data_dir():
     x, y = load_shuttle(data_dir=_data_dir(), download=False)
     np.testing.assert_allclose(np.asarray(ctx)[:, 0, :9], authors_preprocess(x)[rows], rtol=1e-6)
     np.testing.assert_array_equal(np.asarray(means).argmax(axis=1), y[rows])
-
-
-@pytest.mark.parametrize("partitionable", [True, False])
-def test_flat_draws_are_jax_random_draws(partitionable):
-    """core.flat_normal / flat_uniform give jax.random's numbers for the shape, bit for bit, in both
-    threefry modes (the problems' contexts and rewards and the algorithms' tie noise use them)."""
-    from bandits_jax.core import flat_normal, flat_uniform
-
-    cases = [(shape, dtype) for shape in [(5, 4, 3), (7, 3), (2, 3, 4, 5), (6,), ()]
-             for dtype in (jnp.float64, jnp.float32)]
-
-    def draws(key):  # one compiled program for every case: (flat, shaped) pairs
-        return [(flat_normal(key, shape, dtype), jax.random.normal(key, shape, dtype),
-                 flat_uniform(key, shape, dtype, -0.5, 0.5), jax.random.uniform(key, shape, dtype, -0.5, 0.5))
-                for shape, dtype in cases]
-
-    with jax.threefry_partitionable(partitionable), jax.enable_x64(True):
-        out = jax.jit(draws)(jax.random.PRNGKey(11))
-    for (shape, dtype), (flat_n, shaped_n, flat_u, shaped_u) in zip(cases, out):
-        assert flat_n.shape == shape and flat_n.dtype == dtype and flat_u.shape == shape
-        assert (np.asarray(flat_n) == np.asarray(shaped_n)).all() and (np.asarray(flat_u) == np.asarray(shaped_u)).all()
-    assert np.unique(np.asarray(out[0][0])).size == 60  # a real draw, not a constant
