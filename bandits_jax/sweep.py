@@ -621,13 +621,14 @@ def package_versions() -> dict:
 @functools.lru_cache(maxsize=None)
 def code_commit() -> str:
     """The git commit of the package's source, with "+changes" where its tracked files differ from
-    it, or "" outside a git checkout (an installed wheel): the code a record was computed with."""
+    it (bandits_jax/ and kernels/, which installs as bandits_jax.kernels), or "" outside a git
+    checkout (an installed wheel): the code a record was computed with."""
     import subprocess
 
     root = Path(__file__).resolve().parent.parent
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "bandits_jax"],
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "bandits_jax", "kernels"],
                                cwd=root, capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return ""

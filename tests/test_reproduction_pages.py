@@ -76,3 +76,21 @@ def test_a_record_computed_from_uncommitted_code_is_never_shown_clean():
         commit = res.metadata.get("commit", "")
         row = next(line for line in index.splitlines() if line.startswith(f"| [{name}]"))
         assert (commit[:12] + "+changes" in row) == commit.endswith("+changes"), row
+
+
+def test_a_change_to_the_kernels_marks_the_commit(monkeypatch):
+    """The "+changes" mark looks at both source folders of the package: bandits_jax/ and kernels/
+    (installed as bandits_jax.kernels); a change to either marks a record's commit."""
+    from bandits_jax import sweep
+
+    def fake_git(args, **kwargs):
+        dirty = "kernels" in args and args[1] == "status"  # only a pathspec with kernels/ sees the change
+        out = " M kernels/ntk.py\n" if dirty else ("0123abcd\n" if args[1] == "rev-parse" else "")
+        return subprocess.CompletedProcess(args, 0, stdout=out, stderr="")
+
+    monkeypatch.setattr(subprocess, "run", fake_git)
+    sweep.code_commit.cache_clear()
+    try:
+        assert sweep.code_commit() == "0123abcd+changes"
+    finally:
+        sweep.code_commit.cache_clear()
