@@ -1,4 +1,5 @@
-"""Gaussian and uniform draws of any shape that XLA compiles quickly.
+"""Random draws that XLA compiles quickly: flat Gaussian and uniform draws of any shape, and the
+threefry hash lowered on CPU as straight-line code.
 
 `jax.random.normal(key, shape)` numbers the elements of `shape` in row-major order and hashes each
 index with threefry, so a flat draw of prod(shape) values reshaped gives the same numbers bit for
@@ -51,10 +52,10 @@ def threefry2x32_unrolled(key1, key2, x1, x2):
 
 def unrolled_threefry_on_cpu() -> bool:
     """Lower jax's threefry primitive on CPU as `threefry2x32_unrolled` (once per process): the same
-    numbers, compiled several times faster. jax lowers it on CPU as a loop over the five blocks, and
-    XLA's CPU backend is slow to compile that loop: a [20, 10] normal draw under a vmap over runs
-    compiles an order of magnitude faster unrolled, and every draw, split and fold_in of a step
-    is one such hash. False when the environment opts out (BANDITS_JAX_UNROLLED_THREEFRY=0)."""
+    numbers, compiled faster. jax lowers it on CPU as a loop over the five blocks, which XLA's CPU
+    backend is slow to compile when the hash runs over an array (a [20, 10] normal draw under a vmap
+    over runs), and every draw, split and fold_in of a step is one such hash (bench/README,
+    "Compiling"). False when the environment opts out (BANDITS_JAX_UNROLLED_THREEFRY=0)."""
     if not _REGISTERED:
         on = os.environ.get("BANDITS_JAX_UNROLLED_THREEFRY", "1") != "0"
         if on:
