@@ -31,22 +31,48 @@ def run_identity(problem, algorithm, params: dict, *, base_key: int = 0, precisi
     identity. Vmap size and segment length are left out: they change numbers by float rounding at
     most.
     """
+    return run_identities(problem, algorithm, [params], base_key=base_key, precision=precision)[0]
+
+
+def run_identities(problem, algorithm, points: list, *, base_key: int = 0, precision: str = "float64") -> list:
+    """`run_identity` of each hyper-parameter point of `points` ([{name: float}], the points of one
+    grid), one per point, in order. The hyper-parameters are traced as abstract values, so the
+    programs are traced once for all points that name the same hyper-parameters."""
+    programs = {}
+    out = []
+    for params in points:
+        names = tuple(sorted(params))
+        if names not in programs:
+            programs[names] = _programs_digest(problem, algorithm, names, base_key, precision)
+        digest = programs[names].copy()
+        fixed = {"params": {k: float(v) for k, v in sorted(params.items())},
+                 "horizon": None if isinstance(algorithm, Trial) else problem.spec.horizon, "base_key": base_key,
+                 "precision": precision, "versions": [package_version(p) for p in ("bandits_jax", "jax", "jaxlib")]}
+        stream = check_stream(algorithm.name, algorithm.stream)
+        if stream:
+            fixed["stream"] = stream
+        digest.update(json.dumps(fixed, sort_keys=True).encode())
+        out.append(digest.hexdigest()[:32])
+    return out
+
+
+def _programs_digest(problem, algorithm, names: tuple, base_key: int, precision: str):
+    """A sha256 object fed with the traced start and step (the trial) of a run whose hyper-parameters
+    are `names`, and the arrays those programs close over."""
     with precision_scope(precision):
         # abstract inputs (the weak float of a Python number, as before): tracing computes and compiles
         # nothing, so `run --check` compiles no program
         weak_float = jax.ShapeDtypeStruct((), jax.dtypes.canonicalize_dtype(np.float64), weak_type=True)
-        values = {k: weak_float for k in sorted(params)}
+        values = {k: weak_float for k in names}
         seed = jax.ShapeDtypeStruct((), np.uint32)
         if isinstance(algorithm, Trial):
             programs = [jax.make_jaxpr(trial_run(problem, algorithm, base_key))(seed, values)]
-            horizon = None
         else:
             start = run_start(problem, algorithm, base_key, horizon_sizes(algorithm, problem.spec))
             _, _, instance, state = jax.eval_shape(start, seed, values)
             key, t = jax.ShapeDtypeStruct((2,), np.uint32), jax.ShapeDtypeStruct((), np.int32)  # a raw PRNG key
             programs = [jax.make_jaxpr(start)(seed, values),
                         jax.make_jaxpr(make_step(problem, algorithm))(values, state, instance, key, key, t)]
-            horizon = problem.spec.horizon
         digest = hashlib.sha256()
         for program in programs:
             digest.update(_ADDRESS.sub("", str(program.jaxpr)).encode())
@@ -54,13 +80,7 @@ def run_identity(problem, algorithm, params: dict, *, base_key: int = 0, precisi
                 const = np.asarray(const)
                 digest.update(f"{const.shape} {const.dtype}".encode())
                 digest.update(np.ascontiguousarray(const).tobytes())
-    fixed = {"params": {k: float(v) for k, v in sorted(params.items())}, "horizon": horizon, "base_key": base_key,
-             "precision": precision, "versions": [package_version(p) for p in ("bandits_jax", "jax", "jaxlib")]}
-    stream = check_stream(algorithm.name, algorithm.stream)
-    if stream:
-        fixed["stream"] = stream
-    digest.update(json.dumps(fixed, sort_keys=True).encode())
-    return digest.hexdigest()[:32]
+    return digest
 
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")  # object addresses differ between processes

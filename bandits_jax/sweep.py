@@ -52,7 +52,7 @@ from .experiments.registry import RUN_KEYS, Experiment, build_curves, resolve_co
 from .experiments.catalog import get_experiment
 from .progress import SweepProgress
 from .reporting.results import Results, atomic_savez, atomic_write_text, check_folder, save_results, summary_markdown
-from .identity import package_version, run_identity
+from .identity import package_version, run_identities
 from .devices import precision_scope
 from .runner import OUTPUT_KEYS, describe_errors, horizon_sizes, run_batch, run_start
 from .trials import TrialOutput, run_trials
@@ -230,12 +230,13 @@ def _identities(resolved, hparams: dict, config: dict) -> dict:
     of what went wrong (`curves.failure`)."""
     identities = {}
     for run in resolved:
-        for point in run.curve.point_names():
-            try:
-                identities[point] = run_identity(run.problem, run.algorithm, hparams[point],
-                                                 base_key=config["base_key"], precision=config["precision"])
-            except Exception as err:  # noqa: BLE001 - a pair whose trace fails cannot run
-                raise misfit(run, failure(err)) from err
+        points = run.curve.point_names()
+        try:  # a grid's points differ in traced values only: its programs are traced once
+            found = run_identities(run.problem, run.algorithm, [hparams[p] for p in points],
+                                   base_key=config["base_key"], precision=config["precision"])
+        except Exception as err:  # noqa: BLE001 - a pair whose trace fails cannot run
+            raise misfit(run, failure(err)) from err
+        identities.update(zip(points, found))
     return identities
 
 

@@ -436,6 +436,19 @@ def test_a_stream_is_part_of_the_curve_identity_and_of_the_trial_key():
             assert out.outcomes["u"][i] == jax.random.uniform(runner.stream_key(ak, stream)), (stream, s)
 
 
+def test_a_grids_identities_trace_its_programs_once(monkeypatch):
+    from bandits_jax.algorithms.single.linear import linucb
+
+    prob, alg = toy_problem(horizon=10), linucb()
+    points = [dict(alg.defaults, beta=b) for b in (0.5, 1.0, 2.0)]
+    traced = []
+    digest = identity._programs_digest
+    monkeypatch.setattr(identity, "_programs_digest", lambda *a: traced.append(a) or digest(*a))
+    found = identity.run_identities(prob, alg, points)
+    assert len(traced) == 1
+    assert found == [identity.run_identity(prob, alg, p) for p in points] and len(set(found)) == 3
+
+
 @pytest.mark.parametrize("stream", [-1, 2 ** 32, 1.5, True, "1"])
 def test_a_bad_stream_is_refused_before_compiling(stream):
     prob, alg = toy_problem(horizon=10), uniform_random()._replace(stream=stream)
