@@ -30,12 +30,12 @@ Equal terms:
   (`tuning.Knob`, exploration tuned at the knob's default), a curve of operating points;
 - a run with error bits never ranks; zero-communication plugins are audited (`audit`).
 
-A grid, a knob and the reported seeds are vmapped calls of one compiled program per pair (the tuning and
-reported grids have the same number of points and seeds). Output (`OUT`, default
-results/arena/<size>): `OUT/tuning/`, `OUT/tuning-edge/` and `OUT/` are results folders like any
-experiment's (chunked, resumable); `OUT/arena.json` holds the fit matrix, the declarations, the tuning
-choices and the timing; `OUT/arena.md`, its figures and the per-seed table are written from them
-(`arena_page`). `bandits-jax report --arena OUT` writes the committed record and docs/arena.md.
+A grid, a knob and the reported seeds are vmapped calls of one compiled program per pair: every phase
+runs in groups of one size (`shared_group`), and the process compiles a program once (`programs`).
+Output (`OUT`, default results/arena/<size>): `OUT/tuning/`, `OUT/tuning-edge/` and `OUT/` are results
+folders like any experiment's (chunked, resumable); `OUT/arena.json` holds the fit matrix, the
+declarations, the tuning choices and the timing; `OUT/arena.md`, its figures and the per-seed table are
+written from them (`arena_page`). `bandits-jax report --arena OUT` writes the committed record and docs/arena.md.
 """
 from __future__ import annotations
 
@@ -559,10 +559,22 @@ def _experiment(name, size, dims, first_seed, seeds, build):
     from .experiments.registry import Experiment
 
     return Experiment(name, "every regret algorithm on the benchmark problems it fits", {},
-                      {size: {"seeds": seeds, "first_seed": first_seed, "horizon": dims["horizon"]}}, build,
+                      {size: {"seeds": seeds, "first_seed": first_seed, "horizon": dims["horizon"],
+                              "vmap_size": shared_group(dims["seeds"])}}, build,
                       agents="mean", se_ddof=1,
                       notes=f"The arena (`bandits-jax arena`): regret is the mean over agents; communication in "
                             f"{COMM_UNIT}.")
+
+
+def shared_group(seeds: int) -> int:
+    """The vmap size of every phase (0: the runner's default): with fewer reported seeds than a CPU group
+    (`runner.CPU_VMAP_SIZE`), the power of two that holds them, so that the tuning grid, its edge, the
+    reported window and the knob (batches of at least that many runs where the tuning seeds are no
+    fewer) all run in groups of one size and call one program per pair; with more, every batch fills
+    the default groups anyway."""
+    from .runner import CPU_VMAP_SIZE
+
+    return 1 << (seeds - 1).bit_length() if seeds < CPU_VMAP_SIZE else 0
 
 
 def _curve(pair: Pair, horizon: int, name: str, grid=None, tags=None) -> Curve:

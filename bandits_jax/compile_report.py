@@ -12,13 +12,13 @@ the runner, "trials" for a phase-level experiment), its batch (runs, and the pad
 the agents of its problem, and for a segment the capacity it was compiled for (`Sizes`) and its
 length. Within one curve, a program of a kind that was already compiled exists because one of those
 differs, and the report says which ("why"): a capacity segment, a batch shape, a segment length, an
-agent count. A program asked for again with the same key is "reused" and costs nothing; across
-curves, reuse is what sharing one program buys.
+agent count. A program is "reused" when the process had it already: asked for again by the same call
+(no cost), or traced again to the text of a program compiled earlier in the process
+(`programs.compiled`; the tracing is its cost). Across curves, reuse is what sharing one program buys.
 
 Size: the lines of the program's StableHLO text (`Lowered.as_text`), and its fingerprint (a hash of that
-text: two programs with one fingerprint are one program, compiled once or loaded from the persistent
-cache), read only while a report is being collected. Nothing is recorded, and nothing costs anything,
-outside `collect()`.
+text: two programs with one fingerprint are one program, compiled once per process). Nothing is
+recorded outside `collect()`.
 """
 from __future__ import annotations
 
@@ -38,9 +38,9 @@ _curve = ""
 
 class Program(NamedTuple):
     """One program asked for: the curve it served, its kind, how it was had (compiled, loaded, reused),
-    the seconds that took, its size in StableHLO lines (0 when reused), its batch shape, agents, and a
-    segment's capacity and length ("" and 0 for other kinds), and the fingerprint of its StableHLO text
-    ("" when reused)."""
+    the seconds that took, its size in StableHLO lines, its batch shape, agents, and a segment's capacity
+    and length ("" and 0 for other kinds), and the fingerprint of its StableHLO text (size 0 and
+    fingerprint "" for a program its caller reused without tracing it again)."""
 
     curve: str
     kind: str
@@ -81,14 +81,18 @@ def active() -> bool:
     return _programs is not None
 
 
-def note(kind: str, how: str, seconds: float, lowered=None, **shape) -> None:
-    """Record one program (nothing outside `collect()`); `lowered` (a `jax.stages.Lowered`) gives its size."""
+def note(kind: str, how: str, seconds: float, text: str = "", **shape) -> None:
+    """Record one program (nothing outside `collect()`); `text`, its StableHLO (`Lowered.as_text`), gives its
+    size and fingerprint ("" for a program reused without being traced again)."""
     if _programs is None:
         return
-    text = lowered.as_text() if lowered is not None else ""
-    fingerprint = hashlib.sha256(text.encode()).hexdigest()[:16] if text else ""
     _programs.append(Program(_curve, kind, how, float(seconds), len(text.splitlines()), **shape,
-                             fingerprint=fingerprint))
+                             fingerprint=fingerprint(text) if text else ""))
+
+
+def fingerprint(text: str) -> str:
+    """16 hex digits of the sha256 of a program's StableHLO text: one fingerprint, one program."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def why(programs: list) -> list:

@@ -46,9 +46,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from . import compile_report
+from . import compile_report, programs
 from ._cpu import cpu_guard
-from .compile_cache import cache_hits
 from .core import (Algorithm, ConfigError, EnvSpec, Problem, Report, Sizes, Step, check_param,
                    check_stream, declared_param)
 from .devices import device_mesh, precision_scope, sharded_runs
@@ -438,14 +437,8 @@ def _run_group(problem, algorithm, seeds, params, padded, base_key, first_segmen
             compile_report.note(name, compile_report.REUSED, 0.0, **shape)
             return cache[key]
         t_c = time.perf_counter()
-        hits = cache_hits() if compile_report.active() else 0
-        lowered = jax.jit(fn, donate_argnums=donate).lower(*args)
-        cache[key] = lowered.compile()
-        seconds = time.perf_counter() - t_c
-        timer["compile"] += seconds
-        if compile_report.active():
-            how = compile_report.LOADED if cache_hits() > hits else compile_report.COMPILED
-            compile_report.note(name, how, seconds, lowered, **shape)
+        cache[key] = programs.compiled(jax.jit(fn, donate_argnums=donate).lower(*args), name, t_c, **shape)
+        timer["compile"] += time.perf_counter() - t_c
         return cache[key]
 
     sizes = first_sizes(algorithm, segs[0][2])

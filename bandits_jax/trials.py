@@ -15,9 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import compile_report
+from . import compile_report, programs
 from ._cpu import cpu_guard
-from .compile_cache import cache_hits
 from .core import Arms, ConfigError, Trial, check_stream
 from .devices import device_mesh, precision_scope, sharded_runs
 from .keys import init_keys, problem_and_algorithm_keys, seed_key, stream_key
@@ -92,12 +91,7 @@ def run_trials(arms: Arms, trial: Trial, seeds: Sequence[int], params: Optional[
         if key in cache:
             compile_report.note("trials", compile_report.REUSED, 0.0, **shape)
         else:
-            hits = cache_hits() if compile_report.active() else 0
-            lowered = jax.jit(jax.vmap(one)).lower(*args)
-            cache[key] = lowered.compile()
-            if compile_report.active():
-                how = compile_report.LOADED if cache_hits() > hits else compile_report.COMPILED
-                compile_report.note("trials", how, time.perf_counter() - t_c, lowered, **shape)
+            cache[key] = programs.compiled(jax.jit(jax.vmap(one)).lower(*args), "trials", t_c, **shape)
         t_r = time.perf_counter()
         out = jax.device_get(cache[key](*args))
         t_end = time.perf_counter()

@@ -73,9 +73,10 @@ def programs(out: Path) -> dict:
             total[how]["seconds"] += t["seconds"]
         for i, p in enumerate(report["programs"]):
             # a report without fingerprints (older code) counts what it compiled: in a cold run each
-            # distinct program is compiled once, and loaded only when asked for again
+            # distinct program is compiled once, and loaded only when asked for again; a program
+            # reused from the process's table has its fingerprint, one reused by its own call none
             fingerprints |= bool(p.get("fingerprint"))
-            if p.get("fingerprint") and p["how"] != "reused":
+            if p.get("fingerprint"):
                 per_pair[pair_of(p["curve"])].add(p["fingerprint"])
             elif p["how"] == "compiled":
                 per_pair[pair_of(p["curve"])].add((str(path), i))
@@ -93,15 +94,15 @@ def table(doc: dict) -> str:
     """Markdown: one row per command and run."""
     lines = [f"On {doc['machine']['cpu_count']} CPU(s); each command cold (an empty compile cache) and warm (the "
              "cache the cold run filled), no curve cache, fresh processes.", "",
-             "| command | run | process wall s | compiled: programs, s | loaded: programs, s | reused | distinct | "
-             "most per pair | load before |", "|---|---|---|---|---|---|---|---|---|"]
+             "| command | run | process wall s | compiled: programs, s | loaded: programs, s | reused: programs, s | "
+             "distinct | most per pair | load before |", "|---|---|---|---|---|---|---|---|---|"]
     for name, runs in doc["commands"].items():
         for run, r in runs.items():
             p = r["programs"]
             distinct, most = ("-" if p[k] is None else p[k] for k in ("distinct", "most_per_pair"))
             lines.append(f"| {name} | {run} | {r['wall_seconds']:.1f} | {p['compiled']['programs']}, "
                          f"{p['compiled']['seconds']:.1f} | {p['loaded']['programs']}, {p['loaded']['seconds']:.1f} | "
-                         f"{p['reused']['programs']} | {distinct} | {most} | {r['load_before']:.1f} |")
+                         f"{p['reused']['programs']}, {p['reused']['seconds']:.1f} | {distinct} | {most} | {r['load_before']:.1f} |")
     return "\n".join(lines)
 
 

@@ -518,13 +518,14 @@ def test_cold_start_sums_the_compile_reports_of_a_run(tmp_path):
     # pair "p: a": two programs in tuning, the first loaded again by its knob curve in another folder
     report(tmp_path / "tuning", [("p: a", "compiled", 2.0, "f1"), ("p: a", "compiled", 3.0, "f2"),
                                  ("p: a", "reused", 0.0, "")])
-    report(tmp_path / "reported", [("p: a @knob", "loaded", 0.5, "f1"), ("p: b", "compiled", 1.0, "f3")])
+    report(tmp_path / "reported", [("p: a @knob", "loaded", 0.5, "f1"), ("p: b", "compiled", 1.0, "f3"),
+                                   ("p: c", "reused", 0.25, "f3")])  # p: b's program, from the process's table
     got = cold_start.programs(tmp_path)
     assert got["compiled"] == {"programs": 3, "seconds": 6.0} and got["loaded"]["programs"] == 1
-    assert got["reused"]["programs"] == 1 and got["distinct"] == 3 and got["most_per_pair"] == 2
+    assert got["reused"] == {"programs": 2, "seconds": 0.25} and got["distinct"] == 3 and got["most_per_pair"] == 2
     doc = {"machine": {"cpu_count": 2}, "commands": {"arena smoke": {"cold": {"wall_seconds": 10.0, "load_before": 0.1,
                                                                              "programs": got}}}}
-    assert "| arena smoke | cold | 10.0 | 3, 6.0 | 1, 0.5 | 1 | 3 | 2 | 0.1 |" in cold_start.table(doc)
+    assert "| arena smoke | cold | 10.0 | 3, 6.0 | 1, 0.5 | 2, 0.2 | 3 | 2 | 0.1 |" in cold_start.table(doc)
     assert cold_start.pair_of("p: a [x0.3]") == cold_start.pair_of("p: a @knob [ttl=2]") == "p: a"
 
 

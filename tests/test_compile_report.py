@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from bandits_jax import cli, compile_report
+from bandits_jax import cli, compile_report, programs
 from bandits_jax.compile_report import COMPILED, LOADED, REUSED, Program
 from bandits_jax.sweep import COMPILE_REPORT_FILE, run_experiment
 
@@ -35,6 +35,7 @@ def test_nothing_is_recorded_outside_collect():
 
 
 def test_a_run_writes_its_report_with_every_program_it_asked_for(tmp_path, capsys):
+    programs.clear()  # another test of this process may have compiled these programs
     out = run_experiment("quickstart", size="smoke", out=tmp_path / "run", only=("Random",), plot=False,
                          curves=False, report_compiles=True)
     report = json.loads((out / COMPILE_REPORT_FILE).read_text())
@@ -50,3 +51,19 @@ def test_the_flag_is_on_run_and_arena(capsys):
         with pytest.raises(SystemExit):
             cli.main([command, "--help"])
         assert "--compile-report" in capsys.readouterr().out
+
+
+def test_the_arena_compiles_one_start_and_one_segment_per_pair(tmp_path):
+    """Tuning grid, its edge, reported window and knob run in groups of one size (`arena.shared_group`),
+    and the process keeps what it compiled (`programs`): every program after the pair's first two is
+    one of those two, reused."""
+    from bandits_jax import arena
+
+    programs.clear()
+    out = arena.run_arena("smoke", problems=("cosine",), algorithms=("linucb",), out=tmp_path / "arena",
+                          quiet=True, curves=False, report_compiles=True)
+    rows = [p for path in sorted(out.rglob(COMPILE_REPORT_FILE)) for p in json.loads(path.read_text())["programs"]]
+    had = [p for p in rows if p["how"] != REUSED]
+    assert [p["kind"] for p in had] == ["start", "segment"] and len(rows) > 2
+    assert {p["fingerprint"] for p in rows if p["fingerprint"]} == {p["fingerprint"] for p in had}
+    assert {p["padded"] for p in rows} == {arena.shared_group(arena.SIZES["smoke"]["seeds"])} == {2}

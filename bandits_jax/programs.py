@@ -1,0 +1,61 @@
+"""Compiled programs shared within one process, found again by their StableHLO text.
+
+    program = programs.compiled(lowered, "segment", seconds_so_far, batch=8, padded=8, agents=2)
+
+Calls that lower to one program text are one program: the curves of an arena pair's tuning grid and
+its reported curve, two curves that differ only in their names, the phases of an arena, the chunks of
+two sweeps in one process. XLA compiles such a program once per process; every later call takes the
+executable from this table instead of loading it from the persistent cache (a few tenths of a second
+each) or, with that cache off, compiling it again.
+
+The text fixes the executable within a process, together with every argument's shape, dtype and
+donation (jax leaves unused arguments out of the text) and the pytree structures of the arguments and
+results: the text holds the shapes, dtypes, constants (the data sets a step closes over), donated
+buffers and shardings, and XLA's flags and devices are the process's own.
+A program with a host callback (a progress report from inside a segment) is never shared: its text
+names the callback by its position in the program, not by the Python function it calls.
+
+The table keeps the KEPT programs used last (an executable holds its constants); `clear()` empties it.
+Each program asked for is noted in the compile report (`compile_report.note`): compiled, loaded from
+the persistent cache, or reused from this table, with the seconds spent on it in this call (tracing
+and lowering included).
+"""
+from __future__ import annotations
+
+import re
+import time
+from collections import OrderedDict
+
+from . import compile_report
+from .compile_cache import cache_hits
+
+KEPT = 64
+_HOST_CALLBACK = re.compile(r"custom_call @\w*callback")
+_table: "OrderedDict[tuple, object]" = OrderedDict()  # (fingerprint, arguments, out_tree): executable
+
+
+def compiled(lowered, kind: str, started: float, **shape):
+    """The executable of `lowered` (a `jax.stages.Lowered`): this process's own where it compiled the
+    same text before, else compiled (or loaded from the persistent cache) and kept. `started` is the
+    `time.perf_counter()` at which this program's tracing began; `shape` describes it for the report."""
+    text = lowered.as_text()
+    key = (compile_report.fingerprint(text), str(lowered.args_info), str(lowered.out_tree))
+    shared = not _HOST_CALLBACK.search(text)
+    if shared and key in _table:
+        _table.move_to_end(key)
+        compile_report.note(kind, compile_report.REUSED, time.perf_counter() - started, text, **shape)
+        return _table[key]
+    hits = cache_hits()
+    program = lowered.compile()
+    how = compile_report.LOADED if cache_hits() > hits else compile_report.COMPILED
+    compile_report.note(kind, how, time.perf_counter() - started, text, **shape)
+    if shared:
+        _table[key] = program
+        while len(_table) > KEPT:
+            _table.popitem(last=False)
+    return program
+
+
+def clear() -> None:
+    """Forget every program of the table (each is compiled or loaded again when next asked for)."""
+    _table.clear()
