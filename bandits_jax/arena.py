@@ -35,7 +35,8 @@ runs in groups of one size (`shared_group`), and the process compiles a program 
 Output (`OUT`, default results/arena/<size>): `OUT/tuning/`, `OUT/tuning-edge/` and `OUT/` are results
 folders like any experiment's (chunked, resumable); `OUT/arena.json` holds the fit matrix, the
 declarations, the tuning choices and the timing; `OUT/arena.md`, its figures and the per-seed table are
-written from them (`arena_page`). `bandits-jax report --arena OUT` writes the committed record and docs/arena.md.
+written from them (`arena_page`). `bandits-jax report --arena OUT` writes the committed record and
+docs/arena.md.
 """
 from __future__ import annotations
 

@@ -38,20 +38,19 @@ def run_identities(problem, algorithm, points: list, *, base_key: int = 0, preci
     """`run_identity` of each hyper-parameter point of `points` ([{name: float}], the points of one
     grid), one per point, in order. The hyper-parameters are traced as abstract values, so the
     programs are traced once for all points that name the same hyper-parameters."""
-    programs = {}
-    out = []
+    fixed = {"horizon": None if isinstance(algorithm, Trial) else problem.spec.horizon, "base_key": base_key,
+             "precision": precision, "versions": [package_version(p) for p in ("bandits_jax", "jax", "jaxlib")]}
+    stream = check_stream(algorithm.name, algorithm.stream)
+    if stream:
+        fixed["stream"] = stream
+    programs, out = {}, []
     for params in points:
         names = tuple(sorted(params))
         if names not in programs:
             programs[names] = _programs_digest(problem, algorithm, names, base_key, precision)
         digest = programs[names].copy()
-        fixed = {"params": {k: float(v) for k, v in sorted(params.items())},
-                 "horizon": None if isinstance(algorithm, Trial) else problem.spec.horizon, "base_key": base_key,
-                 "precision": precision, "versions": [package_version(p) for p in ("bandits_jax", "jax", "jaxlib")]}
-        stream = check_stream(algorithm.name, algorithm.stream)
-        if stream:
-            fixed["stream"] = stream
-        digest.update(json.dumps(fixed, sort_keys=True).encode())
+        point = {**fixed, "params": {k: float(v) for k, v in sorted(params.items())}}
+        digest.update(json.dumps(point, sort_keys=True).encode())
         out.append(digest.hexdigest()[:32])
     return out
 

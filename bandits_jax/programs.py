@@ -1,6 +1,7 @@
 """Compiled programs shared within one process, found again by their StableHLO text.
 
-    program = programs.compiled(lowered, "segment", seconds_so_far, batch=8, padded=8, agents=2)
+    started = time.perf_counter()
+    program = programs.compiled(jax.jit(fn).lower(*args), "segment", started, batch=8, padded=8, agents=2)
 
 Calls that lower to one program text are one program: the curves of an arena pair's tuning grid and
 its reported curve, two curves that differ only in their names, the phases of an arena, the chunks of

@@ -55,7 +55,6 @@ def test_another_result_structure_is_another_program():
 
 def test_a_program_with_a_host_callback_is_never_shared():
     programs.clear()
-    seen = []
 
     def with_callback(sink):
         def fn(x):
@@ -63,7 +62,7 @@ def test_a_program_with_a_host_callback_is_never_shared():
             return x * 2.0
         return fn
 
-    first_sink, second_sink = [], seen
+    first_sink, second_sink = [], []
     first, _ = _have(with_callback(first_sink), jnp.ones(3))
     second, how = _have(with_callback(second_sink), jnp.ones(3))
     assert how != "reused" and second is not first
