@@ -16,6 +16,11 @@ buffers and shardings, and XLA's flags and devices are the process's own.
 A program with a host callback (a progress report from inside a segment) is never shared: its text
 names the callback by its position in the program, not by the Python function it calls.
 
+On CPU every program compiles with XLA's loop fusion emitter in place of its newer MLIR one
+(`compiler_options`): the MLIR emitter spends most of a program's compile time in MLIR passes, and
+the loop emitter's code runs level (bench/README, "XLA's CPU options"). A user who names the flag in
+XLA_FLAGS (`--xla_cpu_use_fusion_emitters=true` is XLA's own default) keeps their choice.
+
 The table keeps the KEPT programs used last (an executable holds its constants); `clear()` empties it.
 Each program asked for is noted in the compile report (`compile_report.note`): compiled, loaded from
 the persistent cache, or reused from this table, with the seconds spent on it in this call (tracing
@@ -23,6 +28,7 @@ and lowering included).
 """
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections import OrderedDict
@@ -32,6 +38,7 @@ from .compile_cache import cache_hits
 
 KEPT = 64
 _HOST_CALLBACK = re.compile(r"custom_call @\w*callback")
+CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
 _table: "OrderedDict[tuple, object]" = OrderedDict()  # (fingerprint, arguments, out_tree): executable
 
 
@@ -47,7 +54,7 @@ def compiled(lowered, kind: str, started: float, **shape):
         compile_report.note(kind, compile_report.REUSED, time.perf_counter() - started, text, **shape)
         return _table[key]
     hits = cache_hits()
-    program = lowered.compile()
+    program = lowered.compile(compiler_options=compiler_options())
     how = compile_report.LOADED if cache_hits() > hits else compile_report.COMPILED
     compile_report.note(kind, how, time.perf_counter() - started, text, **shape)
     if shared:
@@ -55,6 +62,17 @@ def compiled(lowered, kind: str, started: float, **shape):
         while len(_table) > KEPT:
             _table.popitem(last=False)
     return program
+
+
+def compiler_options() -> dict:
+    """The XLA options of this process's programs: CPU_OPTIONS on a CPU backend, less any option the
+    XLA_FLAGS environment variable names (the user's setting stands); none on other backends."""
+    import jax
+
+    if jax.default_backend() != "cpu":
+        return {}
+    named = os.environ.get("XLA_FLAGS", "")
+    return {k: v for k, v in CPU_OPTIONS.items() if f"--{k}" not in named}
 
 
 def clear() -> None:

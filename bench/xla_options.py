@@ -21,7 +21,8 @@ from pathlib import Path
 from .harness import save_and_print
 
 OPTIONS = {  # name: XLA_FLAGS
-    "default": "",
+    "default": "",  # the library's own: XLA's loop fusion emitter on CPU (bandits_jax.programs.CPU_OPTIONS)
+    "MLIR fusion emitters": "--xla_cpu_use_fusion_emitters=true",  # XLA's own default
     "LLVM O1, no expensive passes": "--xla_backend_optimization_level=1 --xla_llvm_disable_expensive_passes=true",
     "LLVM O0": "--xla_backend_optimization_level=0",
     # LLVM fully unrolls a loop of a small constant trip count: an elementwise chain over an array

@@ -78,3 +78,30 @@ def test_the_table_keeps_the_programs_used_last(monkeypatch):
         _have(lambda x, c=c: x + c, jnp.ones(2))
     assert _have(lambda x: x + 3.0, jnp.ones(2))[1] == "reused"
     assert _have(lambda x: x + 1.0, jnp.ones(2))[1] != "reused"  # the oldest was let go
+
+
+class _Recording:
+    """A lowered program that records the options it is compiled with."""
+
+    def __init__(self, lowered):
+        self.lowered, self.options = lowered, "not compiled"
+        self.as_text, self.args_info, self.out_tree = lowered.as_text, lowered.args_info, lowered.out_tree
+
+    def compile(self, compiler_options=None):
+        self.options = compiler_options
+        return self.lowered.compile(compiler_options=compiler_options)
+
+
+def test_cpu_programs_compile_with_the_loop_fusion_emitter_unless_xla_flags_name_it(monkeypatch):
+    programs.clear()
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    assert programs.compiler_options() == {"xla_cpu_use_fusion_emitters": False}
+    seen = _Recording(jax.jit(lambda x: jnp.sin(x) * 5.0).lower(jnp.ones(3)))
+    program = programs.compiled(seen, "start", time.perf_counter(), batch=1, padded=1, agents=1)
+    assert seen.options == {"xla_cpu_use_fusion_emitters": False}
+    np.testing.assert_allclose(program(jnp.zeros(3)), 0.0)
+    # the user's flag stands: the option is left to XLA_FLAGS, other options are kept
+    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=1 --xla_cpu_use_fusion_emitters=true")
+    assert programs.compiler_options() == {}
+    monkeypatch.setattr(programs, "CPU_OPTIONS", {**programs.CPU_OPTIONS, "xla_embed_ir_in_executable": False})
+    assert programs.compiler_options() == {"xla_embed_ir_in_executable": False}
