@@ -21,7 +21,11 @@ On CPU every program compiles with XLA's loop fusion emitter in place of its new
 the loop emitter's code runs level (bench/README, "XLA's CPU options"). A user who names the flag in
 XLA_FLAGS (`--xla_cpu_use_fusion_emitters=true` is XLA's own default) keeps their choice.
 
-The table keeps the KEPT programs used last (an executable holds its constants); `clear()` empties it.
+The table keeps the programs used last: up to MOST_KEPT while the process holds less than MEMORY_SHARE
+of the machine's memory, and never fewer than KEPT (an executable holds its code and constants, some
+megabytes each). An arena asks for each pair's programs again in each of its phases, long after
+the other pairs' programs: a table of KEPT would load them from the persistent cache again, or
+compile them again with that cache off. `clear()` empties the table.
 Each program asked for is noted in the compile report (`compile_report.note`): compiled, loaded from
 the persistent cache, or reused from this table, with the seconds spent on it in this call (tracing
 and lowering included).
@@ -36,7 +40,9 @@ from collections import OrderedDict
 from . import compile_report
 from .compile_cache import cache_hits
 
-KEPT = 64
+KEPT = 64  # kept whatever the memory
+MOST_KEPT = 1024
+MEMORY_SHARE = 1 / 8  # beyond KEPT, programs are kept while the process's resident memory is below this share
 _HOST_CALLBACK = re.compile(r"custom_call @\w*callback")
 CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
 _table: "OrderedDict[tuple, object]" = OrderedDict()  # (fingerprint, arguments, out_tree): executable
@@ -59,7 +65,7 @@ def compiled(lowered, kind: str, started: float, **shape):
     compile_report.note(kind, how, time.perf_counter() - started, text, **shape)
     if shared:
         _table[key] = program
-        while len(_table) > KEPT:
+        while len(_table) > MOST_KEPT or (len(_table) > KEPT and _over_share()):
             _table.popitem(last=False)
     return program
 
@@ -73,6 +79,15 @@ def compiler_options() -> dict:
         return {}
     named = os.environ.get("XLA_FLAGS", "")
     return {k: v for k, v in CPU_OPTIONS.items() if f"--{k}" not in named}
+
+
+def _over_share() -> bool:
+    """Whether the process's resident memory is above MEMORY_SHARE of the machine's (False where the
+    system does not say: the table then keeps MOST_KEPT)."""
+    from .sweep import proc_kilobytes
+
+    total = proc_kilobytes("/proc/meminfo", "MemTotal")
+    return total > 0 and proc_kilobytes("/proc/self/status", "VmRSS") > MEMORY_SHARE * total
 
 
 def clear() -> None:

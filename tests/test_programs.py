@@ -73,11 +73,38 @@ def test_a_program_with_a_host_callback_is_never_shared():
 
 def test_the_table_keeps_the_programs_used_last(monkeypatch):
     programs.clear()
-    monkeypatch.setattr(programs, "KEPT", 2)
+    monkeypatch.setattr(programs, "KEPT", 1)
+    monkeypatch.setattr(programs, "MOST_KEPT", 2)
+    monkeypatch.setattr(programs, "_over_share", lambda: False)
     for c in (1.0, 2.0, 3.0):
         _have(lambda x, c=c: x + c, jnp.ones(2))
     assert _have(lambda x: x + 3.0, jnp.ones(2))[1] == "reused"
     assert _have(lambda x: x + 1.0, jnp.ones(2))[1] != "reused"  # the oldest was let go
+
+
+def test_beyond_its_floor_the_table_keeps_programs_only_within_its_memory_share(monkeypatch):
+    monkeypatch.setattr(programs, "KEPT", 2)
+    monkeypatch.setattr(programs, "MOST_KEPT", 10)
+    for over, kept in ((False, (1.0, 2.0, 3.0)), (True, (2.0, 3.0))):
+        programs.clear()
+        monkeypatch.setattr(programs, "_over_share", lambda over=over: over)
+        for c in (1.0, 2.0, 3.0):
+            _have(lambda x, c=c: x + c, jnp.ones(2))
+        monkeypatch.setattr(programs, "_over_share", lambda: False)  # asking again adds nothing to evict
+        reused = [c for c in (1.0, 2.0, 3.0) if _have(lambda x, c=c: x + c, jnp.ones(2))[1] == "reused"]
+        assert tuple(reused) == kept, over
+
+
+def test_the_memory_share_reads_this_process_against_the_machine(monkeypatch):
+    from bandits_jax import sweep
+
+    sizes = {"MemTotal": 8 << 30, "VmRSS": 2 << 30}
+    monkeypatch.setattr(sweep, "proc_kilobytes", lambda path, field: sizes[field])
+    assert programs._over_share()  # 2 GiB of 8 is above an eighth
+    sizes["VmRSS"] = 512 << 20
+    assert not programs._over_share()
+    sizes["MemTotal"] = 0  # the system does not say
+    assert not programs._over_share()
 
 
 class _Recording:
