@@ -19,8 +19,8 @@ names the callback by its position in the program, not by the Python function it
 On CPU every program compiles with XLA's loop fusion emitter in place of its newer MLIR one
 (`compiler_options`): a profile of the quickstart's compile found more of it in MLIR passes than in
 XLA's own, the loop emitter compiles faster, and its code runs level (bench/README, "XLA's CPU
-options"). A user who names the flag in
-XLA_FLAGS (`--xla_cpu_use_fusion_emitters=true` is XLA's own default) keeps their choice.
+options"). A user who names the flag in XLA_FLAGS (`--xla_cpu_use_fusion_emitters=true` is XLA's own
+default) keeps their choice.
 
 The table keeps the programs used last: up to MOST_KEPT while the process holds less than MEMORY_SHARE
 of the machine's memory, and never fewer than KEPT (an executable holds its code and constants, some
@@ -66,7 +66,8 @@ def compiled(lowered, kind: str, started: float, **shape):
     compile_report.note(kind, how, time.perf_counter() - started, text, **shape)
     if shared:
         _table[key] = program
-        while len(_table) > MOST_KEPT or (len(_table) > KEPT and _over_share()):
+        limit = MOST_KEPT if len(_table) <= KEPT or not _over_share() else KEPT
+        while len(_table) > limit:
             _table.popitem(last=False)
     return program
 
