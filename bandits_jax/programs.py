@@ -66,8 +66,7 @@ def compiled(lowered, kind: str, started: float, **shape):
     compile_report.note(kind, how, time.perf_counter() - started, text, **shape)
     if shared:
         _table[key] = program
-        limit = MOST_KEPT if len(_table) <= KEPT or not _over_share() else KEPT
-        while len(_table) > limit:
+        while len(_table) > MOST_KEPT or (len(_table) > KEPT and _over_share()):
             _table.popitem(last=False)
     return program
 
