@@ -13,8 +13,9 @@ the agents of its problem, and for a segment the capacity it was compiled for (`
 length. Within one curve, a program of a kind that was already compiled exists because one of those
 differs, and the report says which ("why"): a capacity segment, a batch shape, a segment length, an
 agent count. A program is "reused" when the process had it already: asked for again by the same call
-(no cost), or traced again to the text of a program compiled earlier in the process
-(`programs.compiled`; the tracing is its cost). Across curves, reuse is what sharing one program buys.
+(no cost), found by the objects that made it (`programs.made`; no cost, nothing traced), or traced
+again to the text of a program compiled earlier in the process (`programs.compiled`; the tracing is
+its cost). Across curves, reuse is what sharing one program buys.
 
 Size: the lines of the program's StableHLO text (`Lowered.as_text`), and its fingerprint (a hash of that
 text: two programs with one fingerprint are one program, compiled once per process). Nothing is
@@ -81,16 +82,19 @@ def active() -> bool:
     return _programs is not None
 
 
-def note(kind: str, how: str, seconds: float, text: str = "", **shape) -> None:
+def note(kind: str, how: str, seconds: float, text: str = "", lines: int = 0, fingerprint: str = "",
+         **shape) -> None:
     """Record one program (nothing outside `collect()`); `text`, its StableHLO (`Lowered.as_text`), gives its
-    size and fingerprint ("" for a program reused without being traced again)."""
+    size and fingerprint; a program had without tracing gives them as `lines` and `fingerprint` where
+    they are known (0 and "" where its caller reused it without asking the table)."""
     if _programs is None:
         return
-    _programs.append(Program(_curve, kind, how, float(seconds), len(text.splitlines()), **shape,
-                             fingerprint=fingerprint(text) if text else ""))
+    if text:
+        lines, fingerprint = len(text.splitlines()), text_fingerprint(text)
+    _programs.append(Program(_curve, kind, how, float(seconds), lines, **shape, fingerprint=fingerprint))
 
 
-def fingerprint(text: str) -> str:
+def text_fingerprint(text: str) -> str:
     """16 hex digits of the sha256 of a program's StableHLO text: one fingerprint, one program."""
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 

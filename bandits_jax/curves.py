@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections import OrderedDict
 from typing import NamedTuple, Optional
 
 import jax
@@ -86,19 +87,14 @@ def resolve(curves, trace: bool = True) -> list:
     a regret problem or arrivals the algorithm cannot work with always, an algorithm whose start or
     step fails to trace on the problem's shapes with `trace` (the sweep passes False: it traces every
     start and step for the curves' identities anyway)."""
-    from .algorithms import build_algorithm
-
-    algorithms, runs = {}, []
+    runs = []
     names = [n for c in curves for n in c.point_names()]
     duplicated = repeated(names)
     if duplicated:
         raise ConfigError(f"curve names must be unique; repeated: {', '.join(duplicated)}")
-    for curve in curves:  # every algorithm's options are checked before any problem reads its data
-        akey = spec_key(curve.algorithm)
-        if akey not in algorithms:
-            algorithms[akey] = build_algorithm(curve.algorithm)
-    for curve in curves:
-        algorithm = algorithms[spec_key(curve.algorithm)]._replace(name=curve.name, stream=curve.stream)
+    algorithms = [algorithm_of(c.algorithm) for c in curves]  # every algorithm's options are checked first
+    for curve, built in zip(curves, algorithms):
+        algorithm = built._replace(name=curve.name, stream=curve.stream)
         run = Run(curve, problem_of(curve.problem), algorithm)
         check_fit(run, trace)
         runs.append(run)
@@ -122,6 +118,29 @@ def problem_of(spec: Spec):
             _BUILT.pop(next(iter(_BUILT)))
         _BUILT[key] = problem
     return _BUILT[key]
+
+
+_ALGORITHMS: "OrderedDict[tuple, tuple]" = OrderedDict()  # (spec key, float dtype) -> (algorithm, its builders)
+_ALGORITHMS_KEEP = 256
+
+
+def algorithm_of(spec: Spec):
+    """The algorithm (or Trial) of a spec, built once per process and precision for the last
+    _ALGORITHMS_KEEP specs asked, while the functions registered to build it stay the same (a factory
+    registered or reloaded anew builds anew). One object per spec is what lets every curve of it, in
+    every phase of an arena, find its compiled programs again without tracing them
+    (`runner.program_makers`)."""
+    from .algorithms import build_algorithm, builders_of
+
+    key = spec_key(spec), str(jax.dtypes.canonicalize_dtype(np.float64))  # arrays it builds take the precision
+    builders = builders_of(spec)
+    kept = _ALGORITHMS.get(key)
+    if kept is None or len(kept[1]) != len(builders) or any(a is not b for a, b in zip(kept[1], builders)):
+        _ALGORITHMS[key] = kept = (build_algorithm(spec), builders)
+        while len(_ALGORITHMS) > _ALGORITHMS_KEEP:
+            _ALGORITHMS.popitem(last=False)
+    _ALGORITHMS.move_to_end(key)
+    return kept[0]
 
 
 def grid_names(name: str, grid) -> list:
@@ -185,33 +204,23 @@ def check_arrivals(run: Run) -> None:
 
 
 def trace_fit(run: Run, precision: str = "float64") -> None:
-    """Trace the run on its problem's real shapes without compiling or computing (`jax.eval_shape`): a
-    regret algorithm's start (the problem's draw and `init`) and one step (`select`, the rewards and
+    """Trace the run on its problem's real shapes without compiling or computing (the jaxprs of
+    `identity.programs_digest`, which a sweep's identities then find again without tracing): a regret
+    algorithm's start (the problem's draw and `init`) and one step (`select`, the rewards and
     `update`), a Trial's whole trial. Tracing the step checks its outputs against the step contract
     (`runner.check_actions`, `runner.check_update`: integer actions of shape [N], a state that keeps
     its tree structure, shapes and dtypes, a Report of scalars), as every trace of the runner's step
     does (the sweep's too). Any exception raised there, whatever its type (a ConfigError of
     `init`, a shape error, a missing key of the public part, one of jax's own), is the ConfigError of
     `misfit` with the first line of what went wrong; the original stays chained as its cause."""
-    from .devices import precision_scope
-    from .runner import horizon_sizes, make_step, run_start
-    from .trials import trial_run
+    from .identity import programs_digest
 
     problem, algorithm = run.problem, run.algorithm
     check_stream(algorithm.name, algorithm.stream)  # a bad stream is the algorithm's error, not a misfit
-    values = {name: np.float64(value) for name, value in algorithm.defaults.items()}
-    seed = np.uint32(0)
-    with precision_scope(precision):
-        try:
-            if isinstance(algorithm, Trial):
-                jax.eval_shape(trial_run(problem, algorithm, 0), seed, values)
-                return
-            start = run_start(problem, algorithm, 0, horizon_sizes(algorithm, problem.spec))
-            problem_key, algorithm_key, instance, state = jax.eval_shape(start, seed, values)
-            jax.eval_shape(make_step(problem, algorithm), values, state, instance, problem_key, algorithm_key,
-                           np.int32(0))
-        except Exception as err:  # noqa: BLE001 - any failure of a trace means the pair cannot run
-            raise misfit(run, failure(err)) from err
+    try:
+        programs_digest(problem, algorithm, tuple(sorted(algorithm.params)), 0, precision)
+    except Exception as err:  # noqa: BLE001 - any failure of a trace means the pair cannot run
+        raise misfit(run, failure(err)) from err
 
 
 def failure(err: BaseException) -> str:

@@ -8,13 +8,15 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections import OrderedDict
 
 import jax
 import numpy as np
 
 from .core import Trial, check_stream
 from .devices import precision_scope
-from .runner import horizon_sizes, make_step, run_start
+from .programs import maker_of
+from .runner import horizon_sizes, make_step, program_makers, run_start
 from .trials import trial_run
 
 
@@ -47,7 +49,7 @@ def run_identities(problem, algorithm, points: list, *, base_key: int = 0, preci
     for params in points:
         names = tuple(sorted(params))
         if names not in programs:
-            programs[names] = _programs_digest(problem, algorithm, names, base_key, precision)
+            programs[names] = programs_digest(problem, algorithm, names, base_key, precision)
         digest = programs[names].copy()
         point = {**fixed, "params": {k: float(v) for k, v in sorted(params.items())}}
         digest.update(json.dumps(point, sort_keys=True).encode())
@@ -55,9 +57,29 @@ def run_identities(problem, algorithm, points: list, *, base_key: int = 0, preci
     return out
 
 
-def _programs_digest(problem, algorithm, names: tuple, base_key: int, precision: str):
+_DIGESTS: "OrderedDict[tuple, tuple]" = OrderedDict()  # Maker key: (sha256 object, the objects it names)
+_DIGESTS_KEEP = 256
+
+
+def programs_digest(problem, algorithm, names: tuple, base_key: int, precision: str):
     """A sha256 object fed with the traced start and step (the trial) of a run whose hyper-parameters
-    are `names`, and the arrays those programs close over."""
+    are `names`, and the arrays those programs close over; traced once per process for the same
+    problem and algorithm objects (`runner.program_makers`: every phase of an arena asks again)."""
+    maker = maker_of(*program_makers(problem, algorithm), names, base_key, precision)
+    kept = _DIGESTS.get(maker.key) if maker.key is not None else None
+    if kept is None:
+        kept = (_traced_digest(problem, algorithm, names, base_key, precision), maker.held)
+        if maker.key is not None:
+            _DIGESTS[maker.key] = kept
+            while len(_DIGESTS) > _DIGESTS_KEEP:
+                _DIGESTS.popitem(last=False)
+    else:
+        _DIGESTS.move_to_end(maker.key)
+    return kept[0].copy()
+
+
+def _traced_digest(problem, algorithm, names: tuple, base_key: int, precision: str):
+    """`programs_digest`, traced: the start and step jaxprs (the trial's), and their constants."""
     with precision_scope(precision):
         # abstract inputs (the weak float of a Python number, as before): tracing computes and compiles
         # nothing, so `run --check` compiles no program

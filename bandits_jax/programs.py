@@ -30,6 +30,13 @@ compile them again with that cache off. `clear()` empties the table.
 Each program asked for is noted in the compile report (`compile_report.note`): compiled, loaded from
 the persistent cache, or reused from this table, with the seconds spent on it in this call (tracing
 and lowering included).
+
+Tracing and lowering a step costs about as much as compiling a small one, and an arena asks for each
+pair's programs again in every phase. A caller that names what makes a program (`maker_of`: the problem
+and algorithm objects, compared by identity, and the plain values of its shape) finds it again with
+`made`, without tracing, for as long as the table keeps it. The key holds jax's trace context too
+(the configuration jax's own jit cache keys on), so a change of a jax setting is a miss, never a
+stale program.
 """
 from __future__ import annotations
 
@@ -37,6 +44,7 @@ import os
 import re
 import time
 from collections import OrderedDict
+from typing import NamedTuple, Optional
 
 from . import compile_report
 from .compile_cache import cache_hits
@@ -47,28 +55,86 @@ MEMORY_SHARE = 1 / 8  # beyond KEPT, programs are kept while the process's resid
 CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
 _HOST_CALLBACK = re.compile(r"custom_call @\w*callback")
 _table: "OrderedDict[tuple, object]" = OrderedDict()  # (fingerprint, arguments, out_tree): executable
+_made: "OrderedDict[tuple, tuple]" = OrderedDict()  # Maker key: (table key, lines, fingerprint, held objects)
 
 
-def compiled(lowered, kind: str, started: float, **shape):
+class Maker(NamedTuple):
+    """What makes a program (`maker_of`): `key`, hashable (None where it cannot be had: nothing is then
+    found without tracing), and `held`, the objects the key names by identity."""
+
+    key: Optional[tuple]
+    held: tuple
+
+
+def maker_of(*parts) -> Maker:
+    """The Maker of a program made from `parts`: each plain value (None, a bool, number or string, or a
+    tuple of plain values) compared by value, every other object (a problem, an algorithm's functions)
+    by identity, and jax's trace context (None where this jax does not expose it). Two calls whose
+    parts are the same objects and equal values, under one jax configuration, trace to one program."""
+    held = tuple(p for p in parts if not _plain(p))
+    key = tuple(("id", id(p)) if not _plain(p) else (type(p).__name__, p) for p in parts)
+    try:
+        from jax._src.config import trace_context
+
+        key = key, trace_context()
+        hash(key)
+    except (ImportError, TypeError):
+        key = None
+    return Maker(key, held)
+
+
+def made(maker: Maker, kind: str, **shape):
+    """The executable `maker` made before in this process, while the table keeps it (noted in the report
+    as reused, at no cost: nothing is traced); None where it made none or its program was let go."""
+    entry = _made.get(maker.key) if maker.key is not None else None
+    if entry is None or entry[0] not in _table:
+        return None
+    _made.move_to_end(maker.key)
+    _table.move_to_end(entry[0])
+    compile_report.note(kind, compile_report.REUSED, 0.0, lines=entry[1], fingerprint=entry[2], **shape)
+    return _table[entry[0]]
+
+
+def compiled(lowered, kind: str, started: float, maker: Maker = None, **shape):
     """The executable of `lowered` (a `jax.stages.Lowered`): this process's own where it compiled the
     same text before, else compiled (or loaded from the persistent cache) and kept. `started` is the
-    `time.perf_counter()` at which this program's tracing began; `shape` describes it for the report."""
+    `time.perf_counter()` at which this program's tracing began; `maker` (`maker_of`), what made it, lets
+    `made` find it again; `shape` describes it for the report."""
     text = lowered.as_text()
-    key = (compile_report.fingerprint(text), str(lowered.args_info), str(lowered.out_tree))
+    key = (compile_report.text_fingerprint(text), str(lowered.args_info), str(lowered.out_tree))
     shared = not _HOST_CALLBACK.search(text)
     if shared and key in _table:
         _table.move_to_end(key)
         compile_report.note(kind, compile_report.REUSED, time.perf_counter() - started, text, **shape)
-        return _table[key]
-    hits = cache_hits()
-    program = lowered.compile(compiler_options=compiler_options())
-    how = compile_report.LOADED if cache_hits() > hits else compile_report.COMPILED
-    compile_report.note(kind, how, time.perf_counter() - started, text, **shape)
-    if shared:
-        _table[key] = program
-        while len(_table) > MOST_KEPT or (len(_table) > KEPT and _over_share()):
-            _table.popitem(last=False)
+        program = _table[key]
+    else:
+        hits = cache_hits()
+        program = lowered.compile(compiler_options=compiler_options())
+        how = compile_report.LOADED if cache_hits() > hits else compile_report.COMPILED
+        compile_report.note(kind, how, time.perf_counter() - started, text, **shape)
+        if shared:
+            _keep(key, program)
+    if shared and maker is not None and maker.key is not None:
+        _made[maker.key] = (key, len(text.splitlines()), key[0], maker.held)
+        while len(_made) > MOST_KEPT:  # one program may have many makers (each of its problem objects)
+            _made.popitem(last=False)
     return program
+
+
+def _keep(key: tuple, program) -> None:
+    """Put `program` into the table, letting go of those used longest ago beyond what it keeps (and the
+    makers that name them)."""
+    _table[key] = program
+    while len(_table) > MOST_KEPT or (len(_table) > KEPT and _over_share()):
+        gone, _ = _table.popitem(last=False)
+        for k in [k for k, entry in _made.items() if entry[0] == gone]:
+            del _made[k]
+
+
+def _plain(value) -> bool:
+    """Whether `value` is compared by value in a Maker: None, a bool, number or string, or a tuple of them."""
+    return value is None or isinstance(value, (bool, int, float, str)) or (
+        isinstance(value, tuple) and all(_plain(v) for v in value))
 
 
 def compiler_options() -> dict:
@@ -94,3 +160,4 @@ def _over_share() -> bool:
 def clear() -> None:
     """Forget every program of the table (each is compiled or loaded again when next asked for)."""
     _table.clear()
+    _made.clear()

@@ -200,6 +200,13 @@ def run_start(problem: Problem, algorithm: Algorithm, base_key: int, sizes: Size
     return start
 
 
+def program_makers(problem: Problem, algorithm: Algorithm) -> tuple:
+    """What a run's traced programs are made of (`programs.maker_of`): the problem and every field of
+    the algorithm but its name, which nothing traced reads (two curves of one algorithm under two names
+    trace to one program)."""
+    return (problem,) + tuple(v for f, v in zip(algorithm._fields, algorithm) if f != "name")
+
+
 def make_step(problem: Problem, algorithm: Algorithm) -> Callable:
     """The pure step of ONE run: (params, state, instance, keys, t) -> (state, outputs). Its outputs' error
     bits include the runner's own of a step that breaks the contract at run time (`step_faults`)."""
@@ -419,6 +426,7 @@ def _run_group(problem, algorithm, seeds, params, padded, base_key, first_segmen
     start call through every capacity segment; the compiled programs are keyed by `padded`, so every
     group of a batch (and of any batch with the same group size) calls the same ones."""
     mesh = device_mesh()
+    devices = tuple(d.id for d in mesh.devices.flat)
     batch = len(seeds)
     dtype = jnp.zeros(()).dtype
     seed_arr = sharded_runs(seeds, padded, mesh, np.uint32)
@@ -436,9 +444,14 @@ def _run_group(problem, algorithm, seeds, params, padded, base_key, first_segmen
         if key in cache:
             compile_report.note(name, compile_report.REUSED, 0.0, **shape)
             return cache[key]
-        t_c = time.perf_counter()
-        cache[key] = programs.compiled(jax.jit(fn, donate_argnums=donate).lower(*args), name, t_c, **shape)
-        timer["compile"] += time.perf_counter() - t_c
+        maker = programs.maker_of(*program_makers(problem, algorithm), name, base_key, padded, static, str(dtype),
+                                  devices, progress is not None)
+        cache[key] = programs.made(maker, name, **shape)
+        if cache[key] is None:
+            t_c = time.perf_counter()
+            lowered = jax.jit(fn, donate_argnums=donate).lower(*args)
+            cache[key] = programs.compiled(lowered, name, t_c, maker, **shape)
+            timer["compile"] += time.perf_counter() - t_c
         return cache[key]
 
     sizes = first_sizes(algorithm, segs[0][2])

@@ -67,3 +67,7 @@ def test_the_arena_compiles_one_start_and_one_segment_per_pair(tmp_path):
     assert [p["kind"] for p in had] == ["start", "segment"] and len(rows) > 2
     assert {p["fingerprint"] for p in rows if p["fingerprint"]} == {p["fingerprint"] for p in had}
     assert {p["padded"] for p in rows} == {arena.shared_group(arena.SIZES["smoke"]["seeds"])} == {2}
+    reported = json.loads((out / COMPILE_REPORT_FILE).read_text())["programs"]  # the last phase traces nothing
+    assert reported and all(p["how"] == REUSED and p["seconds"] == 0.0 and p["hlo_lines"] > 0
+                            for p in reported if p["fingerprint"])
+    assert any(p["fingerprint"] for p in reported)

@@ -132,3 +132,88 @@ def test_cpu_programs_compile_with_the_loop_fusion_emitter_unless_xla_flags_name
     assert programs.compiler_options() == {}
     monkeypatch.setattr(programs, "CPU_OPTIONS", {**programs.CPU_OPTIONS, "xla_embed_ir_in_executable": False})
     assert programs.compiler_options() == {"xla_embed_ir_in_executable": False}
+
+
+def test_a_maker_finds_its_program_again_without_tracing():
+    programs.clear()
+    offset, other = np.ones(2), np.ones(2)
+    first = programs.maker_of(offset, "segment", 4, (8, None))
+    lowered = jax.jit(lambda x: x + 1.0).lower(jnp.ones(2))
+    exe = programs.compiled(lowered, "segment", time.perf_counter(), first, batch=1, padded=1, agents=1)
+    with compile_report.collect() as seen:
+        again = programs.made(programs.maker_of(offset, "segment", 4, (8, None)), "segment", batch=1, padded=1,
+                              agents=1)
+    assert again is exe and seen[0].how == "reused" and seen[0].seconds == 0.0
+    assert seen[0].fingerprint == compile_report.text_fingerprint(lowered.as_text()) and seen[0].hlo_lines > 0
+    # another object with equal contents, another value, another kind of value: not found
+    assert programs.made(programs.maker_of(other, "segment", 4, (8, None)), "segment") is None
+    assert programs.made(programs.maker_of(offset, "segment", 4, (16, None)), "segment") is None
+    assert programs.made(programs.maker_of(offset, "segment", 4.0, (8, None)), "segment") is None
+    programs.clear()  # a program let go is traced again
+    assert programs.made(first, "segment") is None
+
+
+def test_a_maker_keys_on_jax_configuration():
+    programs.clear()
+    first = programs.maker_of("start", 2)
+    programs.compiled(jax.jit(lambda x: x * 2.0).lower(jnp.ones(2)), "start", time.perf_counter(), first)
+    with jax.numpy_dtype_promotion("strict"):  # a setting jax's own jit cache keys on
+        assert programs.made(programs.maker_of("start", 2), "start") is None
+    assert programs.made(programs.maker_of("start", 2), "start") is not None
+
+
+def test_a_program_with_a_host_callback_is_never_found_by_its_maker():
+    programs.clear()
+    maker = programs.maker_of("segment", 3)
+
+    def fn(x):
+        jax.debug.callback(lambda v: None, x.sum())
+        return x * 2.0
+
+    programs.compiled(jax.jit(fn).lower(jnp.ones(3)), "segment", time.perf_counter(), maker)
+    assert programs.made(maker, "segment") is None
+
+
+def test_two_resolves_of_one_spec_run_one_program_traced_once():
+    """Every phase of an arena resolves its curves anew: one object per problem and algorithm spec
+    (`curves.problem_of`, `curves.algorithm_of`) is what lets the later phases skip the trace."""
+    import dataclasses
+
+    from bandits_jax.curves import Curve, Spec, resolve
+    from bandits_jax.runner import run_batch
+
+    programs.clear()
+    curve = Curve("a", Spec("cosine", {"num_agents": 2, "horizon": 6}), Spec("linucb"))
+    first = resolve([curve])[0]
+    renamed = resolve([dataclasses.replace(curve, name="b", stream=0)])[0]
+    assert renamed.problem is first.problem and renamed.algorithm.select is first.algorithm.select
+    with compile_report.collect() as seen:
+        a = run_batch(first.problem, first.algorithm, [0, 1])
+        b = run_batch(renamed.problem, renamed.algorithm, [0, 1])
+    half = len(seen) // 2
+    assert [p.kind for p in seen[:half]] == [p.kind for p in seen[half:]] == ["start", "segment"]
+    assert all(p.how == "reused" and p.seconds == 0.0 and p.fingerprint for p in seen[half:])
+    assert [p.fingerprint for p in seen[half:]] == [p.fingerprint for p in seen[:half]]
+    np.testing.assert_array_equal(a.regret, b.regret)
+    with compile_report.collect() as seen:  # another stream draws other numbers: another program
+        run_batch(first.problem, first.algorithm._replace(stream=7), [0, 1])
+    assert seen[0].how != "reused"
+
+
+def test_an_algorithm_spec_is_built_again_when_its_factory_changes(monkeypatch):
+    from bandits_jax import algorithms
+    from bandits_jax.curves import Spec, algorithm_of
+    from bandits_jax.devices import precision_scope
+
+    spec = Spec("linucb", {"lam": 2.0})
+    with precision_scope("float64"):
+        built = algorithm_of(spec)
+        assert algorithm_of(spec) is built and algorithm_of(spec.with_options(lam=3.0)) is not built
+    with precision_scope("float32"):  # arrays a factory builds take the precision
+        assert algorithm_of(spec) is not built
+    with precision_scope("float64"):
+        assert algorithm_of(spec) is built
+    factory = algorithms.algorithm_factory("linucb")
+    monkeypatch.setitem(algorithms.ALGORITHMS, "linucb", lambda **options: factory(**options))
+    with precision_scope("float64"):
+        assert algorithm_of(spec) is not built

@@ -442,11 +442,14 @@ def test_a_grids_identities_trace_its_programs_once(monkeypatch):
     prob, alg = toy_problem(horizon=10), linucb()
     points = [dict(alg.defaults, beta=b) for b in (0.5, 1.0, 2.0)]
     traced = []
-    digest = identity._programs_digest
-    monkeypatch.setattr(identity, "_programs_digest", lambda *a: traced.append(a) or digest(*a))
+    digest = identity._traced_digest
+    monkeypatch.setattr(identity, "_traced_digest", lambda *a: traced.append(a) or digest(*a))
     found = identity.run_identities(prob, alg, points)
     assert len(traced) == 1
     assert found == [identity.run_identity(prob, alg, p) for p in points] and len(set(found)) == 3
+    # the same objects (an arena's next phase, the curve under another name) are not traced again
+    assert identity.run_identities(prob, alg._replace(name="other"), points) == found and len(traced) == 1
+    assert identity.run_identities(prob, alg, points, base_key=1) != found and len(traced) == 2
 
 
 @pytest.mark.parametrize("stream", [-1, 2 ** 32, 1.5, True, "1"])

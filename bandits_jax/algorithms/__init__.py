@@ -181,6 +181,13 @@ def wrap_algorithm(algorithm, name: str, **options):
     return wrapper(algorithm, **checked_options(f"wrapper {name}", wrapper, options, skip=1))
 
 
+def builders_of(spec) -> tuple:
+    """The functions that build `spec` (`build_algorithm`): its algorithm's factory, then each wrapper's
+    function (None for a wrapper name not registered: building refuses it)."""
+    wrappers = tuple(_load(WRAPPERS[name]) if name in WRAPPERS else None for name, _ in spec.wrappers)
+    return (algorithm_factory(spec.name),) + wrappers
+
+
 def build_algorithm(spec):
     """The algorithm of a `curves.Spec`: the named factory with its options, then its wrappers in order.
     A wrapper named twice is refused (ConfigError) before anything is built: the registered wrappers
@@ -203,5 +210,5 @@ def _load(target):
     return getattr(importlib.import_module(f"{__name__}.{module}"), function)
 
 
-__all__ = ["ALGORITHMS", "LINEAGES", "paper_of", "record_of", "records", "setting_of", "Record", "BenchCase", "WRAPPERS", "make_algorithm", "build_algorithm", "wrap_algorithm",
+__all__ = ["ALGORITHMS", "LINEAGES", "paper_of", "record_of", "records", "setting_of", "Record", "BenchCase", "WRAPPERS", "make_algorithm", "build_algorithm", "builders_of", "wrap_algorithm",
            "register_algorithm", "TUNINGS", "tuning_of", "Knob", "Tuning", "register_wrapper", "algorithm_factory", "algorithm_options", "algorithm_descriptions"]
