@@ -51,7 +51,7 @@ from .compile_cache import cache_hits
 
 KEPT = 64  # kept whatever the memory
 MOST_KEPT = 1024
-MEMORY_SHARE = 1 / 8  # beyond KEPT, programs are kept while the process's resident memory is below this share
+MEMORY_SHARE = 1 / 4  # beyond KEPT, programs are kept while the process's resident memory is below this share
 CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
 _HOST_CALLBACK = re.compile(r"custom_call @\w*callback")
 _table: "OrderedDict[tuple, object]" = OrderedDict()  # (fingerprint, arguments, out_tree): executable

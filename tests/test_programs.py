@@ -98,9 +98,9 @@ def test_beyond_its_floor_the_table_keeps_programs_only_within_its_memory_share(
 def test_the_memory_share_reads_this_process_against_the_machine(monkeypatch):
     from bandits_jax import sweep
 
-    sizes = {"MemTotal": 8 << 30, "VmRSS": 2 << 30}
+    sizes = {"MemTotal": 8 << 30, "VmRSS": 3 << 30}
     monkeypatch.setattr(sweep, "proc_kilobytes", lambda path, field: sizes[field])
-    assert programs._over_share()  # 2 GiB of 8 is above an eighth
+    assert programs._over_share()  # 3 GiB of 8 is above a quarter
     sizes["VmRSS"] = 512 << 20
     assert not programs._over_share()
     sizes["MemTotal"] = 0  # the system does not say
