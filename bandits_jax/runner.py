@@ -9,7 +9,10 @@ Groups: each device's runs are cut into groups of c runs, one vmap each (on a CP
 `vmap_size`; a batch of fewer runs takes the power of two that holds them), and the groups run one
 after another as calls of the SAME compiled programs: every batch of c or more runs of a curve, tuning
 grid, reported seeds or a chunk's remainder alike, shares one start program and one program per capacity
-segment (`chunk_layout`). The last group is padded with copies of its last run.
+segment (`chunk_layout`). The last group is padded with copies of its last run. The start is two
+programs, the problem's draw (`problem_start`, one for every algorithm on that problem) and the
+algorithm's `init` (`algorithm_start`): the draw of a Coop problem's GP function is most of a
+start's program.
 
 Memory: a segment consumes its input state (donated to the compiled call), so the state is updated in
 place and a segment allocates no second copy of it; only a resize (new shapes) allocates.
@@ -184,18 +187,42 @@ def _typed(aval) -> str:
     return f"{aval.dtype}[{', '.join(map(str, aval.shape))}]"
 
 
-def run_start(problem: Problem, algorithm: Algorithm, base_key: int, sizes: Sizes) -> Callable:
-    """The start of ONE run: (seed, params) -> (problem key, algorithm key of the algorithm's stream,
-    instance, state)."""
+def problem_start(problem: Problem, base_key: int) -> Callable:
+    """The problem's part of ONE run's start: seed -> (problem key, algorithm key of stream 0, instance,
+    public part). It reads nothing of the algorithm, so every algorithm on one problem calls one
+    compiled program of it (the draw of a Coop problem's GP function is most of a start's program)."""
+
+    def start(seed):
+        problem_key, algorithm_key = problem_and_algorithm_keys(seed_key(seed, base_key))
+        instance = problem.init(init_keys(problem_key, algorithm_key)[0])
+        public = None if problem.public is None else problem.public(instance)
+        return problem_key, algorithm_key, instance, public
+
+    return start
+
+
+def algorithm_start(problem: Problem, algorithm: Algorithm, sizes: Sizes) -> Callable:
+    """The algorithm's part of ONE run's start: (algorithm key of stream 0, params, public part) ->
+    (algorithm key of the algorithm's stream, state)."""
     stream = check_stream(algorithm.name, algorithm.stream)
 
-    def start(seed, params):
-        problem_key, algorithm_key = problem_and_algorithm_keys(seed_key(seed, base_key))
+    def start(algorithm_key, params, public):
         algorithm_key = stream_key(algorithm_key, stream)
-        instance_key, state_key = init_keys(problem_key, algorithm_key)
-        instance = problem.init(instance_key)
-        public = None if problem.public is None else problem.public(instance)
-        return problem_key, algorithm_key, instance, algorithm.init(state_key, problem.spec, params, sizes, public)
+        state = algorithm.init(init_keys(algorithm_key, algorithm_key)[1], problem.spec, params, sizes, public)
+        return algorithm_key, state
+
+    return start
+
+
+def run_start(problem: Problem, algorithm: Algorithm, base_key: int, sizes: Sizes) -> Callable:
+    """The start of ONE run: (seed, params) -> (problem key, algorithm key of the algorithm's stream,
+    instance, state): `problem_start`, then `algorithm_start` (the runner compiles the two apart)."""
+    first, second = problem_start(problem, base_key), algorithm_start(problem, algorithm, sizes)
+
+    def start(seed, params):
+        problem_key, algorithm_key, instance, public = first(seed)
+        algorithm_key, state = second(algorithm_key, params, public)
+        return problem_key, algorithm_key, instance, state
 
     return start
 
@@ -437,15 +464,15 @@ def _run_group(problem, algorithm, seeds, params, padded, base_key, first_segmen
     report = _progress_callback(progress, every)
     timer = {"compile": 0.0, "run": 0.0}
 
-    def compiled(name, fn, *args, static=(), donate=()):
+    def compiled(name, fn, *args, static=(), donate=(), makers=None):
         key = (name, problem.name, algorithm.name, id(problem), id(algorithm), padded, static, str(dtype))
         shape = dict(batch=batch, padded=padded, agents=spec.num_agents,
                      **({"capacity": str(tuple(static[1])), "length": static[0]} if name == "segment" else {}))
         if key in cache:
             compile_report.note(name, compile_report.REUSED, 0.0, **shape)
             return cache[key]
-        maker = programs.maker_of(*program_makers(problem, algorithm), name, base_key, padded, static, str(dtype),
-                                  devices, progress is not None)
+        makers = program_makers(problem, algorithm) if makers is None else makers
+        maker = programs.maker_of(*makers, name, base_key, padded, static, str(dtype), devices, progress is not None)
         cache[key] = programs.made(maker, name, **shape)
         if cache[key] is None:
             t_c = time.perf_counter()
@@ -458,13 +485,20 @@ def _run_group(problem, algorithm, seeds, params, padded, base_key, first_segmen
     if sizes.demand_rows is not None:  # demand-sized buffers start small and grow with their fill
         sizes = sizes._replace(demand_rows=min(sizes.demand_rows, FIRST_DEMAND_ROWS))
 
-    def start(seeds_, params_):
-        return jax.vmap(run_start(problem, algorithm, base_key, sizes))(seeds_, params_)
+    def problem_part(seeds_):
+        return jax.vmap(problem_start(problem, base_key))(seeds_)
+
+    def algorithm_part(keys_, params_, public):
+        return jax.vmap(algorithm_start(problem, algorithm, sizes))(keys_, params_, public)
 
     run_segment = _segment_runner(algorithm, step, report, compiled, timer)
-    f_start = compiled("start", start, seed_arr, params, static=(sizes,))
+    f_problem = compiled("problem start", problem_part, seed_arr, makers=(problem,))
     t_r = time.perf_counter()
-    pk, ak, inst, state = f_start(seed_arr, params)
+    pk, ak, inst, public = f_problem(seed_arr)
+    timer["run"] += time.perf_counter() - t_r
+    f_start = compiled("start", algorithm_part, ak, params, public, static=(sizes,))
+    t_r = time.perf_counter()
+    ak, state = f_start(ak, params, public)
     timer["run"] += time.perf_counter() - t_r
     outputs, errors = _run_segments(algorithm, spec, segs, sizes, run_segment, compiled,
                                     (params, state, inst, pk, ak), padded, seeds if stop_on_error else None)

@@ -40,7 +40,8 @@ def test_a_run_writes_its_report_with_every_program_it_asked_for(tmp_path, capsy
                          curves=False, report_compiles=True)
     report = json.loads((out / COMPILE_REPORT_FILE).read_text())
     kinds = [(p["curve"], p["kind"], p["why"]) for p in report["programs"]]
-    assert kinds[:2] == [("Random", "start", "first start"), ("Random", "segment", "first segment")]
+    assert kinds[:3] == [("Random", "problem start", "first problem start"), ("Random", "start", "first start"),
+                         ("Random", "segment", "first segment")]
     assert all(p["how"] in (COMPILED, LOADED) and p["hlo_lines"] > 0 and p["agents"] == 1 for p in report["programs"])
     assert sum(t["programs"] for t in report["summary"].values()) == len(report["programs"])
     assert "| Random | start |" in capsys.readouterr().out
@@ -53,7 +54,7 @@ def test_the_flag_is_on_run_and_arena(capsys):
         assert "--compile-report" in capsys.readouterr().out
 
 
-def test_the_arena_compiles_one_start_and_one_segment_per_pair(tmp_path):
+def test_the_arena_compiles_one_start_and_one_segment_per_pair_and_one_start_per_problem(tmp_path):
     """Tuning grid, its edge, reported window and knob run in groups of one size (`arena.shared_group`),
     and the process keeps what it compiled (`programs`): every program after the pair's first two is
     one of those two, reused."""
@@ -64,7 +65,7 @@ def test_the_arena_compiles_one_start_and_one_segment_per_pair(tmp_path):
                           quiet=True, curves=False, report_compiles=True)
     rows = [p for path in sorted(out.rglob(COMPILE_REPORT_FILE)) for p in json.loads(path.read_text())["programs"]]
     had = [p for p in rows if p["how"] != REUSED]
-    assert [p["kind"] for p in had] == ["start", "segment"] and len(rows) > 2
+    assert [p["kind"] for p in had] == ["problem start", "start", "segment"] and len(rows) > 3
     assert {p["fingerprint"] for p in rows if p["fingerprint"]} == {p["fingerprint"] for p in had}
     assert {p["padded"] for p in rows} == {arena.shared_group(arena.SIZES["smoke"]["seeds"])} == {2}
     reported = json.loads((out / COMPILE_REPORT_FILE).read_text())["programs"]  # the last phase traces nothing

@@ -208,7 +208,7 @@ def test_batches_of_any_size_from_the_group_size_up_share_their_programs():
     cache, prob, alg = {}, toy_problem(horizon=60), history_greedy()
     for runs in (8, 20, 13, 64):
         run_batch(prob, alg, range(runs), first_segment=30, compiled_cache=cache)
-    assert sorted(k[0] for k in cache) == ["segment", "segment", "start"]
+    assert sorted(k[0] for k in cache) == ["problem start", "segment", "segment", "start"]
 
 
 def test_precision_scope_does_not_leak():
