@@ -107,8 +107,10 @@ def table(doc: dict) -> str:
 
 
 def comparison(docs: dict) -> str:
-    """Markdown of several codes' measurements ({file name: doc with its "code"}, in file-name order)."""
-    return "\n\n".join(f"Code {doc['code']}:\n\n{table(doc)}" for _, doc in sorted(docs.items()))
+    """Markdown of several codes' measurements ({file name: doc with its "code"}, in the order of the
+    number each file name starts with: 9_... before 10_...)."""
+    order = lambda item: (int(item[0].split("_")[0]), item[0])  # noqa: E731
+    return "\n\n".join(f"Code {doc['code']}:\n\n{table(doc)}" for _, doc in sorted(docs.items(), key=order))
 
 
 def main(argv=None) -> int:
