@@ -527,6 +527,9 @@ def test_cold_start_sums_the_compile_reports_of_a_run(tmp_path):
                                                                              "programs": got}}}}
     assert "| arena smoke | cold | 10.0 | 3, 6.0 | 1, 0.5 | 2, 0.2 | 3 | 2 | 0.1 |" in cold_start.table(doc)
     assert cold_start.pair_of("p: a [x0.3]") == cold_start.pair_of("p: a @knob [ttl=2]") == "p: a"
+    codes = {name: {**doc, "code": name} for name in ("10_later.json", "9_earlier.json", "2_first.json")}
+    text = cold_start.comparison(codes)  # in the order of the files' numbers, not of their names as text
+    assert text.index("Code 2_first") < text.index("Code 9_earlier") < text.index("Code 10_later")
 
 
 def test_xla_options_table_names_a_set_that_moves_the_numbers():
