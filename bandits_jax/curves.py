@@ -135,7 +135,7 @@ def algorithm_of(spec: Spec):
     key = spec_key(spec), str(jax.dtypes.canonicalize_dtype(np.float64))  # arrays it builds take the precision
     builders = builders_of(spec)
     kept = _ALGORITHMS.get(key)
-    if kept is None or len(kept[1]) != len(builders) or any(a is not b for a, b in zip(kept[1], builders)):
+    if kept is None or any(a is not b for a, b in zip(kept[1], builders)):  # the key fixes their count
         _ALGORITHMS[key] = kept = (build_algorithm(spec), builders)
         while len(_ALGORITHMS) > _ALGORITHMS_KEEP:
             _ALGORITHMS.popitem(last=False)
