@@ -37,6 +37,12 @@ and algorithm objects, compared by identity, and the plain values of its shape) 
 `made`, without tracing, for as long as the table keeps it. The key holds jax's trace context too
 (the configuration jax's own jit cache keys on), so a change of a jax setting is a miss, never a
 stale program.
+
+XLA compiles a program largely on one core, and tracing is Python's. `ahead` hands a lowered program to
+a worker thread that compiles it while this thread goes on (tracing the next curve's programs, running
+this one's); the table holds it as in flight, and the `made` or `compiled` call that asks for it waits
+for it then notes it in the report as compiled or loaded, with the seconds its lowering and compiling
+took (spent beside other work, so a report's seconds can add up to more than the wall time).
 """
 from __future__ import annotations
 
@@ -44,6 +50,7 @@ import os
 import re
 import time
 from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import NamedTuple, Optional
 
 from . import compile_report
@@ -56,6 +63,7 @@ CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
 _HOST_CALLBACK = re.compile(r"custom_call @\w*callback")
 _table: "OrderedDict[tuple, object]" = OrderedDict()  # (fingerprint, arguments, out_tree): executable
 _made: "OrderedDict[tuple, tuple]" = OrderedDict()  # Maker key: (table key, lines, fingerprint, held objects)
+_worker: Optional[ThreadPoolExecutor] = None  # compiles the programs handed to `ahead`
 
 
 class Maker(NamedTuple):
@@ -91,8 +99,17 @@ def made(maker: Maker, kind: str, **shape):
         return None
     _made.move_to_end(maker.key)
     _table.move_to_end(entry[0])
+    if isinstance(_table[entry[0]], _InFlight):
+        return _landed(entry[0], kind, entry[1], entry[2], shape)
     compile_report.note(kind, compile_report.REUSED, 0.0, lines=entry[1], fingerprint=entry[2], **shape)
     return _table[entry[0]]
+
+
+def known(maker: Maker) -> bool:
+    """Whether `made` would find a program of `maker` (compiled, or in flight after `ahead`); notes
+    nothing and waits for nothing."""
+    entry = _made.get(maker.key) if maker.key is not None else None
+    return entry is not None and entry[0] in _table
 
 
 def compiled(lowered, kind: str, started: float, maker: Maker = None, **shape):
@@ -101,9 +118,12 @@ def compiled(lowered, kind: str, started: float, maker: Maker = None, **shape):
     `time.perf_counter()` at which this program's tracing began; `maker` (`maker_of`), what made it, lets
     `made` find it again; `shape` describes it for the report."""
     text = lowered.as_text()
-    key = (compile_report.text_fingerprint(text), str(lowered.args_info), str(lowered.out_tree))
+    key = _key(lowered, text)
     shared = not _HOST_CALLBACK.search(text)
-    if shared and key in _table:
+    if shared and isinstance(_table.get(key), _InFlight):
+        _table.move_to_end(key)
+        program = _landed(key, kind, len(text.splitlines()), key[0], shape)
+    elif shared and key in _table:
         _table.move_to_end(key)
         compile_report.note(kind, compile_report.REUSED, time.perf_counter() - started, text, **shape)
         program = _table[key]
@@ -114,11 +134,69 @@ def compiled(lowered, kind: str, started: float, maker: Maker = None, **shape):
         compile_report.note(kind, how, time.perf_counter() - started, text, **shape)
         if shared:
             _keep(key, program)
-    if shared and maker is not None and maker.key is not None:
-        _made[maker.key] = (key, len(text.splitlines()), key[0], maker.held)
+    if shared:
+        _remember(maker, key, len(text.splitlines()))
+    return program
+
+
+def ahead(lowered, started: float, maker: Maker = None) -> None:
+    """Start compiling `lowered` in the worker thread and keep it in the table as in flight, found by its
+    text (`compiled`) and by `maker` (`made`), which wait for it; nothing where the table holds that text
+    already or where it holds a host callback (such a program is never shared). `started`: the
+    `time.perf_counter()` at which its tracing began."""
+    global _worker
+    text = lowered.as_text()
+    if _HOST_CALLBACK.search(text):
+        return
+    key = _key(lowered, text)
+    if key not in _table:
+        if _worker is None:
+            _worker = ThreadPoolExecutor(1, thread_name_prefix="bandits_jax-compile")
+        _keep(key, _InFlight(_worker.submit(_compile, lowered), time.perf_counter() - started))
+    _remember(maker, key, len(text.splitlines()))
+
+
+class _InFlight(NamedTuple):
+    """A program the worker compiles (`ahead`): its future ((executable, seconds, loaded)) and the
+    seconds its tracing and lowering took."""
+
+    future: Future
+    lowering: float
+
+
+def _compile(lowered) -> tuple:
+    """(executable, seconds, whether it came from the persistent cache): the worker's task."""
+    hits, started = cache_hits(), time.perf_counter()
+    program = lowered.compile(compiler_options=compiler_options())
+    return program, time.perf_counter() - started, cache_hits() > hits
+
+
+def _landed(key: tuple, kind: str, lines: int, fingerprint: str, shape: dict):
+    """The executable of the in-flight program at `key`, once the worker has it (its error raised
+    here, in the caller's thread), noted as compiled or loaded; the table holds it from now on."""
+    flight = _table[key]
+    try:
+        program, seconds, loaded = flight.future.result()
+    except BaseException:
+        del _table[key]
+        raise
+    how = compile_report.LOADED if loaded else compile_report.COMPILED
+    compile_report.note(kind, how, flight.lowering + seconds, lines=lines, fingerprint=fingerprint, **shape)
+    _table[key] = program
+    return program
+
+
+def _key(lowered, text: str) -> tuple:
+    """The table's key of a lowered program: its text's fingerprint, arguments and result structure."""
+    return compile_report.text_fingerprint(text), str(lowered.args_info), str(lowered.out_tree)
+
+
+def _remember(maker: Optional[Maker], key: tuple, lines: int) -> None:
+    """Let `made` find the program at `key` by `maker` (nothing where it has no key)."""
+    if maker is not None and maker.key is not None:
+        _made[maker.key] = (key, lines, key[0], maker.held)
         while len(_made) > MOST_KEPT:  # one program may have many makers (each of its problem objects)
             _made.popitem(last=False)
-    return program
 
 
 def _keep(key: tuple, program) -> None:

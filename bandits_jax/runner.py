@@ -48,6 +48,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.sharding import NamedSharding, PartitionSpec
 
 from . import compile_report, programs
 from ._cpu import cpu_guard
@@ -364,6 +365,22 @@ def run_batch(
     return out
 
 
+def compile_ahead(problem: Problem, algorithm: Algorithm, seeds: Sequence[int], params: Optional[dict] = None, *,
+                  base_key: int = 0, precision: str = "float64", first_segment: int = 128,
+                  vmap_size: Optional[int] = None) -> None:
+    """Start compiling, in `programs`' worker thread, the programs that `run_batch` with these arguments
+    (and no progress callback) asks for first: its first group's problem start, algorithm start and first
+    segment. Nothing runs; the `run_batch` call that follows finds them (waiting for them where they
+    are still compiling), so a caller traces the next batch's programs while this one's compile."""
+    seeds = [int(s) for s in seeds]
+    batched = batched_params(algorithm, params, len(seeds))
+    with precision_scope(precision):
+        devices = device_mesh().devices.size
+        size = devices * chunk_layout(len(seeds), devices, vmap_size, algorithm.cpu_vmap)[1]
+        _run_group(problem, algorithm, seeds[:size], {k: v[:size] for k, v in batched.items()}, size, base_key,
+                   first_segment, None, 1, {}, False, ahead=True)
+
+
 def chunk_layout(batch: int, devices: int, vmap_size: Optional[int], cpu_vmap: Optional[int] = None) -> tuple:
     """(groups, c): each device's share of `batch` runs as `groups` groups of c runs, one vmap each, the
     batch padded (with copies of a group's last run) to groups * devices * c.
@@ -448,12 +465,16 @@ def _run_batch(problem, algorithm, seeds, params, base_key, first_segment, progr
 
 
 def _run_group(problem, algorithm, seeds, params, padded, base_key, first_segment, progress, every, cache,
-               stop_on_error):
+               stop_on_error, ahead=False):
     """One group: `seeds` [b <= padded] padded to `padded` runs, sharded over the devices, from the
     start call through every capacity segment; the compiled programs are keyed by `padded`, so every
-    group of a batch (and of any batch with the same group size) calls the same ones."""
+    group of a batch (and of any batch with the same group size) calls the same ones.
+
+    ahead: run nothing, and hand the group's first programs (the problem's start, the algorithm's start,
+    the first segment) to `programs.ahead`, each lowered on the shapes of the one before; returns None."""
     mesh = device_mesh()
     devices = tuple(d.id for d in mesh.devices.flat)
+    runs = NamedSharding(mesh, PartitionSpec("runs"))
     batch = len(seeds)
     dtype = jnp.zeros(()).dtype
     seed_arr = sharded_runs(seeds, padded, mesh, np.uint32)
@@ -464,21 +485,28 @@ def _run_group(problem, algorithm, seeds, params, padded, base_key, first_segmen
     report = _progress_callback(progress, every)
     timer = {"compile": 0.0, "run": 0.0}
 
-    def compiled(name, fn, *args, static=(), donate=(), makers=None):
+    def compiled(name, fn, *args, static=(), donate=(), makers=None, out_shardings=None):
+        """The program of `fn` on `args` (ahead: a function of the same arguments that gives the shapes of
+        its results, sharded as `out_shardings`)."""
         key = (name, problem.name, algorithm.name, id(problem), id(algorithm), padded, static, str(dtype))
         shape = dict(batch=batch, padded=padded, agents=spec.num_agents,
                      **({"capacity": str(tuple(static[1])), "length": static[0]} if name == "segment" else {}))
+        makers = program_makers(problem, algorithm) if makers is None else makers
+        maker = programs.maker_of(*makers, name, base_key, padded, static, str(dtype), devices, progress is not None)
+        jitted = jax.jit(fn, donate_argnums=donate, out_shardings=out_shardings)
+        if ahead:
+            if key not in cache and not programs.known(maker):
+                programs.ahead(jitted.lower(*args), time.perf_counter(), maker)
+            return lambda *a: jax.tree_util.tree_map(
+                lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=out_shardings), jax.eval_shape(fn, *a))
         if key in cache:
             compile_report.note(name, compile_report.REUSED, 0.0, **shape)
             return cache[key]
-        makers = program_makers(problem, algorithm) if makers is None else makers
-        maker = programs.maker_of(*makers, name, base_key, padded, static, str(dtype), devices, progress is not None)
-        cache[key] = programs.made(maker, name, **shape)
+        t_c = time.perf_counter()
+        cache[key] = programs.made(maker, name, **shape)  # waits where the program is compiling ahead
         if cache[key] is None:
-            t_c = time.perf_counter()
-            lowered = jax.jit(fn, donate_argnums=donate).lower(*args)
-            cache[key] = programs.compiled(lowered, name, t_c, maker, **shape)
-            timer["compile"] += time.perf_counter() - t_c
+            cache[key] = programs.compiled(jitted.lower(*args), name, t_c, maker, **shape)
+        timer["compile"] += time.perf_counter() - t_c
         return cache[key]
 
     sizes = first_sizes(algorithm, segs[0][2])
@@ -491,15 +519,18 @@ def _run_group(problem, algorithm, seeds, params, padded, base_key, first_segmen
     def algorithm_part(keys_, params_, public):
         return jax.vmap(algorithm_start(problem, algorithm, sizes))(keys_, params_, public)
 
-    run_segment = _segment_runner(algorithm, step, report, compiled, timer)
-    f_problem = compiled("problem start", problem_part, seed_arr, makers=(problem,))
+    run_segment = _segment_runner(algorithm, step, report, compiled, timer, ahead)
+    f_problem = compiled("problem start", problem_part, seed_arr, makers=(problem,), out_shardings=runs)
     t_r = time.perf_counter()
     pk, ak, inst, public = f_problem(seed_arr)
     timer["run"] += time.perf_counter() - t_r
-    f_start = compiled("start", algorithm_part, ak, params, public, static=(sizes,))
+    f_start = compiled("start", algorithm_part, ak, params, public, static=(sizes,), out_shardings=runs)
     t_r = time.perf_counter()
     ak, state = f_start(ak, params, public)
     timer["run"] += time.perf_counter() - t_r
+    if ahead:
+        t0, t1, rows = segs[0]
+        return run_segment(params, state, inst, pk, ak, t0, t1 - t0, sizes._replace(rows=rows))
     outputs, errors = _run_segments(algorithm, spec, segs, sizes, run_segment, compiled,
                                     (params, state, inst, pk, ak), padded, seeds if stop_on_error else None)
 
@@ -558,9 +589,10 @@ def _has_nan(state) -> jax.Array:
     return jnp.any(jnp.stack(leaves)) if leaves else jnp.zeros((), bool)
 
 
-def _segment_runner(algorithm, step, report, compiled, timer):
+def _segment_runner(algorithm, step, report, compiled, timer, ahead=False):
     """run_segment(params, state, inst, pk, ak, t0, length, sizes) -> (state, outs {key: [T, B, ...]},
-    nan [B]: whether each run's state holds a NaN at the segment's end).
+    nan [B]: whether each run's state holds a NaN at the segment's end); ahead (`_run_group`): None,
+    the segment's program handed to `programs.ahead`.
 
     The input state is consumed: the compiled call updates it in place (donated) when resizing leaves
     its shapes alone, so a segment allocates no second copy of a large state.
@@ -595,6 +627,8 @@ def _segment_runner(algorithm, step, report, compiled, timer):
                                                              state)) == _shape_sig(state)
         f_seg = compiled("segment", seg_fn, params, state, inst, pk, ak, t0_arr,
                          static=(length, sizes, _shape_sig(state)), donate=(1,) if same else ())
+        if ahead:
+            return None
         t_r = time.perf_counter()
         state, outs, nan = f_seg(params, state, inst, pk, ak, t0_arr)
         outs, nan = jax.device_get((outs, nan))

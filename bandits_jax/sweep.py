@@ -54,7 +54,7 @@ from .progress import SweepProgress
 from .reporting.results import Results, atomic_savez, atomic_write_text, check_folder, save_results, summary_markdown
 from .identity import package_version, run_identities
 from .devices import precision_scope
-from .runner import OUTPUT_KEYS, describe_errors, horizon_sizes, run_batch, run_start
+from .runner import OUTPUT_KEYS, compile_ahead, describe_errors, horizon_sizes, run_batch, run_start
 from .trials import TrialOutput, run_trials
 
 CHUNKS = "chunks"
@@ -189,13 +189,19 @@ def _compute(out, resolved, seeds, config, chunk, seed_bytes, cache_dir, identit
     `progress` (a `SweepProgress`) shows it. Returns {curve: timing of this process's share}."""
     timing = {}
     mine = multihost.share(seeds)
-    for run in resolved:
+    ahead = progress.callback is None and bool(mine)  # a program with a progress callback is never shared
+    cached = (lambda point: set(_stored_chunks(cache_dir / identities[point]))) if cache_dir is not None else None
+    if ahead and resolved:
+        _compile_ahead(out, resolved[0], mine, chunk, seed_bytes, config, cached)
+    for i, run in enumerate(resolved):
         compiled = {}  # a curve's programs serve its own chunks only: freed before the next curve compiles
         problem, alg, grid = run.problem, run.algorithm, run.curve.grid
         point_names = run.curve.point_names()
         for point in point_names:
             if cache_dir is not None:
                 _take_cached(out, point, cache_dir / identities[point], mine, progress.log)
+        if ahead and i + 1 < len(resolved):  # traced here while the worker compiles this curve's programs
+            _compile_ahead(out, resolved[i + 1], mine, chunk, seed_bytes, config, cached)
         with compile_report.curve(run.curve.name):
             compile_s, run_s, computed = _run_missing(out, problem, alg, grid, point_names, mine, chunk,
                                                       seed_bytes.get(run.curve.name), config, compiled,
@@ -204,6 +210,26 @@ def _compute(out, resolved, seeds, config, chunk, seed_bytes, cache_dir, identit
             timing[point] = {"compile_seconds": compile_s, "run_seconds": run_s, "seeds_computed": computed,
                              **({"shared_grid_call": alg.name} if grid is not None else {})}
     return timing
+
+
+def _compile_ahead(out, run, seeds, chunk, seed_bytes, config, cached) -> None:
+    """Hand the programs of `run`'s first missing chunk to `runner.compile_ahead` (nothing for a trial,
+    or where every seed is stored or in the curve cache: `cached`, point -> the seeds it holds, None
+    without one). A failure to trace is left to the chunk's own call, which raises it where it belongs;
+    here it only means nothing is compiled ahead."""
+    if isinstance(run.algorithm, Trial):
+        return
+    grid, _, missing, blocks = _missing_blocks(out, run.curve.grid, run.curve.point_names(), seeds, chunk,
+                                               seed_bytes.get(run.curve.name), False, cached)
+    if not missing:
+        return
+    try:
+        compile_ahead(run.problem, run.algorithm, list(blocks[0]) * (1 if grid is None else len(grid)),
+                      _grid_params(run.algorithm, grid, blocks[0]), base_key=config["base_key"],
+                      precision=config["precision"], first_segment=config["first_segment"],
+                      vmap_size=config["vmap_size"] or None)
+    except Exception:  # noqa: BLE001 - see the docstring
+        return
 
 
 def _gather(name, out, resolved, seeds, cache_dir, identities) -> tuple:
@@ -324,18 +350,9 @@ def _run_missing(out: Path, problem, alg, grid, point_names, seeds, chunk, seed_
     `seed_bytes`, the memory one seed needs (`check_memory`). Only the grid points that lack a seed run:
     a grid that gains a point, or whose other points came from the curve cache, computes that point
     alone."""
-    stored = [_stored_chunks(_chunk_folder(out, n)) for n in point_names]
-    lacking = [g for g, st in enumerate(stored) if any(s not in st for s in seeds)]
-    if grid is not None:
-        grid, point_names, stored = ([x[g] for g in lacking] for x in (grid, point_names, stored))
-    G = len(point_names)
-    missing = [s for s in seeds if any(s not in st for st in stored)]
     trials = isinstance(alg, Trial)
-    if trials:  # a trial's state is a few arrays per arm: every missing seed in one call
-        size_chunk = chunk or max(1, len(missing))
-    else:
-        size_chunk = chunk or estimate_chunk(seed_bytes, len(missing))
-    blocks = [missing[i:i + size_chunk] for i in range(0, len(missing), size_chunk)]
+    grid, point_names, missing, blocks = _missing_blocks(out, grid, point_names, seeds, chunk, seed_bytes, trials)
+    G = len(point_names)
     compile_s = run_s = 0.0
     if not missing:
         progress.log(f"[{alg.name}] all {len(seeds)} seeds already stored in {out}")
@@ -346,8 +363,7 @@ def _run_missing(out: Path, problem, alg, grid, point_names, seeds, chunk, seed_
             grid_note = "" if grid is None else f", {G} grid points in one call"
             where = f"[{alg.name}] seeds {block[0]}..{block[-1]} (chunk {b + 1}/{len(blocks)}{grid_note})"
             progress.start_chunk(where, f"running {len(block) * G} trials" if trials else f"running T = {horizon}")
-            params = None if grid is None else {
-                k: [hp.get(k, v) for _, hp in grid for _ in block] for k, v in alg.defaults.items()}
+            params = _grid_params(alg, grid, block)
             common = dict(base_key=config["base_key"], precision=config["precision"], compiled_cache=compiled)
             if trials:
                 res = run_trials(problem, alg, list(block) * G, params, **common)
@@ -363,6 +379,32 @@ def _run_missing(out: Path, problem, alg, grid, point_names, seeds, chunk, seed_
                              res.compile_seconds, res.run_seconds)
             progress.end_chunk(f"done (compile {res.compile_seconds:.1f} s, run {res.run_seconds:.1f} s)")
     return compile_s, run_s, len(missing)
+
+
+def _missing_blocks(out: Path, grid, point_names, seeds, chunk, seed_bytes, trials: bool, elsewhere=None) -> tuple:
+    """(grid, point_names, missing seeds, chunks of them) of one algorithm: the grid points that lack a
+    seed and their names, the seeds any of them lacks, and those seeds cut into the chunks computed in
+    one call each (`chunk`, else estimated from `seed_bytes`; a trial's missing seeds in one chunk).
+    elsewhere: point -> seeds held elsewhere that count as stored (the curve cache's), or None."""
+    stored = [set(_stored_chunks(_chunk_folder(out, n))) | (elsewhere(n) if elsewhere else set())
+              for n in point_names]
+    lacking = [g for g, st in enumerate(stored) if any(s not in st for s in seeds)]
+    if grid is not None:
+        grid, point_names, stored = ([x[g] for g in lacking] for x in (grid, point_names, stored))
+    missing = [s for s in seeds if any(s not in st for st in stored)]
+    if trials:  # a trial's state is a few arrays per arm: every missing seed in one call
+        size_chunk = chunk or max(1, len(missing))
+    else:
+        size_chunk = chunk or estimate_chunk(seed_bytes, len(missing))
+    return grid, point_names, missing, [missing[i:i + size_chunk] for i in range(0, len(missing), size_chunk)]
+
+
+def _grid_params(alg, grid, block) -> Optional[dict]:
+    """The hyper-parameters of a chunk of `block` seeds of every grid point, grid point by grid point
+    ({name: [G * len(block)]}); None without a grid (the defaults)."""
+    if grid is None:
+        return None
+    return {k: [hp.get(k, v) for _, hp in grid for _ in block] for k, v in alg.defaults.items()}
 
 
 def _rows(res, rows) -> dict:

@@ -2,6 +2,7 @@
 program exists."""
 import json
 
+import numpy as np
 import pytest
 
 from bandits_jax import cli, compile_report, programs
@@ -72,3 +73,36 @@ def test_the_arena_compiles_one_start_and_one_segment_per_pair_and_one_start_per
     assert reported and all(p["how"] == REUSED and p["seconds"] == 0.0 and p["hlo_lines"] > 0
                             for p in reported if p["fingerprint"])
     assert any(p["fingerprint"] for p in reported)
+
+
+def test_a_sweep_compiles_the_next_curve_ahead_and_nothing_for_a_cached_curve(tmp_path, monkeypatch):
+    """Before a curve's chunks run, the sweep hands the next curve's first programs to the worker
+    (`runner.compile_ahead`): the report still names each program once, where it is used, and the
+    numbers are those of a sweep without it. Curves taken from the curve cache compile nothing ahead;
+    nor does a run whose programs report progress from inside (their text holds a callback)."""
+    from bandits_jax import sweep
+
+    calls = []
+    monkeypatch.setattr(sweep, "compile_ahead", lambda problem, algorithm, *a, **k: calls.append(algorithm.name))
+    programs.clear()
+    plain = run_experiment("quickstart", size="smoke", out=tmp_path / "plain", only=("Random", "KernelUCB"),
+                           plot=False, quiet=True, curves=tmp_path / "curves")
+    assert calls == ["KernelUCB", "Random"]  # the first curve, then the next while the first runs
+    monkeypatch.undo()
+    programs.clear()
+    out = run_experiment("quickstart", size="smoke", out=tmp_path / "run", only=("Random", "KernelUCB"),
+                         plot=False, quiet=True, curves=False, report_compiles=True)
+    report = json.loads((out / COMPILE_REPORT_FILE).read_text())["programs"]
+    had = [(p["curve"], p["kind"]) for p in report if p["how"] != REUSED]
+    assert had == [("KernelUCB", "problem start"), ("KernelUCB", "start"), ("KernelUCB", "segment"),
+                   ("Random", "start"), ("Random", "segment")]
+    assert not any(isinstance(p, programs._InFlight) for p in programs._table.values())
+    a, b = np.load(plain / "results.npz"), np.load(out / "results.npz")
+    assert sorted(a.files) == sorted(b.files) and all(np.array_equal(a[k], b[k]) for k in a.files)
+    monkeypatch.setattr(sweep, "compile_ahead", lambda problem, algorithm, *a, **k: calls.append(algorithm.name))
+    calls.clear()
+    run_experiment("quickstart", size="smoke", out=tmp_path / "again", only=("Random", "KernelUCB"), plot=False,
+                   quiet=True, curves=tmp_path / "curves")
+    run_experiment("quickstart", size="smoke", out=tmp_path / "steps", only=("Random",), plot=False,
+                   curves=False, step_progress=True)
+    assert calls == []

@@ -6,6 +6,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from bandits_jax import compile_report, programs
 
@@ -217,3 +218,66 @@ def test_an_algorithm_spec_is_built_again_when_its_factory_changes(monkeypatch):
     monkeypatch.setitem(algorithms.ALGORITHMS, "linucb", lambda **options: factory(**options))
     with precision_scope("float64"):
         assert algorithm_of(spec) is not built
+
+
+def test_a_batch_compiled_ahead_runs_its_programs_without_tracing_and_numbers_unchanged(monkeypatch):
+    """`runner.compile_ahead` hands the first group's three programs to the worker; the `run_batch` that
+    follows finds each by its maker, waits for it, and notes it as compiled (once), with numbers equal
+    to a batch run without it. dis_kernel_ucb_duets grows its buffers: its second segment is traced then."""
+    from bandits_jax.curves import Curve, Spec, resolve
+    from bandits_jax.runner import compile_ahead, run_batch
+
+    compiled = programs.compiled
+    for algorithm in ("linucb", "dis_kernel_ucb_duets"):
+        run = resolve([Curve("a", Spec("cosine", {"num_agents": 2, "horizon": 6}), Spec(algorithm))])[0]
+        programs.clear()
+        with compile_report.collect() as plain:
+            want = run_batch(run.problem, run.algorithm, [0, 1, 2], first_segment=4)
+        programs.clear()
+        with compile_report.collect() as early:  # compiling ahead notes nothing: the run that uses it does
+            compile_ahead(run.problem, run.algorithm, [0, 1, 2], first_segment=4)
+        assert early == []
+        assert sum(isinstance(p, programs._InFlight) for p in programs._table.values()) == 3
+        traced = []
+        monkeypatch.setattr(programs, "compiled", lambda *a, **k: traced.append(a[1]) or compiled(*a, **k))
+        with compile_report.collect() as seen:
+            got = run_batch(run.problem, run.algorithm, [0, 1, 2], first_segment=4)
+        monkeypatch.setattr(programs, "compiled", compiled)
+        assert len(traced) == sum(p.how != "reused" for p in seen) - 3  # only programs after the first segment
+        assert not any(isinstance(p, programs._InFlight) for p in programs._table.values())
+        assert [p.kind for p in seen] == [p.kind for p in plain], algorithm
+        assert [p.fingerprint for p in seen] == [p.fingerprint for p in plain]  # the same texts
+        assert all(p.how in ("compiled", "loaded") and p.seconds > 0.0 for p in seen[:3])  # (the persistent cache)
+        np.testing.assert_array_equal(got.regret, want.regret)
+
+
+def test_a_program_in_flight_is_found_by_its_text_and_a_failed_compile_raises_in_the_caller(monkeypatch):
+    programs.clear()
+    lowered = jax.jit(lambda x: jnp.cumsum(x) * 2.0).lower(jnp.arange(3.0))
+    programs.ahead(lowered, time.perf_counter(), programs.maker_of("in flight", 1))
+    with compile_report.collect() as seen:
+        exe = programs.compiled(jax.jit(lambda x: jnp.cumsum(x) * 2.0).lower(jnp.arange(3.0)), "start",
+                                time.perf_counter(), batch=1, padded=1, agents=1)
+        again = programs.made(programs.maker_of("in flight", 1), "start", batch=1, padded=1, agents=1)
+    assert again is exe and [p.how for p in seen][1] == "reused" and seen[0].how in ("compiled", "loaded")
+    np.testing.assert_allclose(exe(jnp.arange(3.0)), [0.0, 2.0, 6.0])
+
+    def broken(lowered_):
+        raise RuntimeError("no compiler today")
+
+    monkeypatch.setattr(programs, "_compile", broken)
+    programs.ahead(jax.jit(lambda x: x - 1.0).lower(jnp.ones(2)), time.perf_counter(), programs.maker_of("x", 2))
+    with pytest.raises(RuntimeError, match="no compiler today"):
+        programs.made(programs.maker_of("x", 2), "start")
+    assert not programs.known(programs.maker_of("x", 2))  # asked again, it is compiled again
+
+
+def test_a_program_with_a_host_callback_is_never_compiled_ahead():
+    programs.clear()
+
+    def fn(x):
+        jax.debug.callback(lambda v: None, x.sum())
+        return x * 2.0
+
+    programs.ahead(jax.jit(fn).lower(jnp.ones(3)), time.perf_counter(), programs.maker_of("cb", 1))
+    assert not programs.known(programs.maker_of("cb", 1)) and len(programs._table) == 0
