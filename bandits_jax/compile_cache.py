@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Optional
 
@@ -105,6 +106,9 @@ def enable(folder: Optional[Path]) -> Optional[Path]:
     return folder
 
 
+_thread = threading.local()
+
+
 class CompileCount:
     """Programs compiled and programs loaded from the persistent cache since `start()` (JAX's monitoring
     events, process-wide: count one block of work at a time)."""
@@ -130,6 +134,7 @@ class CompileCount:
         del kwargs
         if event == CACHE_HIT:
             cls._events[event] += 1
+            _thread.hits = getattr(_thread, "hits", 0) + 1  # jax notes a hit in the thread that loads
 
     def start(self) -> None:
         self._base = dict(self._events)
@@ -142,7 +147,8 @@ class CompileCount:
 
 
 def cache_hits() -> int:
-    """Programs this process has loaded from the persistent cache so far (JAX's monitoring events, listened
-    to from the first `CompileCount`, which this makes)."""
+    """Programs this thread has loaded from the persistent cache so far (JAX's monitoring events, listened
+    to from the first `CompileCount`, which this makes): a program compiled in a worker thread
+    (`programs.ahead`) is told loaded or compiled whatever the other thread loads meanwhile."""
     CompileCount()
-    return CompileCount._events[CACHE_HIT]
+    return getattr(_thread, "hits", 0)

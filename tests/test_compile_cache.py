@@ -118,3 +118,26 @@ def test_the_cache_key_holds_across_processes_and_an_edit_that_moves_the_code(tm
     assert first["compiled"] > 0 and first["loaded"] == 0
     assert run(0) == {"compiled": 0, "loaded": first["compiled"]}
     assert run(12) == {"compiled": 0, "loaded": first["compiled"]}
+
+
+def test_cache_hits_count_the_loads_of_this_thread_only():
+    """A program compiled in the worker thread (`programs.ahead`) is told loaded by the hits of its own
+    thread: a load in another thread at the same moment does not make it "loaded"."""
+    import threading
+
+    from bandits_jax.compile_cache import CACHE_HIT, CompileCount, cache_hits
+
+    before = cache_hits()
+    seen = []
+
+    def other():
+        start = cache_hits()
+        CompileCount._event(CACHE_HIT)
+        seen.append(cache_hits() - start)
+
+    worker = threading.Thread(target=other)
+    worker.start()
+    worker.join()
+    assert seen == [1] and cache_hits() == before
+    CompileCount._event(CACHE_HIT)
+    assert cache_hits() == before + 1
