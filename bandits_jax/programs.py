@@ -93,7 +93,8 @@ def maker_of(*parts) -> Maker:
 
 def made(maker: Maker, kind: str, **shape):
     """The executable `maker` made before in this process, while the table keeps it (noted in the report
-    as reused, at no cost: nothing is traced); None where it made none or its program was let go."""
+    as reused, at no cost: nothing is traced; one still compiling after `ahead` is waited for, and noted
+    as compiled or loaded); None where it made none or its program was let go."""
     entry = _made.get(maker.key) if maker.key is not None else None
     if entry is None or entry[0] not in _table:
         return None
