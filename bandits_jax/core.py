@@ -386,6 +386,17 @@ def repeated(names) -> list:
     return sorted({n for n in names if names.count(n) > 1})
 
 
+def keep_last(table, key, value, most: int):
+    """Put `value` at `key` of `table` (an OrderedDict) as the entry used last, and drop the entries
+    used longest ago beyond `most`; returns `value`. The process's memo tables (built algorithms,
+    traced digests, the makers of programs) keep their last `most` this way."""
+    table[key] = value
+    table.move_to_end(key)
+    while len(table) > most:
+        table.popitem(last=False)
+    return value
+
+
 def first_line(err: BaseException) -> str:
     """The first line of an exception's message, stripped ('' where it has none): what a one-line
     error quotes of its cause."""

@@ -24,7 +24,7 @@ from typing import NamedTuple, Optional
 import jax
 import numpy as np
 
-from .core import Arms, ConfigError, Trial, check_stream, named_cause, repeated
+from .core import Arms, ConfigError, Trial, check_stream, keep_last, named_cause, repeated
 
 
 class Spec(NamedTuple):
@@ -136,11 +136,8 @@ def algorithm_of(spec: Spec):
     builders = builders_of(spec)
     kept = _ALGORITHMS.get(key)
     if kept is None or any(a is not b for a, b in zip(kept[1], builders)):  # the key fixes their count
-        _ALGORITHMS[key] = kept = (build_algorithm(spec), builders)
-        while len(_ALGORITHMS) > _ALGORITHMS_KEEP:
-            _ALGORITHMS.popitem(last=False)
-    _ALGORITHMS.move_to_end(key)
-    return kept[0]
+        kept = (build_algorithm(spec), builders)
+    return keep_last(_ALGORITHMS, key, kept, _ALGORITHMS_KEEP)[0]
 
 
 def grid_names(name: str, grid) -> list:

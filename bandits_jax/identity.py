@@ -13,7 +13,7 @@ from collections import OrderedDict
 import jax
 import numpy as np
 
-from .core import Trial, check_stream
+from .core import Trial, check_stream, keep_last
 from .devices import precision_scope
 from .programs import maker_of
 from .runner import horizon_sizes, make_step, program_makers, run_start
@@ -69,12 +69,8 @@ def programs_digest(problem, algorithm, names: tuple, base_key: int, precision: 
     kept = _DIGESTS.get(maker.key) if maker.key is not None else None
     if kept is None:
         kept = (_traced_digest(problem, algorithm, names, base_key, precision), maker.held)
-        if maker.key is not None:
-            _DIGESTS[maker.key] = kept
-            while len(_DIGESTS) > _DIGESTS_KEEP:
-                _DIGESTS.popitem(last=False)
-    else:
-        _DIGESTS.move_to_end(maker.key)
+    if maker.key is not None:
+        keep_last(_DIGESTS, maker.key, kept, _DIGESTS_KEEP)
     return kept[0].copy()
 
 

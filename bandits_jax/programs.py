@@ -55,6 +55,7 @@ from typing import NamedTuple, Optional
 
 from . import compile_report
 from .compile_cache import cache_hits
+from .core import keep_last
 
 KEPT = 64  # kept whatever the memory
 MOST_KEPT = 1024
@@ -194,10 +195,8 @@ def _key(lowered, text: str) -> tuple:
 
 def _remember(maker: Optional[Maker], key: tuple, lines: int) -> None:
     """Let `made` find the program at `key` by `maker` (nothing where it has no key)."""
-    if maker is not None and maker.key is not None:
-        _made[maker.key] = (key, lines, key[0], maker.held)
-        while len(_made) > MOST_KEPT:  # one program may have many makers (each of its problem objects)
-            _made.popitem(last=False)
+    if maker is not None and maker.key is not None:  # one program may have many makers (its problem objects)
+        keep_last(_made, maker.key, (key, lines, key[0], maker.held), MOST_KEPT)
 
 
 def _keep(key: tuple, program) -> None:
