@@ -96,8 +96,8 @@ def made(maker: Maker, kind: str, **shape):
     """The executable `maker` made before in this process, while the table keeps it (noted in the report
     as reused, at no cost: nothing is traced; one still compiling after `ahead` is waited for, and noted
     as compiled or loaded); None where it made none or its program was let go."""
-    entry = _made.get(maker.key) if maker.key is not None else None
-    if entry is None or entry[0] not in _table:
+    entry = _entry(maker)
+    if entry is None:
         return None
     _made.move_to_end(maker.key)
     _table.move_to_end(entry[0])
@@ -110,8 +110,13 @@ def made(maker: Maker, kind: str, **shape):
 def known(maker: Maker) -> bool:
     """Whether `made` would find a program of `maker` (compiled, or in flight after `ahead`); notes
     nothing and waits for nothing."""
+    return _entry(maker) is not None
+
+
+def _entry(maker: Maker) -> Optional[tuple]:
+    """The `_made` entry of `maker` while the table holds its program, else None."""
     entry = _made.get(maker.key) if maker.key is not None else None
-    return entry is not None and entry[0] in _table
+    return entry if entry is not None and entry[0] in _table else None
 
 
 def compiled(lowered, kind: str, started: float, maker: Maker = None, **shape):
@@ -130,10 +135,8 @@ def compiled(lowered, kind: str, started: float, maker: Maker = None, **shape):
         compile_report.note(kind, compile_report.REUSED, time.perf_counter() - started, text, **shape)
         program = _table[key]
     else:
-        hits = cache_hits()
-        program = lowered.compile(compiler_options=compiler_options())
-        how = compile_report.LOADED if cache_hits() > hits else compile_report.COMPILED
-        compile_report.note(kind, how, time.perf_counter() - started, text, **shape)
+        program, _, loaded = _compile(lowered)
+        compile_report.note(kind, _how(loaded), time.perf_counter() - started, text, **shape)
         if shared:
             _keep(key, program)
     if shared:
@@ -167,7 +170,8 @@ class _InFlight(NamedTuple):
 
 
 def _compile(lowered) -> tuple:
-    """(executable, seconds, whether it came from the persistent cache): the worker's task."""
+    """(executable, seconds, whether it came from the persistent cache): the worker's task, and
+    `compiled`'s for a text the table lacks."""
     hits, started = cache_hits(), time.perf_counter()
     program = lowered.compile(compiler_options=compiler_options())
     return program, time.perf_counter() - started, cache_hits() > hits
@@ -182,10 +186,15 @@ def _landed(key: tuple, kind: str, lines: int, fingerprint: str, shape: dict):
     except BaseException:
         del _table[key]
         raise
-    how = compile_report.LOADED if loaded else compile_report.COMPILED
-    compile_report.note(kind, how, flight.lowering + seconds, lines=lines, fingerprint=fingerprint, **shape)
+    compile_report.note(kind, _how(loaded), flight.lowering + seconds, lines=lines, fingerprint=fingerprint,
+                        **shape)
     _table[key] = program
     return program
+
+
+def _how(loaded: bool) -> str:
+    """The report's word for a program had from XLA: loaded from the persistent cache, or compiled."""
+    return compile_report.LOADED if loaded else compile_report.COMPILED
 
 
 def _key(lowered, text: str) -> tuple:
