@@ -12,10 +12,11 @@ algorithm's), "segment", "demand" for the runner, "trials" for a phase-level exp
 (runs, and the padded runs of its group), the agents of its problem, and for a segment the capacity
 it was compiled for (`Sizes`) and its length. Within one curve, a program of a kind that was already
 compiled exists because one of those differs, and the report says which ("why"): a capacity segment,
-a batch shape, a segment length, an agent count. A program is "reused" when the process had it already: asked for again by the same call
-(no cost), found by the objects that made it (`programs.made`; no cost, nothing traced), or traced
-again to the text of a program compiled earlier in the process (`programs.compiled`; the tracing is
-its cost). Across curves, reuse is what sharing one program buys.
+a batch shape, a segment length, an agent count. A program is "reused" when the process had it
+already: asked for again by the same call (no cost), found by the objects that made it
+(`programs.made`; no cost, nothing traced), or traced again to the text of a program compiled
+earlier in the process (`programs.compiled`; the tracing is its cost). Across curves, reuse is what
+sharing one program buys.
 
 Size: the lines of the program's StableHLO text (`Lowered.as_text`), and its fingerprint (a hash of that
 text: two programs with one fingerprint are one program, compiled once per process). Nothing is
