@@ -33,11 +33,14 @@ def cpu_guard() -> bool:
     jax's clients were created with a one-thread intra-op pool, False where that could not be done
     (opted out, not Linux, or jax had already created its clients: a warning then says so). It also
     has jax lower its threefry hash on CPU as straight-line code, the same numbers compiled faster
-    (`kernels.draws.unrolled_threefry_on_cpu`; BANDITS_JAX_UNROLLED_THREEFRY=0 keeps jax's loop)."""
+    (`kernels.draws.unrolled_threefry_on_cpu`; BANDITS_JAX_UNROLLED_THREEFRY=0 keeps jax's loop), and
+    turns LLVM's loop strength reduction off in a CPU-only process (`programs.cpu_llvm_flags`)."""
     if not _GUARD:
         from .kernels.draws import unrolled_threefry_on_cpu
+        from .programs import cpu_llvm_flags
 
         unrolled_threefry_on_cpu()
+        cpu_llvm_flags()
         _GUARD.append(one_thread_cpu_client())
     return _GUARD[0]
 

@@ -21,6 +21,10 @@ On CPU every program compiles with XLA's loop fusion emitter in place of its new
 XLA's own, the loop emitter compiles faster, and its code runs level (bench/README, "XLA's CPU
 options"). A user who names the flag in XLA_FLAGS (`--xla_cpu_use_fusion_emitters=true` is XLA's own
 default) keeps their choice.
+LLVM's loop strength reduction is off on CPU too (`cpu_llvm_flags`, set through XLA_FLAGS before jax
+creates its clients): over the straight-line threefry rounds of a draw inside a loop it builds ever
+longer sums in its scalar evolution, most of the compile of a problem's start. Without it the scale
+cases compile faster, run level and give the same numbers (bench/README, "XLA's CPU options").
 
 The table keeps the programs used last: up to MOST_KEPT while the process holds less than MEMORY_SHARE
 of the machine's memory, and never fewer than KEPT (an executable holds its code and constants, some
@@ -61,6 +65,7 @@ KEPT = 64  # kept whatever the memory
 MOST_KEPT = 1024
 MEMORY_SHARE = 1 / 4  # beyond KEPT, programs are kept while the process's resident memory is below this share
 CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
+CPU_LLVM_FLAGS = "-disable-lsr"  # LLVM's own options on CPU (`cpu_llvm_flags`)
 _HOST_CALLBACK = re.compile(r"custom_call @\w*callback")
 _table: "OrderedDict[tuple, object]" = OrderedDict()  # (fingerprint, arguments, out_tree): executable
 _made: "OrderedDict[tuple, tuple]" = OrderedDict()  # Maker key: (table key, lines, fingerprint, held objects)
@@ -222,6 +227,43 @@ def _plain(value) -> bool:
     """Whether `value` is compared by value in a Maker: None, a bool, number or string, or a tuple of them."""
     return value is None or isinstance(value, (bool, int, float, str)) or (
         isinstance(value, tuple) and all(_plain(v) for v in value))
+
+
+def cpu_llvm_flags() -> bool:
+    """Add CPU_LLVM_FLAGS to the XLA_FLAGS environment variable, before jax creates its clients, in a
+    process that computes on CPU alone; True where they were added (module docstring).
+
+    XLA reads XLA_FLAGS once, when jax creates its first client (a per-program compile option cannot
+    carry LLVM's own options), and hands these to LLVM for every program of every backend. So nothing is
+    added where jax's clients already exist, where an accelerator may be used (JAX_PLATFORMS names
+    another platform, or a jax plugin or libtpu is installed), or where XLA_FLAGS already names
+    `--xla_backend_extra_options` (the user's setting stands)."""
+    from jax._src import xla_bridge
+
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "--xla_backend_extra_options" in flags or _accelerator_possible() or getattr(
+            xla_bridge, "backends_are_initialized", lambda: True)():
+        return False
+    os.environ["XLA_FLAGS"] = f"{flags} --xla_backend_extra_options={CPU_LLVM_FLAGS}".strip()
+    return True
+
+
+def _accelerator_possible() -> bool:
+    """Whether jax may create a client other than the CPU's: JAX_PLATFORMS (or jax's setting of it) names
+    another platform, or, where it is unset, a jax plugin (CUDA, ROCm, ...) or libtpu is installed."""
+    import importlib.metadata
+    import importlib.util
+    import pkgutil
+
+    import jax
+
+    platforms = jax.config.jax_platforms or ""
+    if platforms:
+        return any(p.strip() != "cpu" for p in platforms.split(","))
+    if importlib.util.find_spec("libtpu") is not None or importlib.metadata.entry_points(group="jax_plugins"):
+        return True
+    spec = importlib.util.find_spec("jax_plugins")
+    return spec is not None and any(True for _ in pkgutil.iter_modules(spec.submodule_search_locations or []))
 
 
 def compiler_options() -> dict:

@@ -29,6 +29,10 @@ OPTIONS = {  # name: XLA_FLAGS
     # whose last axis is short (a threefry draw of K values under vmap) is copied K times
     "no full unroll": "--xla_backend_extra_options=-unroll-full-max-count=1",
     "no unroll": "--xla_backend_extra_options=-unroll-threshold=0",
+    # LLVM's loop strength reduction, in its code generation, builds ever longer sums of scalar evolution
+    # over the straight-line threefry rounds of a draw inside a loop (a perf profile: most of such a
+    # program's compile in ScalarEvolution::getAddExpr)
+    "no LSR": "--xla_backend_extra_options=-disable-lsr",
 }
 CASES = "fn_ucb:10,duets:10,dis_kernel_ucb_duets:10,async_kernel_ucb:10,approx_dis_kernel_ucb:10,kernel_ucb:10"
 

@@ -152,3 +152,44 @@ def test_distributed_initialize_after_the_import():
     """)
     out = _python(code, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "1 (1, 5, 1)", out.stderr
+
+
+LLVM_FLAGS = textwrap.dedent("""
+    import os
+    import bandits_jax
+    from bandits_jax import programs
+    print(programs._accelerator_possible())
+    bandits_jax.cpu_guard()
+    print(os.environ.get("XLA_FLAGS", ""))
+""")
+
+
+def test_llvm_flags_go_into_xla_flags_before_the_clients_of_a_cpu_only_process():
+    env = {"JAX_PLATFORMS": "cpu", "XLA_FLAGS": "--xla_cpu_enable_fast_min_max=false"}
+    out = _python(LLVM_FLAGS, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:2] == [
+        "False", "--xla_cpu_enable_fast_min_max=false --xla_backend_extra_options=-disable-lsr"]
+
+
+def test_llvm_flags_leave_a_users_own_setting_and_an_accelerator_alone():
+    mine = "--xla_backend_extra_options=-unroll-threshold=10"
+    out = _python(LLVM_FLAGS, env={"JAX_PLATFORMS": "cpu", "XLA_FLAGS": mine})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:2] == ["False", mine]
+    # where another platform may be used, XLA would hand LLVM the flag for its programs too: only asked,
+    # no client is made (there is no such device here)
+    code = "from bandits_jax import programs; print(programs._accelerator_possible(), programs.cpu_llvm_flags())"
+    out = _python(code, env={"JAX_PLATFORMS": "cuda,cpu", "XLA_FLAGS": ""})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "True False"
+
+
+def test_llvm_flags_are_not_added_once_the_clients_exist(monkeypatch):
+    from bandits_jax import programs
+
+    bandits_jax.cpu_guard()  # the clients exist from here on
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_enable_fast_min_max=false")
+    monkeypatch.setattr(programs, "_accelerator_possible", lambda: False)
+    assert programs.cpu_llvm_flags() is False
+    assert os.environ["XLA_FLAGS"] == "--xla_cpu_enable_fast_min_max=false"
