@@ -57,6 +57,7 @@ TABLES = {
     "xla_options": ("xla_options.json", xla_options.table),
     "xla_emitters": ("xla_emitters.json", xla_options.table),
     "xla_lsr": ("xla_lsr.json", xla_options.table),
+    "xla_lsr_again": ("xla_lsr_again.json", xla_options.table),
     "step_cost": ("step_cost.json", lambda doc: step_cost.table(step_cost.costliest(doc["step_cost"]))),
     "precision": ("precision.json", lambda doc: precision.table(doc["precision_section"])),
     "precision_notes": ("precision.json", lambda doc: precision.standard_error_notes(doc["precision_section"])),

@@ -21,7 +21,9 @@ from pathlib import Path
 from .harness import save_and_print
 
 OPTIONS = {  # name: XLA_FLAGS
-    "default": "",  # the library's own: XLA's loop fusion emitter on CPU (bandits_jax.programs.CPU_OPTIONS)
+    # the library's own: XLA's loop fusion emitter on CPU (bandits_jax.programs.CPU_OPTIONS) and LLVM's loop
+    # strength reduction off (bandits_jax.programs.cpu_llvm_flags)
+    "default": "",
     "MLIR fusion emitters": "--xla_cpu_use_fusion_emitters=true",  # XLA's own default
     "LLVM O1, no expensive passes": "--xla_backend_optimization_level=1 --xla_llvm_disable_expensive_passes=true",
     "LLVM O0": "--xla_backend_optimization_level=0",
@@ -33,6 +35,7 @@ OPTIONS = {  # name: XLA_FLAGS
     # over the straight-line threefry rounds of a draw inside a loop (a perf profile: most of such a
     # program's compile in ScalarEvolution::getAddExpr)
     "no LSR": "--xla_backend_extra_options=-disable-lsr",
+    "LSR on": "--xla_backend_extra_options=-disable-lsr=false",  # the library's default before it was off
 }
 CASES = "fn_ucb:10,duets:10,dis_kernel_ucb_duets:10,async_kernel_ucb:10,approx_dis_kernel_ucb:10,kernel_ucb:10"
 
