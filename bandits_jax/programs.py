@@ -240,10 +240,10 @@ def cpu_llvm_flags() -> bool:
     `--xla_backend_extra_options` (the user's setting stands)."""
     from jax._src import xla_bridge
 
-    flags = os.environ.get("XLA_FLAGS", "")
-    if "--xla_backend_extra_options" in flags or _accelerator_possible() or getattr(
+    if _named("xla_backend_extra_options") or _accelerator_possible() or getattr(
             xla_bridge, "backends_are_initialized", lambda: True)():
         return False
+    flags = os.environ.get("XLA_FLAGS", "")
     os.environ["XLA_FLAGS"] = f"{flags} --xla_backend_extra_options={CPU_LLVM_FLAGS}".strip()
     return True
 
@@ -273,8 +273,12 @@ def compiler_options() -> dict:
 
     if jax.default_backend() != "cpu":
         return {}
-    named = os.environ.get("XLA_FLAGS", "")
-    return {k: v for k, v in CPU_OPTIONS.items() if f"--{k}" not in named}
+    return {k: v for k, v in CPU_OPTIONS.items() if not _named(k)}
+
+
+def _named(flag: str) -> bool:
+    """Whether the XLA_FLAGS environment variable names `--flag`: the user's setting, which stands."""
+    return f"--{flag}" in os.environ.get("XLA_FLAGS", "")
 
 
 def _over_share() -> bool:
