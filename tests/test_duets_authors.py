@@ -55,7 +55,7 @@ def coin_and_keep_draws(state, schedule, N):
 
     u_query = [np.asarray(jax.vmap(jax.vmap(lambda n, i, j=j: u(n, j, i), (None, 0)), (0, None))(
         jnp.arange(N), jnp.arange(length))) for j, length in enumerate(schedule.lengths)]
-    u_keep = [np.asarray(dm.keep_uniforms(schedule, state, j, N)[0]).reshape(-1)
+    u_keep = [np.asarray(dm.keep_uniforms(schedule, state, j, N)[0])[:, :schedule.lengths[j]].reshape(-1)
               for j in range(len(schedule.lengths) - 1)]
     return u_query, u_keep
 

@@ -154,35 +154,52 @@ def record_queries(state: DuetsState, step, actions, rewards) -> DuetsState:
 
 def end_of_epoch(schedule: Schedule, trim_fn, diagnostics: tuple, params, state: DuetsState, step):
     """(state, Report): `epoch_end` with trim_fn at the last step of a completed epoch, else `quiet`
-    (zero diagnostics of these names)."""
+    (zero diagnostics of these names). One branch serves every completed epoch, its index traced."""
     epoch, _, ends = step_tables(schedule)
     N = step.active.shape[0]
-    last = len(schedule.steps) - 1
-    branches = [partial(epoch_end, schedule, trim_fn, N, j) for j in range(last)] + [partial(quiet, diagnostics)]
-    return lax.switch(jnp.where(ends[step.t], epoch[step.t], last), branches, params, state)
+    stay = partial(quiet, diagnostics)
+    if len(schedule.steps) == 1:  # no epoch completes before the horizon
+        return stay(params, state)
+    return lax.cond(ends[step.t], partial(epoch_end, schedule, trim_fn, N), lambda j, *operand: stay(*operand),
+                    epoch[step.t], params, state)
 
 
-def epoch_end(schedule: Schedule, trim_fn, N: int, j: int, params, state: DuetsState):
-    """Steps 1-5 of the module docstring for completed epoch j (static, so every buffer has the
-    epoch's own size N T_j): (new state, Report). The epoch's distinct points fill R of
-    min(N T_j, M) + 1 slots; the dense work, trim_fn(N, j, capacity, operand) (`trim`), runs on the
-    smallest of `base.capacity_ladder` that holds them (`base.sized_switch`), so its O(R^3 + M R^2)
-    follows the points actually drawn."""
+def epoch_end(schedule: Schedule, trim_fn, N: int, j, params, state: DuetsState):
+    """Steps 1-5 of the module docstring for completed epoch j (traced): (new state, Report). The
+    epoch's queries fill the first T_j of W columns, W the longest completed epoch (ids [N, W], M past
+    T_j: no candidate), so one program serves every epoch. Its distinct points fill R of
+    min(N T_j, M) + 1 slots; the dense work, trim_fn(N, capacity, operand) (`trim`), runs on the
+    capacity `epoch_capacity` picks (`base.sized_switch`), so its O(R^3 + M R^2) follows the points
+    actually drawn."""
     dtype = state.sums.dtype
     M = state.candidates.shape[0]
-    length = schedule.lengths[j]
-    ids = query_ids(state, j, jnp.arange(N)[:, None], jnp.arange(length)[None, :])    # [N, T_j]
-    counts = jnp.zeros((M,), dtype).at[ids].add(1.0)
-    uniq = jnp.unique(ids, size=min(N * length, M) + 1, fill_value=M)
+    i = jnp.arange(completed_width(schedule))[None, :]
+    ids = jnp.where(i < epoch_length(schedule, j), query_ids(state, j, jnp.arange(N)[:, None], i), M)   # [N, W]
+    counts = jnp.zeros((M,), dtype).at[ids].add(1.0, mode="drop")
+    tops = [min(N * length, M) + 1 for length in schedule.lengths[:-1]]
+    uniq = jnp.unique(ids, size=max(tops), fill_value=M)
     distinct = jnp.sum(uniq < M)
-    return sized_switch(distinct, capacity_ladder(uniq.shape[0]), partial(trim_fn, N, j),
-                        (params, state, ids, counts, uniq))
+    capacities = tuple(sorted(set(capacity_ladder(max(tops))) | set(tops)))
+    return sized_switch(epoch_capacity(distinct, jnp.asarray(tops)[j], max(tops)), capacities, partial(trim_fn, N),
+                        (params, state, j, ids, counts, uniq))
 
 
-def trim(config: DuetsConfig, N: int, j: int, capacity: int, operand):
-    """Steps 2-5 for epoch j with the epoch's distinct candidates in uniq[:capacity] (sorted, M beyond
-    them): (new state, Report)."""
-    params, state, ids, counts, uniq = operand
+def epoch_capacity(distinct, top, most: int):
+    """The capacity of an epoch's dense work: the smallest of `base.capacity_ladder(top)` that holds
+    `distinct` points, top = min(N T_j, M) + 1 the epoch's own slots (traced; `most` the largest
+    over epochs). It grows with `distinct`, so under a vmap the largest run's is every run's."""
+    rungs = [64]  # the ladder's powers of two, up to the first >= most
+    while rungs[-1] < most:
+        rungs.append(2 * rungs[-1])
+    rungs = jnp.asarray(rungs)
+    rung = rungs[jnp.minimum(jnp.searchsorted(rungs, distinct), len(rungs) - 1)]
+    return jnp.where(rung < top, rung, top)
+
+
+def trim(config: DuetsConfig, N: int, capacity: int, operand):
+    """Steps 2-5 for epoch j (traced, in the operand) with the epoch's distinct candidates in
+    uniq[:capacity] (sorted, M beyond them): (new state, Report)."""
+    params, state, j, ids, counts, uniq = operand
     dtype = state.sums.dtype
     M, d = state.candidates.shape
     kp = kernel_params(config.kernel.params, params["lengthscale"], dtype)
@@ -199,7 +216,7 @@ def trim(config: DuetsConfig, N: int, j: int, capacity: int, operand):
     active = state.active & (mu >= top - 2.0 * params["beta"] * jnp.sqrt(jnp.maximum(sigma2_max, 0.0)))
     new, n_active = trimmed(state, active)
     size = jnp.sum(in_S).astype(dtype)
-    diags = dict(epoch_length=config.schedule.lengths[j], sigma2_max=sigma2_max, p=p, inducing=size,
+    diags = dict(epoch_length=epoch_length(config.schedule, j), sigma2_max=sigma2_max, p=p, inducing=size,
                  active_before=state.n_active, active_after=n_active, best_survived=active[state.best],
                  comm_paper=(d + 2) * size + 1.0, comm_code=N * code_count,
                  regen_mismatch=jnp.sum(counts != state.counts))
@@ -227,6 +244,16 @@ def step_tables(schedule: Schedule):
         local += list(range(run))
         ends += [False] * (run - 1) + [j < last]
     return (jnp.asarray(epoch, jnp.int32), jnp.asarray(local, jnp.int32), jnp.asarray(ends, bool))
+
+
+def completed_width(schedule: Schedule) -> int:
+    """W, the longest completed epoch's T_j: the columns of an epoch's queries and keep draws."""
+    return max(schedule.lengths[:-1], default=1)
+
+
+def epoch_length(schedule: Schedule, j):
+    """T_j of epoch j (traced int32)."""
+    return jnp.asarray(schedule.lengths, jnp.int32)[j]
 
 
 def query_ids(state: DuetsState, j, n, i):
@@ -264,19 +291,18 @@ def trimmed(state: DuetsState, active):
                           counts=jnp.zeros_like(state.counts), sums=jnp.zeros_like(state.sums)), n_active
 
 
-def keep_uniforms(schedule: Schedule, state: DuetsState, j: int, N: int):
-    """The server's draws of epoch j: (u_keep [N, T_j], one uniform per point of the epoch, and u_empty,
-    one more uniform), from fold_in(server, j)."""
+def keep_uniforms(schedule: Schedule, state: DuetsState, j, N: int):
+    """The server's draws of epoch j: (u_keep [N, W], one uniform per point of the epoch in its first
+    T_j columns (W: `completed_width`), and u_empty, one more uniform), from fold_in(server, j)."""
     k_keep, k_empty = jax.random.split(jax.random.fold_in(state.server, j))
     dtype = state.sums.dtype
-    width = max(schedule.lengths[:-1], default=1)  # the draws' shape: every epoch's first T_j columns
-    u_keep = flat_uniform(k_keep, (N, width), dtype)[:, :schedule.lengths[j]]
+    u_keep = flat_uniform(k_keep, (N, completed_width(schedule)), dtype)
     return u_keep, jax.random.uniform(k_empty, (), dtype)
 
 
 def kept_slots(ids, kept, uniq, live, M: int):
-    """[R] bool: the distinct slots (uniq[R]) whose candidate some kept point (kept [N, T_j] over
-    ids [N, T_j]) is."""
+    """[R] bool: the distinct slots (uniq[R]) whose candidate some kept point (kept [N, W] over
+    ids [N, W]) is."""
     hit = jnp.zeros((M + 1,), bool).at[jnp.where(kept, ids, M)].set(True)
     return hit[uniq] & live
 
@@ -288,13 +314,14 @@ def check_epochs(name: str, horizon, first_epoch) -> None:
             raise ConfigError(f"{name}: {option} must be a positive integer, got {value!r}")
 
 
-def inducing_slots(schedule: Schedule, state: DuetsState, j: int, ids, uniq, live, p, N: int):
-    """(in_S over the distinct slots, number of kept draws): each point of the epoch (ids [N, T_j])
-    kept with probability p; when none is, the point at flat position floor(u N T_j) (agent-major)."""
+def inducing_slots(schedule: Schedule, state: DuetsState, j, ids, uniq, live, p, N: int):
+    """(in_S over the distinct slots, number of kept draws): each point of the epoch (the first T_j
+    columns of ids [N, W]) kept with probability p; when none is, the point at flat position
+    floor(u N T_j) (agent-major)."""
     dtype = state.sums.dtype
-    length = ids.shape[1]
+    length = epoch_length(schedule, j)
     u_keep, u_empty = keep_uniforms(schedule, state, j, N)
-    kept = u_keep < p
+    kept = (u_keep < p) & (jnp.arange(ids.shape[1]) < length)
     flat = jnp.floor(u_empty * (N * length)).astype(jnp.int32)
     fallback = ids[flat // length, flat % length]
     M = state.candidates.shape[0]

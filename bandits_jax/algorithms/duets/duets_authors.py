@@ -34,8 +34,8 @@ import jax.numpy as jnp
 from ...core import Algorithm, Table, report
 from ...kernels.functions import Kernel
 from ..base import check_tolerance, kernel_params, resolve_kernel, signed_params
-from .duets import (DuetsConfig, check_epochs, end_of_epoch, epoch_points, epoch_schedule, init, keep_uniforms,
-                    kept_slots, nystrom_posterior, record_queries, select, trimmed)
+from .duets import (DuetsConfig, check_epochs, end_of_epoch, epoch_length, epoch_points, epoch_schedule, init,
+                    keep_uniforms, kept_slots, nystrom_posterior, record_queries, select, trimmed)
 
 NAME = "DUETS-authors"
 SIGNS = {"beta": "nonnegative", "p_log": "nonnegative", "lam": "positive", "lengthscale": "positive"}
@@ -57,19 +57,20 @@ def update(config: DuetsConfig, params, state, step, actions, rewards, aux, key)
     return end_of_epoch(config.schedule, partial(trim, config), DIAGNOSTICS, params, state, step)
 
 
-def trim(config: DuetsConfig, N: int, j: int, capacity: int, operand):
-    """The code's epoch end for epoch j, the epoch's distinct candidates in uniq[:capacity]:
-    (new state, Report)."""
-    params, state, ids, counts, uniq = operand
+def trim(config: DuetsConfig, N: int, capacity: int, operand):
+    """The code's epoch end for epoch j (traced, in the operand), the epoch's distinct candidates in
+    uniq[:capacity]: (new state, Report)."""
+    params, state, j, ids, counts, uniq = operand
     dtype = state.sums.dtype
     M, d = state.candidates.shape
     lam, beta = params["lam"], params["beta"]
     kp = kernel_params(config.kernel.params, params["lengthscale"], dtype)
     uniq, U, c, s, live = epoch_points(state, counts, uniq, capacity)
 
-    points = N * config.schedule.lengths[j]
-    p = jnp.minimum(1.0, params["p_log"] * (math.log(points) / points))
-    kept = keep_uniforms(config.schedule, state, j, N)[0] < p                      # [N, T_j]
+    rates = [math.log(N * length) / (N * length) for length in config.schedule.lengths[:-1]]  # log(n)/n per epoch
+    p = jnp.minimum(1.0, params["p_log"] * jnp.asarray(rates, dtype)[j])
+    valid = jnp.arange(ids.shape[1]) < epoch_length(config.schedule, j)
+    kept = (keep_uniforms(config.schedule, state, j, N)[0] < p) & valid            # [N, W]
     in_S = kept_slots(ids, kept, uniq, live, M)
     mu, var = nystrom_posterior(config, kp, lam, state.candidates, U, in_S, c, s)
     sigma = jnp.sqrt(var)
@@ -78,7 +79,7 @@ def trim(config: DuetsConfig, N: int, j: int, capacity: int, operand):
     active = state.active & (mu + beta * sigma >= lcb_top)
     new, n_active = trimmed(state, active)
     size = jnp.sum(kept).astype(dtype)
-    diags = dict(epoch_length=config.schedule.lengths[j], p=p, inducing=size, inducing_distinct=jnp.sum(in_S),
+    diags = dict(epoch_length=epoch_length(config.schedule, j), p=p, inducing=size, inducing_distinct=jnp.sum(in_S),
                  sigma_tilde_max=jnp.max(jnp.where(state.active, sigma, -jnp.inf)), active_before=state.n_active,
                  active_after=n_active, best_survived=active[state.best], comm_paper=(d + 2) * size,
                  comm_code=N * size, regen_mismatch=jnp.sum(counts != state.counts))
