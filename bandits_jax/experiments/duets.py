@@ -45,7 +45,7 @@ BOUNDS = {"num_agents": COUNT, "noise_std": NOISE_STD, "num_candidates": COUNT,
           "p_log": NONNEGATIVE, "dis_D": NONNEGATIVE, "approx_D": NONNEGATIVE, "q_bar": NONNEGATIVE,
           "forced_sync": Bound(-1, INT32_MAX), "approx_dict_capacity": COUNT, "dis_slots": COUNT,
           "beta": NONNEGATIVE}
-PAPER = {"horizon": 50, "seeds": 5, "first_segment": 8}
+PAPER = {"horizon": 50, "seeds": 5, "first_segment": 64}
 LARGE = {"horizon": 2000, "seeds": 100, "num_agents": 100, "first_segment": 128, "approx_storage": "candidates"}
 SMOKE = {"horizon": 14, "seeds": 2, "num_agents": 3, "num_candidates": 100, "first_segment": 16,
          "beta_grid": "0.5,2"}
