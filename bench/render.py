@@ -52,6 +52,7 @@ TABLES = {
     "compiles_issue": ("compile_issue.json", lambda doc: compiles.table(doc, ("compile", "floor_compile", "run"))),
     "compiles_session": ("compile_session.json", lambda doc: compiles.table(doc, ("compile", "floor_compile", "run"))),
     "compiles_lsr": ("compile_lsr.json", lambda doc: compiles.table(doc, ("compile", "floor_compile", "run"))),
+    "compiles_duets": ("compile_duets.json", lambda doc: compiles.table(doc, ("compile", "floor_compile", "run"))),
     "arena_cache": ("arena_cache.json", arena_cache.table),
     "cold_start": ("cold_start", cold_start.comparison),
     "xla_options": ("xla_options.json", xla_options.table),
