@@ -173,8 +173,8 @@ def epoch_end(schedule: Schedule, trim_fn, N: int, j, params, state: DuetsState)
     actually drawn."""
     dtype = state.sums.dtype
     M = state.candidates.shape[0]
-    i = jnp.arange(completed_width(schedule))[None, :]
-    ids = jnp.where(i < epoch_length(schedule, j), query_ids(state, j, jnp.arange(N)[:, None], i), M)   # [N, W]
+    i = jnp.arange(completed_width(schedule))
+    ids = jnp.where(in_epoch(schedule, j), query_ids(state, j, jnp.arange(N)[:, None], i[None, :]), M)  # [N, W]
     counts = jnp.zeros((M,), dtype).at[ids].add(1.0, mode="drop")
     tops = [min(N * length, M) + 1 for length in schedule.lengths[:-1]]
     uniq = jnp.unique(ids, size=max(tops), fill_value=M)
@@ -256,6 +256,11 @@ def epoch_length(schedule: Schedule, j):
     return jnp.asarray(schedule.lengths, jnp.int32)[j]
 
 
+def in_epoch(schedule: Schedule, j):
+    """[W] bool: the columns of `completed_width` that epoch j's T_j points fill."""
+    return jnp.arange(completed_width(schedule)) < epoch_length(schedule, j)
+
+
 def query_ids(state: DuetsState, j, n, i):
     """Candidate ids of agent n's i-th query of epoch j (broadcast over n and i): the same function
     serves the agents' queries and the server's regeneration."""
@@ -321,7 +326,7 @@ def inducing_slots(schedule: Schedule, state: DuetsState, j, ids, uniq, live, p,
     dtype = state.sums.dtype
     length = epoch_length(schedule, j)
     u_keep, u_empty = keep_uniforms(schedule, state, j, N)
-    kept = (u_keep < p) & (jnp.arange(ids.shape[1]) < length)
+    kept = (u_keep < p) & in_epoch(schedule, j)
     flat = jnp.floor(u_empty * (N * length)).astype(jnp.int32)
     fallback = ids[flat // length, flat % length]
     M = state.candidates.shape[0]

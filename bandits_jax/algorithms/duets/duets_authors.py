@@ -34,8 +34,8 @@ import jax.numpy as jnp
 from ...core import Algorithm, Table, report
 from ...kernels.functions import Kernel
 from ..base import check_tolerance, kernel_params, resolve_kernel, signed_params
-from .duets import (DuetsConfig, check_epochs, end_of_epoch, epoch_length, epoch_points, epoch_schedule, init,
-                    keep_uniforms, kept_slots, nystrom_posterior, record_queries, select, trimmed)
+from .duets import (DuetsConfig, check_epochs, end_of_epoch, epoch_length, epoch_points, epoch_schedule, in_epoch,
+                    init, keep_uniforms, kept_slots, nystrom_posterior, record_queries, select, trimmed)
 
 NAME = "DUETS-authors"
 SIGNS = {"beta": "nonnegative", "p_log": "nonnegative", "lam": "positive", "lengthscale": "positive"}
@@ -69,8 +69,7 @@ def trim(config: DuetsConfig, N: int, capacity: int, operand):
 
     rates = [math.log(N * length) / (N * length) for length in config.schedule.lengths[:-1]]  # log(n)/n per epoch
     p = jnp.minimum(1.0, params["p_log"] * jnp.asarray(rates, dtype)[j])
-    valid = jnp.arange(ids.shape[1]) < epoch_length(config.schedule, j)
-    kept = (keep_uniforms(config.schedule, state, j, N)[0] < p) & valid            # [N, W]
+    kept = (keep_uniforms(config.schedule, state, j, N)[0] < p) & in_epoch(config.schedule, j)   # [N, W]
     in_S = kept_slots(ids, kept, uniq, live, M)
     mu, var = nystrom_posterior(config, kp, lam, state.candidates, U, in_S, c, s)
     sigma = jnp.sqrt(var)
