@@ -474,6 +474,8 @@ def _claim_out_dir(out: Path, name: str, size: str, config: dict) -> None:
     record = {"experiment": name, "size": size, "config": fixed}
     if path.exists():
         previous = json.loads(path.read_text())
+        if isinstance(previous.get("config"), dict):  # a folder written when RUN_KEYS held fewer keys
+            previous["config"] = {k: v for k, v in previous["config"].items() if k not in RUN_KEYS}
         if previous != json.loads(json.dumps(record)):
             raise ConfigError(
                 f"{out} holds results of another configuration ({previous.get('experiment')}, "

@@ -259,6 +259,23 @@ def test_out_dir_of_another_configuration_is_refused(tmp_path):
         sweep.run_experiment("test/toy", "smoke", overrides={"eps": "0.1"}, out=out, quiet=True, plot=False)
 
 
+def test_a_run_cut_into_other_segments_resumes_its_folder(tmp_path):
+    """first_segment and vmap_size cut the runs into compiled calls and change no number: a folder
+    continues under other values, one written when its config.json still held them too."""
+    out = tmp_path / "r"
+    sweep.run_experiment("test/toy", "smoke", out=out, quiet=True, plot=False)
+    path = out / "config.json"
+    record = json.loads(path.read_text())
+    assert "first_segment" not in record["config"] and "vmap_size" not in record["config"]
+    record["config"]["first_segment"] = 128  # as such folders were written before
+    path.write_text(json.dumps(record))
+    cut = {"first_segment": "16", "vmap_size": "2"}
+    sweep.run_experiment("test/toy", "smoke", overrides=cut, out=out, quiet=True, plot=False)
+    apart = sweep.run_experiment("test/toy", "smoke", overrides=cut, out=tmp_path / "apart", quiet=True, plot=False)
+    a, b = np.load(out / "results.npz"), np.load(apart / "results.npz")
+    assert sorted(a.files) == sorted(b.files) and all(np.array_equal(a[k], b[k]) for k in a.files)
+
+
 @pytest.mark.parametrize("argv, needle", [
     (["run", "no/such"], "unknown experiment"),
     (["run", "test/toy", "--set", "nokey=1"], "unknown key 'nokey'"),

@@ -73,9 +73,12 @@ COMMON_DEFAULTS = {"seeds": 8, "first_seed": 0, "horizon": 1000, "precision": "f
                    "first_segment": 128, "vmap_size": 0}
 COMMON_BOUNDS = {"seeds": AT_LEAST_ONE, "first_seed": KEY, "horizon": COUNT, "base_key": KEY, "first_segment": COUNT,
                  "vmap_size": COUNT_OR_ZERO}
+# keys that cut the runs into compiled calls (capacity segments, runs per vmap): no number depends on them
+# but rounding where a buffer's padding changes, so a record made with other values is still of its size
+LAYOUT_KEYS = ("first_segment", "vmap_size")
 # keys that may change between resumed runs (one_storage: how exact OneKernelUCB stores its model, the same
 # numbers to rounding)
-RUN_KEYS = ("seeds", "first_seed", "precision", "one_storage", "vmap_size")
+RUN_KEYS = ("seeds", "first_seed", "precision", "one_storage") + LAYOUT_KEYS
 
 
 @dataclasses.dataclass(frozen=True)

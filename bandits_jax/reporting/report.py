@@ -333,9 +333,12 @@ def _departures(md: dict) -> str:
 
 
 def _changed_keys(config: dict, registered: dict) -> list:
-    """The keys of a record's configuration whose values differ from its registered size's `registered`."""
+    """The keys of a record's configuration whose values differ from its registered size's `registered`
+    (where data was read from, and how the runs were cut into compiled calls, left out)."""
+    from ..experiments.registry import LAYOUT_KEYS
+
     return [key for key, value in config.items()
-            if key not in _ENVIRONMENT_KEYS and key in registered and value != registered[key]]
+            if key not in _ENVIRONMENT_KEYS + LAYOUT_KEYS and key in registered and value != registered[key]]
 
 
 def _registered(md: dict) -> dict:
