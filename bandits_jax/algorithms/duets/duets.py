@@ -186,12 +186,10 @@ def epoch_end(schedule: Schedule, trim_fn, N: int, j, params, state: DuetsState)
 
 def epoch_capacity(distinct, top, most: int):
     """The capacity of an epoch's dense work: the smallest of `base.capacity_ladder(top)` that holds
-    `distinct` points, top = min(N T_j, M) + 1 the epoch's own slots (traced; `most` the largest
-    over epochs). It grows with `distinct`, so under a vmap the largest run's is every run's."""
-    rungs = [64]  # the ladder's powers of two, up to the first >= most
-    while rungs[-1] < most:
-        rungs.append(2 * rungs[-1])
-    rungs = jnp.asarray(rungs)
+    `distinct` points, top = min(N T_j, M) + 1 the epoch's own slots (traced; `most` >= top the largest
+    over epochs). That is the smallest rung of `capacity_ladder(most)` that holds them where it is
+    below top, else top. It grows with `distinct`, so under a vmap the largest run's is every run's."""
+    rungs = jnp.asarray(capacity_ladder(most))
     rung = rungs[jnp.minimum(jnp.searchsorted(rungs, distinct), len(rungs) - 1)]
     return jnp.where(rung < top, rung, top)
 
