@@ -470,18 +470,22 @@ def _claim_out_dir(out: Path, name: str, size: str, config: dict) -> None:
     """Refuse to mix results of different configurations in one folder."""
     out.mkdir(parents=True, exist_ok=True)
     path = out / "config.json"
-    fixed = {k: v for k, v in config.items() if k not in RUN_KEYS}
-    record = {"experiment": name, "size": size, "config": fixed}
+    record = {"experiment": name, "size": size, "config": _fixed(config)}
     if path.exists():
         previous = json.loads(path.read_text())
         if isinstance(previous.get("config"), dict):  # a folder written when RUN_KEYS held fewer keys
-            previous["config"] = {k: v for k, v in previous["config"].items() if k not in RUN_KEYS}
+            previous["config"] = _fixed(previous["config"])
         if previous != json.loads(json.dumps(record)):
             raise ConfigError(
                 f"{out} holds results of another configuration ({previous.get('experiment')}, "
                 f"{previous.get('size')}); choose another --out or delete that folder")
     else:
         atomic_write_text(path, json.dumps(record, indent=2))
+
+
+def _fixed(config: dict) -> dict:
+    """The keys of a configuration that a results folder holds to: all but RUN_KEYS."""
+    return {k: v for k, v in config.items() if k not in RUN_KEYS}
 
 
 def _claim_stream(out: Path, curve: str, stream: int) -> None:
