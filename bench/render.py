@@ -40,6 +40,11 @@ def report(key: str, table: Callable) -> Callable:
     return lambda doc: fenced(harness.machine_of(doc), table(doc[key]))
 
 
+def compiles_with_runs(doc: dict) -> str:
+    """A comparison of compile tables (`compiles.table`) with the floor's compile and the run seconds."""
+    return compiles.table(doc, ("compile", "floor_compile", "run"))
+
+
 TABLES = {
     "seed_batching": ("seed_batching_pairs", seed_batching.pairs_table),
     "duets": ("duets_bench.json", report("duets_section", duets_bench.table)),
@@ -48,11 +53,11 @@ TABLES = {
     "scale": ("scale.json", lambda doc: scale.markdown(doc["scale_section"])),
     "gpu_scale": ("gpu_h100/run3_scale.json", lambda doc: scale.markdown(doc["scale_section"])),
     "compiles": ("compile_flat_draws.json", compiles.table),
-    "compiles_threefry": ("compile_threefry.json", lambda doc: compiles.table(doc, ("compile", "floor_compile", "run"))),
-    "compiles_issue": ("compile_issue.json", lambda doc: compiles.table(doc, ("compile", "floor_compile", "run"))),
-    "compiles_session": ("compile_session.json", lambda doc: compiles.table(doc, ("compile", "floor_compile", "run"))),
-    "compiles_lsr": ("compile_lsr.json", lambda doc: compiles.table(doc, ("compile", "floor_compile", "run"))),
-    "compiles_duets": ("compile_duets.json", lambda doc: compiles.table(doc, ("compile", "floor_compile", "run"))),
+    "compiles_threefry": ("compile_threefry.json", compiles_with_runs),
+    "compiles_issue": ("compile_issue.json", compiles_with_runs),
+    "compiles_session": ("compile_session.json", compiles_with_runs),
+    "compiles_lsr": ("compile_lsr.json", compiles_with_runs),
+    "compiles_duets": ("compile_duets.json", compiles_with_runs),
     "arena_cache": ("arena_cache.json", arena_cache.table),
     "cold_start": ("cold_start", cold_start.comparison),
     "xla_options": ("xla_options.json", xla_options.table),
