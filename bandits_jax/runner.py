@@ -228,11 +228,19 @@ def run_start(problem: Problem, algorithm: Algorithm, base_key: int, sizes: Size
     return start
 
 
-def program_makers(problem: Problem, algorithm: Algorithm) -> tuple:
+# what a segment reads of its problem: the step's functions (`make_step`) and `init`, which makes the instance it takes
+STEP_READS = ("spec", "init", "contexts", "mean_reward", "sample_rewards", "active")
+
+
+def program_makers(problem: Problem, algorithm: Algorithm, reads: Optional[tuple] = None) -> tuple:
     """What a run's traced programs are made of (`programs.maker_of`): the problem and every field of
     the algorithm but its name, which nothing traced reads (two curves of one algorithm under two names
-    trace to one program)."""
-    return (problem,) + tuple(v for f, v in zip(algorithm._fields, algorithm) if f != "name")
+    trace to one program). reads: the problem's fields the program reads, where it reads only those
+    (the algorithm's start reads the spec and takes the public part as an argument, a segment reads
+    STEP_READS); two problems that share them, such as one Coop world at two message TTLs, then share
+    the program without tracing it again."""
+    head = (problem,) if reads is None else tuple(getattr(problem, field) for field in reads)
+    return head + tuple(v for f, v in zip(algorithm._fields, algorithm) if f != "name")
 
 
 def make_step(problem: Problem, algorithm: Algorithm) -> Callable:
@@ -519,12 +527,14 @@ def _run_group(problem, algorithm, seeds, params, padded, base_key, first_segmen
     def algorithm_part(keys_, params_, public):
         return jax.vmap(algorithm_start(problem, algorithm, sizes))(keys_, params_, public)
 
-    run_segment = _segment_runner(algorithm, step, report, compiled, timer, ahead)
+    step_makers = program_makers(problem, algorithm, STEP_READS)
+    run_segment = _segment_runner(algorithm, step, report, compiled, timer, step_makers, ahead)
     f_problem = compiled("problem start", problem_part, seed_arr, makers=(problem,), out_shardings=runs)
     t_r = time.perf_counter()
     pk, ak, inst, public = f_problem(seed_arr)
     timer["run"] += time.perf_counter() - t_r
-    f_start = compiled("start", algorithm_part, ak, params, public, static=(sizes,), out_shardings=runs)
+    f_start = compiled("start", algorithm_part, ak, params, public, static=(sizes, _shape_sig(public)),
+                       out_shardings=runs, makers=program_makers(problem, algorithm, ("spec",)))
     t_r = time.perf_counter()
     ak, state = f_start(ak, params, public)
     timer["run"] += time.perf_counter() - t_r
@@ -589,10 +599,11 @@ def _has_nan(state) -> jax.Array:
     return jnp.any(jnp.stack(leaves)) if leaves else jnp.zeros((), bool)
 
 
-def _segment_runner(algorithm, step, report, compiled, timer, ahead=False):
+def _segment_runner(algorithm, step, report, compiled, timer, makers, ahead=False):
     """run_segment(params, state, inst, pk, ak, t0, length, sizes) -> (state, outs {key: [T, B, ...]},
     nan [B]: whether each run's state holds a NaN at the segment's end); ahead (`_run_group`): None,
-    the segment's program handed to `programs.ahead`.
+    the segment's program handed to `programs.ahead`. makers: what the segment's program is made of
+    (`program_makers` of the step's problem fields).
 
     The input state is consumed: the compiled call updates it in place (donated) when resizing leaves
     its shapes alone, so a segment allocates no second copy of a large state.
@@ -625,7 +636,7 @@ def _segment_runner(algorithm, step, report, compiled, timer, ahead=False):
         t0_arr = jnp.asarray(t0, jnp.int32)
         same = resize is None or _shape_sig(jax.eval_shape(jax.vmap(lambda p, s: resize(p, s, sizes)), params,
                                                              state)) == _shape_sig(state)
-        f_seg = compiled("segment", seg_fn, params, state, inst, pk, ak, t0_arr,
+        f_seg = compiled("segment", seg_fn, params, state, inst, pk, ak, t0_arr, makers=makers,
                          static=(length, sizes, _shape_sig(state)), donate=(1,) if same else ())
         if ahead:
             return None
@@ -650,7 +661,10 @@ def _progress_callback(report: Optional[Callable[[int], None]], every: int):
 
 
 def _shape_sig(tree):
-    return tuple((tuple(x.shape), str(x.dtype)) for x in jax.tree_util.tree_leaves(tree))
+    """The structure, shapes and dtypes of a pytree's leaves (a maker's static part: what a program's
+    argument fixes of its trace)."""
+    leaves, structure = jax.tree_util.tree_flatten(tree)
+    return str(structure), tuple((tuple(x.shape), str(x.dtype)) for x in leaves)
 
 
 # ----------------------------------------------------------------------------------- given arrays

@@ -201,6 +201,37 @@ def test_two_resolves_of_one_spec_run_one_program_traced_once():
     assert [p.how != "reused" for p in seen] == [False, True, False]  # the problem's start is the same
 
 
+def test_a_coop_world_at_another_ttl_traces_only_its_problem_start(monkeypatch):
+    """Two problems of one Coop world at two message TTLs differ in their graph arrays alone, which the
+    problem's start reads (`public`): they share the world's functions (`coop._world`), so the second
+    finds the algorithm's start and the segment by their makers (`runner.STEP_READS`), untraced, and
+    computes what a fresh process computes. A world of another noise has another `sample_rewards`: its
+    segment is traced again."""
+    from bandits_jax.curves import Curve, Spec, resolve
+    from bandits_jax.runner import run_batch
+
+    def run(**options):
+        world = Spec("coop-rbf", dict(num_agents=4, num_arms=3, dim=2, horizon=3, p=0.5, gamma=2, **options))
+        return resolve([Curve("a", world, Spec("coop_kernel_ucb"))])[0]
+
+    one, two, noisier = run(ttl=1), run(ttl=2), run(ttl=2, noise_std=0.5)
+    assert one.problem is not two.problem and one.problem.contexts is two.problem.contexts
+    assert noisier.problem.sample_rewards is not two.problem.sample_rewards
+    programs.clear()
+    want = run_batch(two.problem, two.algorithm, [0, 1])  # ttl=2 alone
+    programs.clear()
+    compiled, traced = programs.compiled, []
+    monkeypatch.setattr(programs, "compiled", lambda *a, **k: traced.append(a[1]) or compiled(*a, **k))
+    run_batch(one.problem, one.algorithm, [0, 1])
+    assert traced == ["problem start", "start", "segment"]
+    got = run_batch(two.problem, two.algorithm, [0, 1])
+    assert traced[3:] == ["problem start"]
+    np.testing.assert_array_equal(got.regret, want.regret)
+    np.testing.assert_array_equal(got.comm_up, want.comm_up)
+    run_batch(noisier.problem, noisier.algorithm, [0, 1])
+    assert traced[4:] == ["problem start", "segment"]
+
+
 def test_an_algorithm_spec_is_built_again_when_its_factory_changes(monkeypatch):
     from bandits_jax import algorithms
     from bandits_jax.curves import Spec, algorithm_of

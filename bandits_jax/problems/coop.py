@@ -20,6 +20,7 @@ public(instance) = `graphs.graph_arrays` as jnp arrays: the agents' only knowled
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from pathlib import Path
 
 import jax
@@ -28,7 +29,7 @@ import networkx as nx
 import numpy as np
 
 from .. import core
-from ..core import ConfigError, EnvSpec, Problem, float_dtype
+from ..core import ConfigError, EnvSpec, Problem, float_dtype, keep_last
 from ..keys import init_keys, problem_and_algorithm_keys, problem_step_keys, seed_key
 from . import graphs
 from .synthetic import check_noise_std
@@ -86,14 +87,13 @@ def coop_world(setup: str, num_agents: int, num_arms: int, dim: int, horizon: in
     arrays = graphs.graph_arrays(G, ttl, delay_mode)
     cluster = voronoi_clusters(arrays["dist"], gamma, graph_seed)
     clusters = int(cluster.max()) + 1
-    draw = _linear_world(spec, cluster) if setup == "linear" else _rbf_world(spec, cluster, rho, sigma_x, sigma_z)
-    init, contexts, mean_reward = draw
+    init, contexts, mean_reward, sample_rewards = _world(setup, spec, cluster, rho, sigma_x, sigma_z, noise_std)
     stand_in = {"stand_in": source} if stands_in else {}
     info = {"setup": setup, "graph_source": source, "network_source": kind, **stand_in, "graph_seed": graph_seed,
             **graphs.graph_info(G, gamma, horizon), "ttl": int(ttl), "delay_mode": delay_mode, "clusters": clusters,
             "cluster_sizes": ",".join(str(n) for n in np.bincount(cluster)), "noise_std": float(noise_std)}
     problem = Problem(name=name, spec=spec, init=init, contexts=contexts, mean_reward=mean_reward,
-                      sample_rewards=core.gaussian_rewards(noise_std),
+                      sample_rewards=sample_rewards,
                       public=lambda instance: {k: jnp.asarray(v) for k, v in arrays.items()})
     if setup == "linear":
         info["upsilon_z"] = clusters
@@ -170,6 +170,23 @@ def voronoi_clusters(dist: np.ndarray, gamma: int, seed: int) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------------- worlds
+_WORLDS: "OrderedDict[tuple, tuple]" = OrderedDict()  # what fixes a world's draw -> its functions
+_WORLDS_KEEP = 16
+
+
+def _world(setup, spec: EnvSpec, cluster: np.ndarray, rho, sigma_x, sigma_z, noise_std) -> tuple:
+    """(init, contexts, mean_reward, sample_rewards) of a world, one set of function objects per world in
+    this process (the last _WORLDS_KEEP): the problems of one world at several message TTLs differ in
+    their graph arrays alone (`public`), so they share these, and with them every compiled program that
+    reads nothing else of the problem (`runner.STEP_READS`)."""
+    key = (setup, tuple(spec), cluster.tobytes(), float(rho), float(sigma_x), float(sigma_z), float(noise_std))
+    kept = _WORLDS.get(key)
+    if kept is None:
+        draw = _linear_world(spec, cluster) if setup == "linear" else _rbf_world(spec, cluster, rho, sigma_x, sigma_z)
+        kept = (*draw, core.gaussian_rewards(noise_std))
+    return keep_last(_WORLDS, key, kept, _WORLDS_KEEP)
+
+
 def _linear_world(spec: EnvSpec, cluster: np.ndarray):
     V, K, d = spec.num_agents, spec.num_arms, spec.dim
     C = int(cluster.max()) + 1
