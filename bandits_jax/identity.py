@@ -82,22 +82,47 @@ def _traced_digest(problem, algorithm, names: tuple, base_key: int, precision: s
         weak_float = jax.ShapeDtypeStruct((), jax.dtypes.canonicalize_dtype(np.float64), weak_type=True)
         values = {k: weak_float for k in names}
         seed = jax.ShapeDtypeStruct((), np.uint32)
-        if isinstance(algorithm, Trial):
-            programs = [jax.make_jaxpr(trial_run(problem, algorithm, base_key))(seed, values)]
-        else:
-            start = run_start(problem, algorithm, base_key, horizon_sizes(algorithm, problem.spec))
-            _, _, instance, state = jax.eval_shape(start, seed, values)
-            key, t = jax.ShapeDtypeStruct((2,), np.uint32), jax.ShapeDtypeStruct((), np.int32)  # a raw PRNG key
-            programs = [jax.make_jaxpr(start)(seed, values),
-                        jax.make_jaxpr(make_step(problem, algorithm))(values, state, instance, key, key, t)]
         digest = hashlib.sha256()
-        for program in programs:
-            digest.update(_ADDRESS.sub("", str(program.jaxpr)).encode())
-            for const in program.consts:
-                const = np.asarray(const)
-                digest.update(f"{const.shape} {const.dtype}".encode())
-                digest.update(np.ascontiguousarray(const).tobytes())
+        if isinstance(algorithm, Trial):
+            digest.update(_program_bytes(jax.make_jaxpr(trial_run(problem, algorithm, base_key))(seed, values)))
+            return digest
+        start = run_start(problem, algorithm, base_key, horizon_sizes(algorithm, problem.spec))
+        program, (_, _, instance, state) = jax.make_jaxpr(start, return_shape=True)(seed, values)
+        digest.update(_program_bytes(program))
+        digest.update(_step_bytes(problem, algorithm, values, state, instance, precision))
     return digest
+
+
+_STEPS: "OrderedDict[tuple, tuple]" = OrderedDict()  # step Maker key: (`_program_bytes` of its jaxpr, the objects)
+_STEPS_KEEP = 64
+
+
+def _step_bytes(problem, algorithm, values: dict, state, instance, precision: str) -> bytes:
+    """`_program_bytes` of the traced step, traced once per process for the same step functions and shapes:
+    it reads only `runner.STEP_READS` of the problem, which the problems of one Coop world at several
+    message TTLs share (their starts differ)."""
+    from .runner import STEP_READS, _shape_sig
+
+    maker = maker_of(*program_makers(problem, algorithm, STEP_READS), tuple(values), precision,
+                     _shape_sig(state), _shape_sig(instance))
+    kept = _STEPS.get(maker.key) if maker.key is not None else None
+    if kept is None:
+        key, t = jax.ShapeDtypeStruct((2,), np.uint32), jax.ShapeDtypeStruct((), np.int32)  # a raw PRNG key
+        kept = (_program_bytes(jax.make_jaxpr(make_step(problem, algorithm))(values, state, instance, key, key, t)),
+                maker.held)
+    if maker.key is not None:
+        keep_last(_STEPS, maker.key, kept, _STEPS_KEEP)
+    return kept[0]
+
+
+def _program_bytes(program) -> bytes:
+    """What a traced program gives a digest: its jaxpr's text (object addresses left out) and its
+    constants (shape, dtype, bytes)."""
+    parts = [_ADDRESS.sub("", str(program.jaxpr)).encode()]
+    for const in program.consts:
+        const = np.asarray(const)
+        parts += [f"{const.shape} {const.dtype}".encode(), np.ascontiguousarray(const).tobytes()]
+    return b"".join(parts)
 
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")  # object addresses differ between processes

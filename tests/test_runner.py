@@ -452,6 +452,30 @@ def test_a_grids_identities_trace_its_programs_once(monkeypatch):
     assert identity.run_identities(prob, alg, points, base_key=1) != found and len(traced) == 2
 
 
+def test_a_coop_world_at_another_ttl_traces_its_start_not_its_step_for_its_identity(monkeypatch):
+    """The problems of one Coop world at two message TTLs share the step's functions (`coop._world`):
+    the second identity traces its start (the graph arrays differ) and takes the step's jaxpr from the
+    first; the identities differ, and each is the one a fresh process finds."""
+    from bandits_jax.curves import Curve, Spec, resolve
+
+    def run(ttl):
+        world = Spec("coop-rbf", dict(num_agents=4, num_arms=3, dim=2, horizon=3, p=0.5, gamma=2, ttl=ttl))
+        return resolve([Curve("a", world, Spec("coop_kernel_ucb"))], trace=False)[0]
+
+    one, two = run(1), run(2)
+    identity._DIGESTS.clear()
+    identity._STEPS.clear()
+    steps, make_step = [], identity.make_step
+    monkeypatch.setattr(identity, "make_step", lambda *a: steps.append(a) or make_step(*a))
+    params = dict(one.algorithm.defaults)
+    first = identity.run_identity(one.problem, one.algorithm, params)
+    second = identity.run_identity(two.problem, two.algorithm, params)
+    assert first != second and len(steps) == 1
+    identity._DIGESTS.clear()
+    identity._STEPS.clear()
+    assert identity.run_identity(two.problem, two.algorithm, params) == second and len(steps) == 2
+
+
 @pytest.mark.parametrize("stream", [-1, 2 ** 32, 1.5, True, "1"])
 def test_a_bad_stream_is_refused_before_compiling(stream):
     prob, alg = toy_problem(horizon=10), uniform_random()._replace(stream=stream)
