@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from collections import OrderedDict
 from typing import Callable, NamedTuple, Optional, Sequence
 
 import jax
@@ -53,7 +54,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from . import compile_report, programs
 from ._cpu import cpu_guard
 from .core import (Algorithm, ConfigError, EnvSpec, Problem, Report, Sizes, Step, check_param,
-                   check_stream, declared_param)
+                   check_stream, declared_param, keep_last)
 from .devices import device_mesh, precision_scope, sharded_runs
 from .keys import (algorithm_step_keys, init_keys, problem_and_algorithm_keys, problem_step_keys, seed_key,
                    stream_key)
@@ -634,8 +635,7 @@ def _segment_runner(algorithm, step, report, compiled, timer, makers, ahead=Fals
             return state, outs, jax.vmap(_has_nan)(state)
 
         t0_arr = jnp.asarray(t0, jnp.int32)
-        same = resize is None or _shape_sig(jax.eval_shape(jax.vmap(lambda p, s: resize(p, s, sizes)), params,
-                                                             state)) == _shape_sig(state)
+        same = resize is None or _resize_keeps_shapes(resize, params, state, sizes)
         f_seg = compiled("segment", seg_fn, params, state, inst, pk, ak, t0_arr, makers=makers,
                          static=(length, sizes, _shape_sig(state)), donate=(1,) if same else ())
         if ahead:
@@ -658,6 +658,24 @@ def _progress_callback(report: Optional[Callable[[int], None]], every: int):
         lax.cond((t + 1) % every == 0, lambda: jax.debug.callback(report, t + 1), lambda: None)
 
     return maybe_report
+
+
+_KEEPS_SHAPES: "OrderedDict[tuple, tuple]" = OrderedDict()  # Maker key: (whether resize keeps the shapes, held)
+_KEEPS_SHAPES_KEEP = 256
+
+
+def _resize_keeps_shapes(resize, params, state, sizes: Sizes) -> bool:
+    """Whether `resize` (`Sizing.resize`) to `sizes` leaves a group's state [B, ...] of its shapes (its
+    segment may then update the state in place), traced once per process for the same function, sizes
+    and shapes: every segment of every chunk asks."""
+    maker = programs.maker_of(resize, sizes, _shape_sig(params), _shape_sig(state))
+    kept = _KEEPS_SHAPES.get(maker.key) if maker.key is not None else None
+    if kept is None:
+        resized = jax.eval_shape(jax.vmap(lambda p, s: resize(p, s, sizes)), params, state)
+        kept = (_shape_sig(resized) == _shape_sig(state), maker.held)
+    if maker.key is not None:
+        keep_last(_KEEPS_SHAPES, maker.key, kept, _KEEPS_SHAPES_KEEP)
+    return kept[0]
 
 
 def _shape_sig(tree):

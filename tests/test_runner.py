@@ -175,6 +175,21 @@ def test_a_segment_updates_its_state_in_place_unless_it_resizes_it():
                        ("HistoryGreedy", 60): False}
 
 
+def test_whether_a_resize_keeps_the_state_shapes_is_traced_once_per_sizes_and_shapes(monkeypatch):
+    """Every segment call asks whether its resize keeps the state's shapes (`runner._resize_keeps_shapes`):
+    traced once per function, sizes and shapes in a process; the answer is that of the trace."""
+    prob, alg = toy_problem(horizon=60), history_greedy()
+    runner._KEEPS_SHAPES.clear()
+    traced, eval_shape = [], jax.eval_shape
+    monkeypatch.setattr(jax, "eval_shape", lambda *a, **k: traced.append(a) or eval_shape(*a, **k))
+    first = run_batch(prob, alg, range(2), first_segment=30, compiled_cache={})
+    assert len(traced) == 2  # rows 30 (kept), then 60 (grown)
+    assert sorted(kept for kept, _ in runner._KEEPS_SHAPES.values()) == [False, True]
+    again = run_batch(prob, alg, range(2), first_segment=30, compiled_cache={})
+    assert len(traced) == 2
+    np.testing.assert_array_equal(again.regret, first.regret)
+
+
 def test_progress_reports_steps():
     seen = []
     run_batch(toy_problem(horizon=100), uniform_random(), [0, 1], progress=seen.append, progress_every=25)
