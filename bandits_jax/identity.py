@@ -16,7 +16,7 @@ import numpy as np
 from .core import Trial, check_stream, keep_last
 from .devices import precision_scope
 from .programs import maker_of
-from .runner import horizon_sizes, make_step, program_makers, run_start
+from .runner import STEP_READS, horizon_sizes, make_step, program_makers, run_start, shape_sig
 from .trials import trial_run
 
 
@@ -101,10 +101,8 @@ def _step_bytes(problem, algorithm, values: dict, state, instance, precision: st
     """`_program_bytes` of the traced step, traced once per process for the same step functions and shapes:
     it reads only `runner.STEP_READS` of the problem, which the problems of one Coop world at several
     message TTLs share (their starts differ)."""
-    from .runner import STEP_READS, _shape_sig
-
     maker = maker_of(*program_makers(problem, algorithm, STEP_READS), tuple(values), precision,
-                     _shape_sig(state), _shape_sig(instance))
+                     shape_sig(state), shape_sig(instance))
     kept = _STEPS.get(maker.key) if maker.key is not None else None
     if kept is None:
         key, t = jax.ShapeDtypeStruct((2,), np.uint32), jax.ShapeDtypeStruct((), np.int32)  # a raw PRNG key

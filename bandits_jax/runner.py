@@ -534,7 +534,7 @@ def _run_group(problem, algorithm, seeds, params, padded, base_key, first_segmen
     t_r = time.perf_counter()
     pk, ak, inst, public = f_problem(seed_arr)
     timer["run"] += time.perf_counter() - t_r
-    f_start = compiled("start", algorithm_part, ak, params, public, static=(sizes, _shape_sig(public)),
+    f_start = compiled("start", algorithm_part, ak, params, public, static=(sizes, shape_sig(public)),
                        out_shardings=runs, makers=program_makers(problem, algorithm, ("spec",)))
     t_r = time.perf_counter()
     ak, state = f_start(ak, params, public)
@@ -571,7 +571,7 @@ def _run_segments(algorithm, spec, segs, sizes, run_segment, compiled, start, pa
     for t0, t1, rows in segs:
         if grow and t0 > 0:
             f_demand = compiled("demand", lambda st: jnp.max(jax.vmap(sizing.demand)(st)), state,
-                                static=(_shape_sig(state),))
+                                static=(shape_sig(state),))
             sizes = Sizes(rows, grown_rows(int(f_demand(state)), sizes.demand_rows, sizing.demand_limit))
         else:
             sizes = sizes._replace(rows=rows)
@@ -637,7 +637,7 @@ def _segment_runner(algorithm, step, report, compiled, timer, makers, ahead=Fals
         t0_arr = jnp.asarray(t0, jnp.int32)
         same = resize is None or _resize_keeps_shapes(resize, params, state, sizes)
         f_seg = compiled("segment", seg_fn, params, state, inst, pk, ak, t0_arr, makers=makers,
-                         static=(length, sizes, _shape_sig(state)), donate=(1,) if same else ())
+                         static=(length, sizes, shape_sig(state)), donate=(1,) if same else ())
         if ahead:
             return None
         t_r = time.perf_counter()
@@ -668,17 +668,17 @@ def _resize_keeps_shapes(resize, params, state, sizes: Sizes) -> bool:
     """Whether `resize` (`Sizing.resize`) to `sizes` leaves a group's state [B, ...] of its shapes (its
     segment may then update the state in place), traced once per process for the same function, sizes
     and shapes: every segment of every chunk asks."""
-    maker = programs.maker_of(resize, sizes, _shape_sig(params), _shape_sig(state))
+    maker = programs.maker_of(resize, sizes, shape_sig(params), shape_sig(state))
     kept = _KEEPS_SHAPES.get(maker.key) if maker.key is not None else None
     if kept is None:
         resized = jax.eval_shape(jax.vmap(lambda p, s: resize(p, s, sizes)), params, state)
-        kept = (_shape_sig(resized) == _shape_sig(state), maker.held)
+        kept = (shape_sig(resized) == shape_sig(state), maker.held)
     if maker.key is not None:
         keep_last(_KEEPS_SHAPES, maker.key, kept, _KEEPS_SHAPES_KEEP)
     return kept[0]
 
 
-def _shape_sig(tree):
+def shape_sig(tree):
     """The structure, shapes and dtypes of a pytree's leaves (a maker's static part: what a program's
     argument fixes of its trace)."""
     leaves, structure = jax.tree_util.tree_flatten(tree)
