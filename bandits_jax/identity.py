@@ -13,9 +13,9 @@ from collections import OrderedDict
 import jax
 import numpy as np
 
-from .core import Trial, check_stream, keep_last
+from .core import Trial, check_stream
 from .devices import precision_scope
-from .programs import maker_of
+from .programs import maker_of, remembered
 from .runner import STEP_READS, horizon_sizes, make_step, program_makers, run_start, shape_sig
 from .trials import trial_run
 
@@ -66,12 +66,8 @@ def programs_digest(problem, algorithm, names: tuple, base_key: int, precision: 
     are `names`, and the arrays those programs close over; traced once per process for the same
     problem and algorithm objects (`runner.program_makers`: every phase of an arena asks again)."""
     maker = maker_of(*program_makers(problem, algorithm), names, base_key, precision)
-    kept = _DIGESTS.get(maker.key) if maker.key is not None else None
-    if kept is None:
-        kept = (_traced_digest(problem, algorithm, names, base_key, precision), maker.held)
-    if maker.key is not None:
-        keep_last(_DIGESTS, maker.key, kept, _DIGESTS_KEEP)
-    return kept[0].copy()
+    return remembered(_DIGESTS, maker, _DIGESTS_KEEP,
+                      lambda: _traced_digest(problem, algorithm, names, base_key, precision)).copy()
 
 
 def _traced_digest(problem, algorithm, names: tuple, base_key: int, precision: str):
@@ -103,14 +99,9 @@ def _step_bytes(problem, algorithm, values: dict, state, instance, precision: st
     message TTLs share (their starts differ)."""
     maker = maker_of(*program_makers(problem, algorithm, STEP_READS), tuple(values), precision,
                      shape_sig(state), shape_sig(instance))
-    kept = _STEPS.get(maker.key) if maker.key is not None else None
-    if kept is None:
-        key, t = jax.ShapeDtypeStruct((2,), np.uint32), jax.ShapeDtypeStruct((), np.int32)  # a raw PRNG key
-        kept = (_program_bytes(jax.make_jaxpr(make_step(problem, algorithm))(values, state, instance, key, key, t)),
-                maker.held)
-    if maker.key is not None:
-        keep_last(_STEPS, maker.key, kept, _STEPS_KEEP)
-    return kept[0]
+    key, t = jax.ShapeDtypeStruct((2,), np.uint32), jax.ShapeDtypeStruct((), np.int32)  # a raw PRNG key
+    return remembered(_STEPS, maker, _STEPS_KEEP, lambda: _program_bytes(
+        jax.make_jaxpr(make_step(problem, algorithm))(values, state, instance, key, key, t)))
 
 
 def _program_bytes(program) -> bytes:

@@ -55,7 +55,7 @@ import re
 import time
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import NamedTuple, Optional
+from typing import Callable, NamedTuple, Optional
 
 from . import compile_report
 from .compile_cache import cache_hits
@@ -95,6 +95,17 @@ def maker_of(*parts) -> Maker:
     except (ImportError, TypeError):
         key = None
     return Maker(key, held)
+
+
+def remembered(table: "OrderedDict[tuple, tuple]", maker: Maker, most: int, compute: Callable):
+    """compute(), kept in `table` under the maker's key beside the objects the key names (so their ids
+    stay theirs), for the `most` makers asked last; computed every time for a maker without a key."""
+    kept = table.get(maker.key) if maker.key is not None else None
+    if kept is None:
+        kept = (compute(), maker.held)
+    if maker.key is not None:
+        keep_last(table, maker.key, kept, most)
+    return kept[0]
 
 
 def made(maker: Maker, kind: str, **shape):

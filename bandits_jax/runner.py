@@ -54,7 +54,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from . import compile_report, programs
 from ._cpu import cpu_guard
 from .core import (Algorithm, ConfigError, EnvSpec, Problem, Report, Sizes, Step, check_param,
-                   check_stream, declared_param, keep_last)
+                   check_stream, declared_param)
 from .devices import device_mesh, precision_scope, sharded_runs
 from .keys import (algorithm_step_keys, init_keys, problem_and_algorithm_keys, problem_step_keys, seed_key,
                    stream_key)
@@ -668,14 +668,11 @@ def _resize_keeps_shapes(resize, params, state, sizes: Sizes) -> bool:
     """Whether `resize` (`Sizing.resize`) to `sizes` leaves a group's state [B, ...] of its shapes (its
     segment may then update the state in place), traced once per process for the same function, sizes
     and shapes: every segment of every chunk asks."""
+    def keeps() -> bool:
+        return shape_sig(jax.eval_shape(jax.vmap(lambda p, s: resize(p, s, sizes)), params, state)) == shape_sig(state)
+
     maker = programs.maker_of(resize, sizes, shape_sig(params), shape_sig(state))
-    kept = _KEEPS_SHAPES.get(maker.key) if maker.key is not None else None
-    if kept is None:
-        resized = jax.eval_shape(jax.vmap(lambda p, s: resize(p, s, sizes)), params, state)
-        kept = (shape_sig(resized) == shape_sig(state), maker.held)
-    if maker.key is not None:
-        keep_last(_KEEPS_SHAPES, maker.key, kept, _KEEPS_SHAPES_KEEP)
-    return kept[0]
+    return programs.remembered(_KEEPS_SHAPES, maker, _KEEPS_SHAPES_KEEP, keeps)
 
 
 def shape_sig(tree):
